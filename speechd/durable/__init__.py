@@ -1,0 +1,63 @@
+"""The durable stream store: the one contract every other part of speechd stands on.
+
+`open_store(url)` picks a backend from the URL: a filesystem path (or `file:` URL) opens the
+embedded store in that data folder; `nats://host:port` the NATS JetStream backend.
+"""
+
+from __future__ import annotations
+
+from ._contract import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
+    MAX_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_NAME_BYTES,
+    AppendAck,
+    AppendRecord,
+    DurableError,
+    InvalidStreamName,
+    ReadBatch,
+    Record,
+    RecordTooLarge,
+    SeqMismatch,
+    SeqOutOfRange,
+    Store,
+    StoreClosed,
+    StreamInfo,
+    validate_name,
+)
+from ._embedded import EmbeddedStore
+from ._retention import Retention, sweep_forever
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_RECORDS",
+    "MAX_BODY_BYTES",
+    "MAX_HEADER_BYTES",
+    "MAX_NAME_BYTES",
+    "AppendAck",
+    "AppendRecord",
+    "DurableError",
+    "EmbeddedStore",
+    "InvalidStreamName",
+    "ReadBatch",
+    "Record",
+    "RecordTooLarge",
+    "Retention",
+    "SeqMismatch",
+    "SeqOutOfRange",
+    "Store",
+    "StoreClosed",
+    "StreamInfo",
+    "open_store",
+    "sweep_forever",
+    "validate_name",
+]
+
+
+async def open_store(url: str) -> Store:
+    """Open the store at `url` (a data folder path, `file:PATH`, or `nats://host:port`)."""
+    if url.startswith(("nats://", "tls://")):
+        raise DurableError("the NATS backend is not available in this build")
+    path = url.removeprefix("file://").removeprefix("file:")
+    return await EmbeddedStore.open(path)

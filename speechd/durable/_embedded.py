@@ -1,0 +1,547 @@
+"""The embedded backend: one SQLite database in a data folder, shared by several processes.
+
+On disk (persisted, so keep it stable; `PRAGMA user_version` names the layout):
+
+    <data>/store.db            tables `streams` (name -> id, next seq, last touch) and
+                               `records` ((stream id, seq) -> timestamp, headers, body)
+    <data>/store.db-wal, -shm  SQLite's write-ahead log (WAL mode, synchronous=FULL)
+    <data>/wake/<token>        one empty file per open store: the address of its wake socket
+
+Writes: one writer thread per open store drains every append queued while the previous
+transaction committed and commits them together (group commit), so durability costs one WAL
+fsync per batch of appends, not per record. An append is acknowledged only after COMMIT
+returned. Conditional appends are checked inside the transaction, each in a savepoint, so one
+failed condition never undoes its neighbours. Processes serialise on SQLite's write lock.
+
+Wake-ups: after a commit the writer sends the changed stream names as one datagram to every
+other open store's abstract unix socket (Linux); a reader waiting in another process wakes
+within a millisecond or two. A datagram can be dropped (a full socket buffer), so each store
+also polls `PRAGMA data_version` while anyone waits; that bounds a missed wake-up to
+`_POLL_INTERVAL_S`. Off Linux the poll is the only wake-up.
+
+Limits: one machine (SQLite over a network filesystem is not safe); one writer at a time
+across processes, so write throughput is one disk's fsync rate times the batch size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import errno
+import hashlib
+import os
+import queue
+import secrets
+import socket
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ._contract import (
+    MAX_BATCH_BYTES,
+    AppendAck,
+    AppendRecord,
+    DurableError,
+    ReadBatch,
+    Record,
+    SeqMismatch,
+    SeqOutOfRange,
+    Store,
+    StoreClosed,
+    StreamInfo,
+    check_batch,
+    validate_name,
+)
+
+__all__ = ["EmbeddedStore"]
+
+_LAYOUT_VERSION = 1
+_POLL_INTERVAL_S = 0.5
+_MAX_GROUP_OPS = 1024
+_MAX_WAKE_PAYLOAD = 16 * 1024
+_READ_THREADS = 4
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS streams (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    next_seq INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    stream_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    headers BLOB NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (stream_id, seq)
+);
+"""
+
+_headers_encoder = msgspec.msgpack.Encoder()
+_headers_decoder = msgspec.msgpack.Decoder(tuple[tuple[bytes, bytes], ...])
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=60000")
+    return conn
+
+
+class _Op:
+    """One queued write: applied by the writer thread inside a group transaction."""
+
+    def __init__(self, apply: Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]) -> None:
+        self.apply = apply
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+
+_STOP = object()
+
+
+class _Writer(threading.Thread):
+    """Owns the write connection; commits every queued op in one transaction per round."""
+
+    def __init__(self, path: Path, on_commit: Callable[[list[str]], None]) -> None:
+        super().__init__(name="speechd-store-writer", daemon=True)
+        self._conn = _connect(path)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._on_commit = on_commit
+
+    def submit(self, op: _Op) -> None:
+        self._queue.put(op)
+
+    def stop(self) -> None:
+        self._queue.put(_STOP)
+        self.join()
+
+    def run(self) -> None:
+        stopping = False
+        while not stopping:
+            ops: list[_Op] = []
+            item = self._queue.get()
+            while True:
+                if item is _STOP:
+                    stopping = True
+                    break
+                ops.append(item)
+                if len(ops) >= _MAX_GROUP_OPS:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if ops:
+                self._commit(ops)
+        self._conn.close()
+
+    def _commit(self, ops: list[_Op]) -> None:
+        results: list[tuple[bool, Any]] = []
+        changed: list[str] = []
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            now = _now_ms()
+            for op in ops:
+                self._conn.execute("SAVEPOINT op")
+                try:
+                    value, streams = op.apply(self._conn, now)
+                except DurableError as exc:
+                    self._conn.execute("ROLLBACK TO op")
+                    results.append((False, exc))
+                else:
+                    changed.extend(streams)
+                    results.append((True, value))
+                self._conn.execute("RELEASE op")
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            failure = DurableError(f"store write failed: {exc}")
+            failure.__cause__ = exc
+            for op in ops:
+                op.future.set_exception(failure)
+            return
+        for op, (ok, value) in zip(ops, results, strict=True):
+            if ok:
+                op.future.set_result(value)
+            else:
+                op.future.set_exception(value)
+        if changed:
+            self._on_commit(changed)
+
+
+class _WakeBus:
+    """Datagrams between the open stores of one data folder: 'these streams changed'."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._dir = data_dir / "wake"
+        self._dir.mkdir(exist_ok=True)
+        self._namespace = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+        self._token = f"{os.getpid()}-{secrets.token_hex(6)}"
+        self._listener: socket.socket | None = None
+        self._sender: socket.socket | None = None
+        self._peers: list[str] = []
+        self._peers_mtime = -1
+        if sys.platform.startswith("linux"):
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._listener.bind(self._address(self._token))
+            self._listener.setblocking(False)
+            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sender.setblocking(False)
+            # Registered only once bound, so a peer never finds a token with no socket behind it.
+            (self._dir / self._token).touch()
+
+    @property
+    def listener(self) -> socket.socket | None:
+        return self._listener
+
+    def _address(self, token: str) -> bytes:
+        return f"\0speechd/{self._namespace}/{token}".encode()
+
+    def _refresh_peers(self) -> None:
+        try:
+            mtime = self._dir.stat().st_mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime != self._peers_mtime:
+            self._peers_mtime = mtime
+            self._peers = [p for p in os.listdir(self._dir) if p != self._token]
+
+    def broadcast(self, streams: list[str]) -> None:
+        """Tell every other store in this folder which streams changed (writer thread)."""
+        if self._sender is None:
+            return
+        payload = "\n".join(dict.fromkeys(streams)).encode()
+        if len(payload) > _MAX_WAKE_PAYLOAD:
+            payload = b"*"
+        self._refresh_peers()
+        for peer in self._peers:
+            try:
+                self._sender.sendto(payload, self._address(peer))
+            except (ConnectionRefusedError, FileNotFoundError):
+                # Nobody listens there any more: that store's process died without closing.
+                with contextlib.suppress(FileNotFoundError):
+                    (self._dir / peer).unlink()
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
+                    raise
+                # A full buffer: the peer's data_version poll catches this change.
+
+    def receive(self) -> list[str] | None:
+        """Drain pending datagrams: the changed stream names, or None for 'anything'."""
+        assert self._listener is not None
+        names: list[str] = []
+        while True:
+            try:
+                data = self._listener.recv(65536)
+            except BlockingIOError:
+                return names
+            if data == b"*":
+                return None
+            names.extend(data.decode().split("\n"))
+
+    def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self._dir / self._token).unlink()
+        for sock in (self._listener, self._sender):
+            if sock is not None:
+                sock.close()
+
+
+class EmbeddedStore(Store):
+    """The stream store in a local data folder. Open with `await EmbeddedStore.open(path)`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._db_path = data_dir / "store.db"
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            max_workers=_READ_THREADS, thread_name_prefix="speechd-store-reader"
+        )
+        self._bus = _WakeBus(data_dir)
+        self._writer = _Writer(self._db_path, self._committed)
+        self._version_conn = _connect(self._db_path)
+        self._poll_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, data_dir: str | os.PathLike[str]) -> EmbeddedStore:
+        path = Path(data_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(cls._create_schema, path / "store.db")
+        store = cls(path)
+        store._writer.start()
+        if store._bus.listener is not None:
+            store._loop.add_reader(store._bus.listener.fileno(), store._on_wake_datagram)
+        store._poll_task = asyncio.create_task(store._poll_data_version())
+        return store
+
+    @staticmethod
+    def _create_schema(db_path: Path) -> None:
+        conn = _connect(db_path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, _LAYOUT_VERSION):
+                conn.execute("ROLLBACK")
+                raise DurableError(
+                    f"{db_path} has store layout {version}; this speechd reads {_LAYOUT_VERSION}"
+                )
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={_LAYOUT_VERSION}")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def _write(self, apply: Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]) -> Any:
+        self._check_open()
+        op = _Op(apply)
+        self._writer.submit(op)
+        return await asyncio.wrap_future(op.future)
+
+    async def append(
+        self,
+        stream: str,
+        records: Sequence[AppendRecord],
+        *,
+        match_seq_num: int | None = None,
+    ) -> AppendAck:
+        validate_name(stream)
+        check_batch(records)
+        rows = [(_headers_encoder.encode(r.headers), r.body) for r in records]
+
+        def apply(conn: sqlite3.Connection, now: int) -> tuple[AppendAck, list[str]]:
+            found = conn.execute(
+                "SELECT id, next_seq, touched_ms FROM streams WHERE name=?", (stream,)
+            ).fetchone()
+            if found is None:
+                stream_id, next_seq, touched = None, 0, 0
+            else:
+                stream_id, next_seq, touched = found
+            if match_seq_num is not None and match_seq_num != next_seq:
+                raise SeqMismatch(stream, match_seq_num, next_seq)
+            ts = max(now, touched)
+            if stream_id is None:
+                stream_id = conn.execute(
+                    "INSERT INTO streams (name, next_seq, touched_ms) VALUES (?, ?, ?)",
+                    (stream, len(rows), ts),
+                ).lastrowid
+            else:
+                conn.execute(
+                    "UPDATE streams SET next_seq=?, touched_ms=? WHERE id=?",
+                    (next_seq + len(rows), ts, stream_id),
+                )
+            conn.executemany(
+                "INSERT INTO records (stream_id, seq, ts, headers, body) VALUES (?, ?, ?, ?, ?)",
+                [(stream_id, next_seq + i, ts, h, b) for i, (h, b) in enumerate(rows)],
+            )
+            return AppendAck(next_seq, next_seq + len(rows), ts), [stream]
+
+        return await self._write(apply)
+
+    async def delete(self, stream: str) -> bool:
+        validate_name(stream)
+
+        def apply(conn: sqlite3.Connection, now: int) -> tuple[bool, list[str]]:
+            found = conn.execute("SELECT id FROM streams WHERE name=?", (stream,)).fetchone()
+            if found is None:
+                return False, []
+            conn.execute("DELETE FROM records WHERE stream_id=?", found)
+            conn.execute("DELETE FROM streams WHERE id=?", found)
+            return True, [stream]
+
+        return await self._write(apply)
+
+    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+        def apply(conn: sqlite3.Connection, now: int) -> tuple[int, list[str]]:
+            cutoff = now - int(max_age_s * 1000)
+            doomed: list[tuple[int, str]] = []
+            for prefix in prefixes:
+                doomed += conn.execute(
+                    "SELECT id, name FROM streams WHERE name >= ? AND name < ? AND touched_ms < ?",
+                    (prefix, prefix + "\x7f", cutoff),
+                ).fetchall()
+            for stream_id, _ in doomed:
+                conn.execute("DELETE FROM records WHERE stream_id=?", (stream_id,))
+                conn.execute("DELETE FROM streams WHERE id=?", (stream_id,))
+            return len(doomed), [name for _, name in doomed]
+
+        return await self._write(apply)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = _connect(self._db_path)
+            conn.execute("PRAGMA query_only=1")
+            self._reader_conns.append(conn)
+        return conn
+
+    def _read_now(self, stream: str, seq_num: int, max_records: int, max_bytes: int) -> ReadBatch:
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            found = conn.execute(
+                "SELECT id, next_seq FROM streams WHERE name=?", (stream,)
+            ).fetchone()
+            stream_id, tail = found if found is not None else (None, 0)
+            if seq_num > tail:
+                raise SeqOutOfRange(stream, seq_num, tail)
+            records: list[Record] = []
+            if stream_id is not None and seq_num < tail:
+                size = 0
+                rows = conn.execute(
+                    "SELECT seq, ts, headers, body FROM records"
+                    " WHERE stream_id=? AND seq>=? ORDER BY seq LIMIT ?",
+                    (stream_id, seq_num, max_records),
+                )
+                for seq, ts, headers, body in rows:
+                    size += len(body) + len(headers)
+                    if records and size > max_bytes:
+                        break
+                    records.append(Record(seq, ts, _headers_decoder.decode(headers), body))
+            return ReadBatch(records, tail)
+        finally:
+            conn.execute("COMMIT")
+
+    async def read(
+        self,
+        stream: str,
+        seq_num: int = 0,
+        *,
+        max_records: int = 1000,
+        max_bytes: int = MAX_BATCH_BYTES,
+        wait: float = 0,
+    ) -> ReadBatch:
+        validate_name(stream)
+        if seq_num < 0:
+            raise SeqOutOfRange(stream, seq_num, 0)
+        max_records = max(1, max_records)
+        deadline = self._loop.time() + max(0.0, wait)
+        while True:
+            self._check_open()
+            # Registered before reading, so an append landing between the read and the wait
+            # still wakes us.
+            waiter = self._register(stream) if wait > 0 else None
+            try:
+                batch = await self._loop.run_in_executor(
+                    self._readers, self._read_now, stream, seq_num, max_records, max_bytes
+                )
+                remaining = deadline - self._loop.time()
+                if batch.records or waiter is None or remaining <= 0:
+                    return batch
+                try:
+                    await asyncio.wait_for(waiter, remaining)
+                except TimeoutError:
+                    return batch
+            finally:
+                if waiter is not None:
+                    self._unregister(stream, waiter)
+
+    async def check_tail(self, stream: str) -> int:
+        validate_name(stream)
+        batch = await self.read(stream, 0, max_records=1, max_bytes=0)
+        return batch.tail
+
+    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
+        self._check_open()
+
+        def query() -> list[StreamInfo]:
+            rows = self._reader().execute(
+                "SELECT name, next_seq, touched_ms FROM streams"
+                " WHERE name >= ? AND name < ? ORDER BY name LIMIT ?",
+                (prefix, prefix + "\x7f", limit),
+            )
+            return [StreamInfo(*row) for row in rows]
+
+        return await self._loop.run_in_executor(self._readers, query)
+
+    # -- wake-ups -----------------------------------------------------------------------
+
+    def _register(self, stream: str) -> asyncio.Future[None]:
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.setdefault(stream, set()).add(waiter)
+        return waiter
+
+    def _unregister(self, stream: str, waiter: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(stream)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[stream]
+
+    def _wake(self, streams: list[str] | None) -> None:
+        names = list(self._waiters) if streams is None else streams
+        for name in names:
+            for waiter in self._waiters.get(name, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _committed(self, streams: list[str]) -> None:
+        """Writer thread, after COMMIT: wake this process's readers and the other stores."""
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            self._loop.call_soon_threadsafe(self._wake, streams)
+        self._bus.broadcast(streams)
+
+    def _on_wake_datagram(self) -> None:
+        self._wake(self._bus.receive())
+
+    async def _poll_data_version(self) -> None:
+        last = None
+        while True:
+            await asyncio.sleep(_POLL_INTERVAL_S)
+            if not self._waiters:
+                continue
+            version = await self._loop.run_in_executor(
+                self._readers,
+                lambda: self._version_conn.execute("PRAGMA data_version").fetchone()[0],
+            )
+            if last is not None and version != last:
+                self._wake(None)
+            last = version
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll_task
+        if self._bus.listener is not None:
+            self._loop.remove_reader(self._bus.listener.fileno())
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(StoreClosed("the store is closed"))
+        await asyncio.to_thread(self._writer.stop)
+        self._readers.shutdown(wait=True)
+        for conn in (*self._reader_conns, self._version_conn):
+            conn.close()
+        self._bus.close()

@@ -1,0 +1,38 @@
+"""Age-based retention: a background sweep that removes streams nobody appended to lately."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import msgspec
+
+from ._contract import DurableError, Store
+
+__all__ = ["Retention", "sweep_forever"]
+
+log = logging.getLogger("speechd.durable")
+
+
+class Retention(msgspec.Struct, frozen=True):
+    """Remove streams under `prefixes` after `max_age_s` seconds without an append."""
+
+    max_age_s: float
+    prefixes: tuple[str, ...]
+
+    @property
+    def interval_s(self) -> float:
+        return min(max(self.max_age_s / 10, 0.05), 60.0)
+
+
+async def sweep_forever(store: Store, retention: Retention) -> None:
+    """Sweep every `retention.interval_s` until cancelled; a failed sweep is logged, not fatal."""
+    while True:
+        try:
+            removed = await store.sweep(retention.max_age_s, retention.prefixes)
+        except DurableError:
+            log.exception("retention sweep failed; trying again next interval")
+        else:
+            if removed:
+                log.info("retention removed %d streams", removed)
+        await asyncio.sleep(retention.interval_s)

@@ -1,0 +1,127 @@
+"""speechd's errors: one tree, each class knowing how it reads to a caller.
+
+    SpeechdError                  500  server_error
+    ├── InvalidRequest            400  invalid_request_error   (param names the field)
+    │   └── UnknownVoice          400  invalid_request_error   code=voice_not_found
+    ├── AuthenticationFailed      401  authentication_error    code=invalid_api_key
+    ├── NotFound                  404  invalid_request_error
+    │   ├── ModelNotFound         404  invalid_request_error   code=model_not_found
+    │   └── CastNotFound          404  invalid_request_error   code=cast_not_found
+    ├── PayloadTooLarge           413  invalid_request_error   code=payload_too_large
+    ├── RateLimited               429  rate_limit_exceeded     (retry_after seconds)
+    │   └── QueueFull             429  rate_limit_exceeded     code=queue_full
+    ├── CastFailed                500  server_error            code=cast_failed
+    ├── ModelUnavailable          503  server_error            code=model_unavailable
+    └── Unavailable               503  server_error            code=no_worker_ready
+
+Only `openai_compat` turns these into OpenAI's JSON shape; everything else raises them.
+Errors of the store (`speechd.durable`), of torch or of sqlite are translated into this tree
+where the library is called, chained with `raise ... from exc`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AuthenticationFailed",
+    "CastFailed",
+    "CastNotFound",
+    "InvalidRequest",
+    "ModelNotFound",
+    "ModelUnavailable",
+    "NotFound",
+    "PayloadTooLarge",
+    "QueueFull",
+    "RateLimited",
+    "SpeechdError",
+    "Unavailable",
+    "UnknownVoice",
+]
+
+
+class SpeechdError(Exception):
+    """Base of every error speechd reports to a caller."""
+
+    status: ClassVar[int] = 500
+    type: ClassVar[str] = "server_error"
+    code: ClassVar[str | None] = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequest(SpeechdError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class UnknownVoice(InvalidRequest):
+    code = "voice_not_found"
+
+    def __init__(self, voice: str, available: list[str]) -> None:
+        shown = ", ".join(available) if available else "none installed"
+        super().__init__(f"Unknown voice {voice!r}. Available voices: {shown}.", param="voice")
+        self.voice = voice
+        self.available = available
+
+
+class AuthenticationFailed(SpeechdError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(SpeechdError):
+    status = 404
+    type = "invalid_request_error"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class CastNotFound(NotFound):
+    code = "cast_not_found"
+
+
+class PayloadTooLarge(SpeechdError):
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class RateLimited(SpeechdError):
+    status = 429
+    type = "rate_limit_exceeded"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int = 1, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.retry_after = retry_after
+
+
+class QueueFull(RateLimited):
+    code = "queue_full"
+
+
+class CastFailed(SpeechdError):
+    """The worker gave up on a cast (its stream ends in a terminal `error` record)."""
+
+    code = "cast_failed"
+
+
+class ModelUnavailable(SpeechdError):
+    """The model could not be loaded (no weights, offline, bad folder)."""
+
+    status = 503
+    code = "model_unavailable"
+
+
+class Unavailable(SpeechdError):
+    """No worker is ready to synthesize (still loading, or none running)."""
+
+    status = 503
+    code = "no_worker_ready"

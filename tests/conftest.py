@@ -1,0 +1,36 @@
+"""Test tiers: fast by default; `slow`, `model`, `browser` and `nats` tests are opt-in locally
+(`--run-slow`, `--run-model`, `--run-browser`, `--run-nats`, or `--run-all`, which
+scripts/test.sh and CI use). `gpu` tests run only where CUDA is present."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+_TIERS = ("slow", "model", "browser", "nats")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for tier in _TIERS:
+        parser.addoption(f"--run-{tier}", action="store_true", help=f"run {tier} tests")
+    parser.addoption("--run-all", action="store_true", help="run every tier but gpu")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run_all = config.getoption("--run-all")
+    for item in items:
+        for tier in _TIERS:
+            if tier in item.keywords and not (run_all or config.getoption(f"--run-{tier}")):
+                item.add_marker(pytest.mark.skip(reason=f"{tier} test: pass --run-{tier}"))
+        if "gpu" in item.keywords:
+            try:
+                import torch
+
+                has_cuda = torch.cuda.is_available()
+            except ImportError:
+                has_cuda = False
+            if not has_cuda:
+                item.add_marker(pytest.mark.skip(reason="gpu test: no CUDA device here"))
