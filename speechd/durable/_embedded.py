@@ -101,10 +101,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+# Applies one write inside the group transaction at time `now`; returns (result, changed streams).
+_Apply = Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]
+
+
 class _Op:
     """One queued write: applied by the writer thread inside a group transaction."""
 
-    def __init__(self, apply: Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]) -> None:
+    def __init__(self, apply: _Apply) -> None:
         self.apply = apply
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
@@ -283,8 +287,7 @@ class EmbeddedStore(Store):
     @classmethod
     async def open(cls, data_dir: str | os.PathLike[str]) -> EmbeddedStore:
         path = Path(data_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(cls._create_schema, path / "store.db")
+        await asyncio.to_thread(cls._create_schema, path)
         store = cls(path)
         store._writer.start()
         if store._bus.listener is not None:
@@ -293,7 +296,9 @@ class EmbeddedStore(Store):
         return store
 
     @staticmethod
-    def _create_schema(db_path: Path) -> None:
+    def _create_schema(data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        db_path = data_dir / "store.db"
         conn = _connect(db_path)
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -312,7 +317,7 @@ class EmbeddedStore(Store):
 
     # -- writes -------------------------------------------------------------------------
 
-    async def _write(self, apply: Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]) -> Any:
+    async def _write(self, apply: _Apply) -> Any:
         self._check_open()
         op = _Op(apply)
         self._writer.submit(op)

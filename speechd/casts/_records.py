@@ -1,0 +1,230 @@
+"""The records of a cast stream and the private records around it.
+
+A cast stream holds, in order: one `meta`, then per attempt one `start`, that attempt's `audio`
+records (chunk 0, 1, ... in order), and at most one terminal `eos` or `error`. Nothing else is
+interleaved after a `start`, so a record's position tells where its attempt began. Readers
+ignore events they do not know (newer writers may add some).
+
+Header names (persisted, so keep them stable):
+
+    e   event: meta | start | audio | eos | error
+    a   attempt number (decimal), on every record after meta
+    i   chunk index (decimal), audio only
+    n   chunks planned for the attempt (decimal), audio only
+    o   audio offset of the chunk's start in ms (decimal), audio only
+    d   chunk duration in ms (decimal), audio only
+    t   chunk text, UTF-8: the caption, published as the chunk is spoken
+
+Bodies of meta/start/eos/error and every private record are JSON (msgspec Structs); new
+fields always get defaults and types never change (schema evolution).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeVar
+
+import msgspec
+
+from speechd.durable import AppendRecord, Record
+
+__all__ = [
+    "H_ATTEMPT",
+    "H_DURATION",
+    "H_EVENT",
+    "H_INDEX",
+    "H_OFFSET",
+    "H_PLANNED",
+    "H_TEXT",
+    "AudioChunk",
+    "Cursor",
+    "DeadJob",
+    "Eos",
+    "Event",
+    "Failure",
+    "Job",
+    "Meta",
+    "Receipt",
+    "Recipe",
+    "Start",
+    "WorkerNotice",
+    "audio_chunk",
+    "audio_record",
+    "decode",
+    "encode",
+    "eos_record",
+    "error_record",
+    "event_of",
+    "meta_record",
+    "start_record",
+]
+
+T = TypeVar("T")
+
+H_EVENT = b"e"
+H_ATTEMPT = b"a"
+H_INDEX = b"i"
+H_PLANNED = b"n"
+H_OFFSET = b"o"
+H_DURATION = b"d"
+H_TEXT = b"t"
+
+
+class Event(enum.StrEnum):
+    META = "meta"
+    START = "start"
+    AUDIO = "audio"
+    EOS = "eos"
+    ERROR = "error"
+
+
+class Meta(msgspec.Struct, frozen=True):
+    """Public facts about a cast (never its full text)."""
+
+    model: str
+    voice: str
+    speed: float
+    format: str
+    sample_rate: int
+    title: str
+    created_ms: int
+    text_chars: int
+
+
+class Start(msgspec.Struct, frozen=True):
+    attempt: int
+    worker: str
+    chunks: int
+
+
+class Eos(msgspec.Struct, frozen=True):
+    chunks: int
+    audio_ms: int
+    gen_ms: int
+
+
+class Failure(msgspec.Struct, frozen=True):
+    message: str
+    attempts: int
+
+
+class Recipe(msgspec.Struct, frozen=True):
+    """The private recipe in `catalog/<id>`: everything the worker needs to make the audio."""
+
+    text: str
+    model: str
+    voice: str
+    speed: float
+    format: str
+    title: str
+    created_ms: int
+
+
+class Job(msgspec.Struct, frozen=True):
+    id: str
+
+
+class Cursor(msgspec.Struct, frozen=True):
+    offset: int
+
+
+class Receipt(msgspec.Struct, frozen=True):
+    """One finished cast in `progress/done`."""
+
+    id: str
+    attempt: int
+    worker: str
+    chunks: int
+    audio_ms: int
+    gen_ms: int
+    xrt: float
+
+
+class DeadJob(msgspec.Struct, frozen=True):
+    id: str
+    error: str
+    attempts: int
+
+
+class WorkerNotice(msgspec.Struct, frozen=True):
+    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped."""
+
+    kind: str
+    worker: str
+    time_ms: int
+    voices: list[str] = []
+    device: str = ""
+    pid: int = 0
+
+
+def encode(value: msgspec.Struct) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def decode(body: bytes, kind: type[T]) -> T:
+    return msgspec.json.decode(body, type=kind)
+
+
+def event_of(record: Record) -> str | None:
+    value = record.header(H_EVENT)
+    return value.decode() if value is not None else None
+
+
+def _num(value: int) -> bytes:
+    return str(value).encode()
+
+
+def meta_record(meta: Meta) -> AppendRecord:
+    return AppendRecord(encode(meta), ((H_EVENT, b"meta"),))
+
+
+def start_record(start: Start) -> AppendRecord:
+    return AppendRecord(encode(start), ((H_EVENT, b"start"), (H_ATTEMPT, _num(start.attempt))))
+
+
+def eos_record(attempt: int, eos: Eos) -> AppendRecord:
+    return AppendRecord(encode(eos), ((H_EVENT, b"eos"), (H_ATTEMPT, _num(attempt))))
+
+
+def error_record(attempt: int, failure: Failure) -> AppendRecord:
+    return AppendRecord(encode(failure), ((H_EVENT, b"error"), (H_ATTEMPT, _num(attempt))))
+
+
+class AudioChunk(msgspec.Struct, frozen=True):
+    """The parsed headers of an audio record (and its body)."""
+
+    attempt: int
+    index: int
+    planned: int
+    offset_ms: int
+    duration_ms: int
+    text: str
+    body: bytes = b""
+
+
+def audio_record(chunk: AudioChunk) -> AppendRecord:
+    return AppendRecord(
+        chunk.body,
+        (
+            (H_EVENT, b"audio"),
+            (H_ATTEMPT, _num(chunk.attempt)),
+            (H_INDEX, _num(chunk.index)),
+            (H_PLANNED, _num(chunk.planned)),
+            (H_OFFSET, _num(chunk.offset_ms)),
+            (H_DURATION, _num(chunk.duration_ms)),
+            (H_TEXT, chunk.text.encode()),
+        ),
+    )
+
+
+def audio_chunk(record: Record) -> AudioChunk:
+    headers = dict(record.headers)
+    return AudioChunk(
+        attempt=int(headers[H_ATTEMPT]),
+        index=int(headers[H_INDEX]),
+        planned=int(headers[H_PLANNED]),
+        offset_ms=int(headers[H_OFFSET]),
+        duration_ms=int(headers[H_DURATION]),
+        text=headers[H_TEXT].decode(),
+        body=record.body,
+    )

@@ -1,0 +1,41 @@
+"""Names of the streams speechd keeps (see DESIGN.md §1). Only `pub/casts/*` is public."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CAST_PREFIX",
+    "CATALOG_PREFIX",
+    "JOBS",
+    "JOBS_CURSOR",
+    "JOBS_DEAD",
+    "PROGRESS_DONE",
+    "SECRET",
+    "WORKERS_PREFIX",
+    "cast_stream",
+    "catalog_stream",
+    "worker_stream",
+]
+
+JOBS = "jobs"
+JOBS_CURSOR = "jobs/_cursor"
+JOBS_DEAD = "jobs/dead"
+PROGRESS_DONE = "progress/done"
+SECRET = "config/secret"
+CATALOG_PREFIX = "catalog/"
+CAST_PREFIX = "pub/casts/"
+WORKERS_PREFIX = "workers/"
+
+
+def catalog_stream(cast_id: str) -> str:
+    """The private recipe of a cast: its text, voice, speed, format."""
+    return CATALOG_PREFIX + cast_id
+
+
+def cast_stream(cast_id: str) -> str:
+    """The public stream of a cast: meta, start, audio..., eos."""
+    return CAST_PREFIX + cast_id
+
+
+def worker_stream(worker_id: str) -> str:
+    """A worker's announcements: ready (with its voices), heartbeats, stopped."""
+    return WORKERS_PREFIX + worker_id
