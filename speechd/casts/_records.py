@@ -92,9 +92,13 @@ class Meta(msgspec.Struct, frozen=True):
 
 
 class Start(msgspec.Struct, frozen=True):
+    """Opens an attempt. `rtf` is the real-time factor the chunk plan was made for: a later
+    attempt plans with the same value, so its chunks (and audio) match this one's."""
+
     attempt: int
     worker: str
     chunks: int
+    rtf: float | None = None
 
 
 class Eos(msgspec.Struct, frozen=True):
@@ -147,7 +151,10 @@ class DeadJob(msgspec.Struct, frozen=True):
 
 
 class WorkerNotice(msgspec.Struct, frozen=True):
-    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped."""
+    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped.
+
+    `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it.
+    """
 
     kind: str
     worker: str
@@ -155,6 +162,7 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     voices: list[str] = []
     device: str = ""
     pid: int = 0
+    heartbeat_ms: int = 5000
 
 
 def encode(value: msgspec.Struct) -> bytes:
