@@ -6,22 +6,29 @@ decision and never do I/O. Times are seconds on one monotonic clock.
 
 The unit of fairness is one chunk. `DeadlinePolicy`:
 
+* **Earliest deadline next.** A cast's listener runs dry at `first_audio + audio appended`
+  (its *lead* is that minus now); the cast whose listener runs dry first gets the next chunk
+  (earliest deadline first: for one chunk each, the order that misses the fewest deadlines).
 * **Newcomers first.** A cast with no audio yet in its current attempt is the most urgent of
-  all (its first audio is its deadline); among several, the earliest in line.
-* **Least slack next.** A cast's listener runs dry at `first_audio + audio appended` (its
-  *lead* is that minus now). Its slack is that deadline minus now minus the predicted
-  generation time of its next chunk; the cast whose deadline would be missed first goes next.
+  all (its first audio is its deadline; among several, the earliest in line), unless making
+  its first chunk now would let a listener run dry who would not otherwise, as predicted from
+  each cast's next chunk: then that listener goes first, and the newcomer right after.
 * **Sleep when comfortably ahead.** When every active cast's slack is `comfortable_lead_s` or
   more (it leads by that plus its next chunk's predicted time), and no job waits for room,
   sleep until the first of them drops to that (at most `max_sleep_s`; a new job wakes the
   worker at once), instead of racing one cast to its end.
 * **Admission by capacity.** Admit one more cast only while the measured capacity still covers
   every admitted listener and the newcomer in real time with a margin: for every horizon h,
-  the compute needed to keep each listener playing until now+h, times `1 + margin`, fits in h.
-  Listener i with lead L and R seconds of audio still to make needs `clamp(h - L, 0, R)`
-  seconds of audio by then, costing `rtf` compute seconds per audio second (a fluid
-  demand-bound test, checked where it can first fail: at h = 0 and at each h = L + R).
-  On a small box two listeners who play smoothly beat four who all stutter.
+  the compute needed to keep each listener playing until now+h fits in h. A listener with
+  lead L needs its next chunk (its predicted generation time) by L, then `rtf * (1 + margin)`
+  compute seconds per second of audio it plays after that chunk; the newcomer and casts with
+  no audio yet need that from now on. The compute needed only jumps or stops growing at a few
+  horizons, so the test checks those. On a small box two listeners who play smoothly beat four
+  who all stutter.
+* **Plans for the casts it shares the device with.** A newcomer's chunks are planned
+  (progressive chunking) for `rtf * n`, n counting itself and each active listener weighted by
+  the part of the newcomer's life that listener still needs audio in (the same demand): a
+  listener far enough ahead does not count against a short newcomer.
 
 `FifoPolicy` is the baseline: one cast at a time, each finished before the next starts.
 """
@@ -58,6 +65,7 @@ class CastView:
     first_audio_s: float | None  # when its current attempt's first audio landed; None: none yet
     audio_s: float  # seconds of audio appended in its current attempt
     next_gen_s: float  # predicted generation time of its next chunk
+    next_audio_s: float  # predicted audio of its next chunk
     remaining_audio_s: float  # predicted audio still to generate, next chunk included
 
     def lead(self, now: float) -> float | None:
@@ -110,9 +118,15 @@ class Policy(Protocol):
         """Whether `candidate` may join the active `casts` now."""
         ...
 
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        """The real-time factor to plan `candidate`'s chunks for, given who shares the device."""
+        ...
+
 
 class DeadlinePolicy:
-    """Newcomers first, then least slack; sleep when all are ahead; admit by capacity."""
+    """Newcomers first, then earliest deadline; sleep when all are ahead; admit by capacity."""
 
     name = "deadline"
 
@@ -132,38 +146,96 @@ class DeadlinePolicy:
     def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
         if not casts:
             return Idle()
+        listeners = sorted(
+            (c for c in casts if c.first_audio_s is not None), key=lambda c: (_dry(c), c.order)
+        )
         fresh = [c for c in casts if c.first_audio_s is None]
         if fresh:
-            return Run(min(fresh, key=lambda c: c.order).id)
-
-        def slack(c: CastView) -> float:
-            assert c.first_audio_s is not None
-            return c.first_audio_s + c.audio_s - now - c.next_gen_s
-
-        spare = min(slack(c) for c in casts) - self.comfortable_lead_s
+            newcomer = min(fresh, key=lambda c: c.order)
+            # First audio is the most urgent deadline, unless making it now would let a
+            # listener run dry who would not otherwise: then that listener's chunk goes first.
+            if listeners and _late(now + newcomer.next_gen_s, listeners) > _late(now, listeners):
+                return Run(listeners[0].id)
+            return Run(newcomer.id)
+        spare = min(_dry(c) - now - c.next_gen_s for c in listeners) - self.comfortable_lead_s
         if spare >= 0 and not starved:
             return Sleep(min(max(spare, self.min_sleep_s), self.max_sleep_s))
-        return Run(min(casts, key=lambda c: (slack(c), c.order)).id)
+        return Run(listeners[0].id)
 
     def admit(
         self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
     ) -> bool:
         if not casts:
             return True
-        # (lead, remaining audio) per listener; one with no audio yet starts about now.
-        demands = [(c.lead(now) or 0.0, max(c.remaining_audio_s, 0.0)) for c in casts]
-        demands.append((0.0, max(candidate.audio_s, 0.0)))
-        cost = rtf * (1.0 + self.margin)  # compute seconds per audio second, with the margin
-        # Need(h) is piecewise linear and bends down only at h = L + R, so the test can first
-        # fail there, or at once (h = 0) if some listener is already dry.
-        horizons = {0.0} | {lead + remaining for lead, remaining in demands}
+        fluid = rtf * (1.0 + self.margin)  # compute seconds per audio second, with the margin
+        needs = [_Need(0.0, 0.0, 0.0, candidate.audio_s)]
+        for cast in casts:
+            lead = cast.lead(now)
+            if lead is None:  # no audio yet: it starts about now, like the candidate
+                needs.append(_Need(0.0, 0.0, 0.0, cast.remaining_audio_s))
+            else:
+                rest = max(cast.remaining_audio_s - cast.next_audio_s, 0.0)
+                needs.append(_Need(lead, cast.next_gen_s, lead + cast.next_audio_s, rest))
+        # The compute needed by h only jumps (at a listener's dry time) or stops growing (at
+        # the end of a ramp) at these points, so the test can first fail at one of them.
+        horizons = {0.0} | {n.due for n in needs} | {n.ramp_from + n.ramp_s for n in needs}
         for horizon in horizons:
             if horizon < 0:
                 continue
-            need = sum(min(max(horizon - lead, 0.0), remaining) for lead, remaining in demands)
-            if cost * need > horizon:
+            compute = sum(
+                (n.chunk_s if horizon >= n.due else 0.0)
+                + fluid * min(max(horizon - n.ramp_from, 0.0), n.ramp_s)
+                for n in needs
+            )
+            if compute > horizon:
                 return False
         return True
+
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        """`rtf` times how many casts share the device during `candidate`'s life: itself,
+        plus each active listener weighted by the part of that life it still needs audio in
+        (a listener far enough ahead needs none of it)."""
+        life = max(candidate.audio_s, 1e-6)
+        return rtf * (1.0 + _need(_demands(now, casts), life) / life)
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """Compute a listener needs: `chunk_s` (its next chunk) by `due` (when its buffer runs
+    dry), then `fluid * audio` for the `ramp_s` seconds of audio it plays from `ramp_from`."""
+
+    due: float
+    chunk_s: float
+    ramp_from: float
+    ramp_s: float
+
+
+def _dry(cast: CastView) -> float:
+    """When the cast's listener runs out of audio."""
+    assert cast.first_audio_s is not None
+    return cast.first_audio_s + cast.audio_s
+
+
+def _late(start: float, listeners: Sequence[CastView]) -> int:
+    """How many of `listeners` (in order) run dry if each gets its next chunk from `start`."""
+    late = 0
+    for cast in listeners:
+        start += cast.next_gen_s
+        if start > _dry(cast):
+            late += 1
+    return late
+
+
+def _demands(now: float, casts: Sequence[CastView]) -> list[tuple[float, float]]:
+    """(lead, remaining audio) per listener; one with no audio yet starts about now."""
+    return [(c.lead(now) or 0.0, max(c.remaining_audio_s, 0.0)) for c in casts]
+
+
+def _need(demands: Sequence[tuple[float, float]], horizon: float) -> float:
+    """Audio seconds the listeners must be given by `horizon` seconds from now."""
+    return sum(min(max(horizon - lead, 0.0), remaining) for lead, remaining in demands)
 
 
 class FifoPolicy:
@@ -180,6 +252,11 @@ class FifoPolicy:
         self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
     ) -> bool:
         return not casts
+
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        return rtf  # a cast has the device to itself
 
 
 def make_policy(name: str, *, comfortable_lead_s: float = 8.0) -> Policy:

@@ -369,12 +369,13 @@ class Worker:
         candidate = Candidate(
             job.id, self.times.audio_for_chars(state.meta.text_chars, state.meta.speed)
         )
-        if not self.policy.admit(self._clock(), self._views(), candidate, rtf=self.times.rtf):
+        now, views, rtf = self._clock(), self._views(), self.times.rtf
+        if not self.policy.admit(now, views, candidate, rtf=rtf):
             return None
-        await self._begin(job, state)
+        await self._begin(job, state, self.policy.plan_rtf(now, views, candidate, rtf=rtf))
         return True
 
-    async def _begin(self, job: _Job, state: CastState) -> None:
+    async def _begin(self, job: _Job, state: CastState, plan_rtf: float) -> None:
         progress = [a.progress for a in state.attempts]
         attempt = state.attempts[-1].start.attempt if state.attempts else 0
         if failures(progress) > self._retries:
@@ -391,10 +392,10 @@ class Worker:
         except (IndexError, msgspec.DecodeError):
             await self._give_up(job, state.tail, attempt, "the cast has no readable recipe")
             return
+        # A later attempt plans for the rtf of the first, so its chunks (and audio) match.
         rtf = state.attempts[-1].start.rtf if state.attempts else None
         if rtf is None:
-            # This cast will share the device with the casts already active.
-            rtf = max(round(self.times.rtf * (len(self._active) + 1), 3), 0.001)
+            rtf = max(round(plan_rtf, 3), 0.001)
         try:
             chunks = list(
                 await self._thread.call(
@@ -464,14 +465,15 @@ class Worker:
         views = []
         for cast in self._active.values():
             speed = cast.recipe.speed
-            chunk = cast.chunks[cast.next_chunk]
+            next_audio = self.times.audio_s(len(cast.chunks[cast.next_chunk].phonemes), speed)
             views.append(
                 CastView(
                     id=cast.id,
                     order=cast.job.offset,
                     first_audio_s=cast.first_audio_s if cast.records else None,
                     audio_s=cast.samples / self._engine.sample_rate,
-                    next_gen_s=self.times.gen_s(self.times.audio_s(len(chunk.phonemes), speed)),
+                    next_gen_s=self.times.gen_s(next_audio),
+                    next_audio_s=next_audio,
                     remaining_audio_s=self.times.audio_s(cast.units_left, speed),
                 )
             )
