@@ -13,7 +13,7 @@ import msgspec
 from speechd.casts import WORKERS_PREFIX, WorkerNotice, decode, worker_stream
 from speechd.durable import Record, Store
 
-__all__ = ["FRESH_HEARTBEATS", "ready_workers", "worker_alive"]
+__all__ = ["FRESH_HEARTBEATS", "last_notice", "ready_workers", "worker_alive"]
 
 FRESH_HEARTBEATS = 3
 _LIVE = ("ready", "heartbeat")
@@ -35,13 +35,16 @@ async def _notice_at(store: Store, stream: str, seq: int) -> tuple[Record, Worke
         return None
 
 
-async def worker_alive(store: Store, worker_id: str, *, now_ms: int) -> bool:
-    """Whether `worker_id` announced itself ready or beat its heart lately."""
+async def last_notice(store: Store, worker_id: str) -> tuple[Record, WorkerNotice] | None:
+    """The last notice `worker_id` wrote (with its record), if any."""
     stream = worker_stream(worker_id)
     tail = await store.check_tail(stream)
-    if tail == 0:
-        return False
-    found = await _notice_at(store, stream, tail - 1)
+    return await _notice_at(store, stream, tail - 1) if tail else None
+
+
+async def worker_alive(store: Store, worker_id: str, *, now_ms: int) -> bool:
+    """Whether `worker_id` announced itself ready or beat its heart lately."""
+    found = await last_notice(store, worker_id)
     return found is not None and _fresh(*found, now_ms)
 
 

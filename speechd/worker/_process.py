@@ -86,8 +86,8 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
     store = await open_store(config.store)
     try:
         loader = EngineThread("speechd-load")
-        loading = asyncio.ensure_future(loader.call(parts.load_engine, config.engine))
-        loader.close()
+        loading = asyncio.wrap_future(loader.submit(parts.load_engine, config.engine))
+        loader.close()  # after the load it was given
         waiting = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({loading, waiting}, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()

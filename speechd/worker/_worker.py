@@ -20,9 +20,11 @@ Progress is durable and idempotent (DESIGN.md §3):
   `progress/done`. The cursor moves only over a contiguous run of finished jobs.
 * A chunk that raises starts a new attempt: when only the engine failed, the attempt re-appends
   the chunks made so far (the encoder is intact) and carries on; when encoding failed it starts
-  over. When `retries` new attempts failed at the same chunk, the job goes to `jobs/dead` and
-  the cast gets a terminal `error`. The count is read from the stream, so a chunk that crashes
-  the whole process ends the same way after restarts.
+  over. A chunk that kills the process counts too: a heartbeat naming the chunk in flight is
+  written as each chunk starts, so whoever resumes the cast knows the last life died on it.
+  Each `start` carries the failures before it; past `retries` the job goes to `jobs/dead` and
+  the cast gets a terminal `error`. A stop, or a crash while rendering another cast, does not
+  count against a cast.
 * A text that plans to no chunks still gets a valid file: one audio record holding the
   encoder's output for zero samples (a header, for formats that have one), then `eos`.
 """
@@ -79,8 +81,8 @@ from speechd.durable import (
     Store,
 )
 
-from ._health import worker_alive
-from ._history import CastState, failures, read_cast
+from ._health import last_notice, worker_alive
+from ._history import CastState, read_cast
 from ._policy import Candidate, CastView, ChunkTimes, DeadlinePolicy, Idle, Policy, Run, Sleep
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._queue import committed_offset
@@ -128,7 +130,7 @@ class _Cast:
     start_seq: int
     next_seq: int  # the seq this worker expects to append next
     encoder: EncoderLike
-    progress: list[int]  # audio records of each earlier attempt, oldest first
+    failures: int  # attempts before this one that failed on this cast
     units_left: int  # phonemes still to synthesize
     next_chunk: int = 0
     records: int = 0  # audio records appended in this attempt
@@ -204,6 +206,8 @@ class Worker:
         self._read_offset = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
+        self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
         self.chunks_done = 0
 
     # -- public -------------------------------------------------------------------------
@@ -250,6 +254,8 @@ class Worker:
         """
         self._stop = stop
         await self._store.sweep(max(3600.0, 10 * self._heartbeat_s), [WORKERS_PREFIX])
+        previous = await last_notice(self._store, self.id)
+        self._previous_life = previous[1] if previous else None
         await self._store.delete(worker_stream(self.id))  # a previous life of this worker id
         self._cursor_tail = await self._store.check_tail(JOBS_CURSOR)
         self._committed = await committed_offset(self._store)
@@ -329,6 +335,8 @@ class Worker:
             device=self._engine.device,
             pid=os.getpid(),
             heartbeat_ms=round(self._heartbeat_s * 1000),
+            cast=self._inflight[0] if self._inflight else "",
+            chunk=self._inflight[1] if self._inflight else -1,
         )
         await self._store.append(worker_stream(self.id), [AppendRecord(encode(notice))])
 
@@ -361,8 +369,8 @@ class Worker:
         if state.tail == 0 or state.terminal or state.meta is None:
             await self._finish(job)
             return False
-        if state.attempts:
-            owner = state.attempts[-1].start.worker
+        if state.latest is not None:
+            owner = state.latest.worker
             if owner != self.id and await worker_alive(self._store, owner, now_ms=_now_ms()):
                 self._foreign[job.offset] = job
                 return False
@@ -376,16 +384,15 @@ class Worker:
         return True
 
     async def _begin(self, job: _Job, state: CastState, plan_rtf: float) -> None:
-        progress = [a.progress for a in state.attempts]
-        attempt = state.attempts[-1].start.attempt if state.attempts else 0
-        if failures(progress) > self._retries:
-            await self._give_up(
-                job,
-                state.tail,
-                attempt,
-                f"synthesis failed {failures(progress)} times at chunk {max(progress)}",
-            )
-            return
+        latest = state.latest
+        attempt = latest.attempt if latest is not None else 0
+        failures = latest.failures if latest is not None else 0
+        if latest is not None and await self._died_on(job.id, latest.worker, state.progress):
+            failures += 1
+            if failures > self._retries:
+                message = f"the worker died {failures} times synthesizing chunk {state.progress}"
+                await self._give_up(job, state.tail, attempt, message)
+                return
         attempt += 1
         try:
             recipe = await self._recipe(job.id)
@@ -393,7 +400,7 @@ class Worker:
             await self._give_up(job, state.tail, attempt, "the cast has no readable recipe")
             return
         # A later attempt plans for the rtf of the first, so its chunks (and audio) match.
-        rtf = state.attempts[-1].start.rtf if state.attempts else None
+        rtf = latest.rtf if latest is not None else None
         if rtf is None:
             rtf = max(round(plan_rtf, 3), 0.001)
         try:
@@ -410,7 +417,9 @@ class Worker:
             log.warning("cast %s cannot be planned: %s", job.id, exc)
             await self._give_up(job, state.tail, attempt, f"the text could not be planned: {exc}")
             return
-        start = Start(attempt=attempt, worker=self.id, chunks=max(len(chunks), 1), rtf=rtf)
+        start = Start(
+            attempt=attempt, worker=self.id, chunks=max(len(chunks), 1), rtf=rtf, failures=failures
+        )
         try:
             ack = await self._store.append(
                 cast_stream(job.id), [start_record(start)], match_seq_num=state.tail
@@ -427,7 +436,7 @@ class Worker:
             start_seq=ack.start_seq,
             next_seq=ack.next_seq,
             encoder=encoder,
-            progress=progress,
+            failures=failures,
             units_left=sum(len(c.phonemes) for c in chunks),
         )
         log.info("cast %s: attempt %d, %d chunks, plan rtf %.3f", job.id, attempt, len(chunks), rtf)
@@ -435,6 +444,20 @@ class Worker:
             self._active[job.id] = cast
         else:
             await self._finish_empty(cast)
+
+    async def _died_on(self, cast_id: str, owner: str, progress: int) -> bool:
+        """Whether the (dead) worker `owner` died rendering audio record `progress` of
+        `cast_id`: its last notice named that chunk as in flight."""
+        if owner == self.id:
+            notice = self._previous_life
+        else:
+            found = await last_notice(self._store, owner)
+            notice = found[1] if found else None
+        return (
+            notice is not None
+            and notice.kind == "heartbeat"
+            and (notice.cast, notice.chunk) == (cast_id, progress)
+        )
 
     async def _recipe(self, cast_id: str) -> Recipe:
         batch = await self._store.read(catalog_stream(cast_id), 0, max_records=1)
@@ -453,7 +476,7 @@ class Worker:
                 del self._foreign[offset]
                 await self._finish(job)
                 continue
-            owner = state.attempts[-1].start.worker if state.attempts else None
+            owner = state.latest.worker if state.latest is not None else None
             if owner is None or not await worker_alive(self._store, owner, now_ms=_now_ms()):
                 del self._foreign[offset]
                 back.append(job)
@@ -519,11 +542,17 @@ class Worker:
     async def _step(self, cast: _Cast) -> None:
         chunk = cast.chunks[cast.next_chunk]
         last = cast.next_chunk == len(cast.chunks) - 1
+        # Say which chunk is in flight first: should it kill the process, the next life of
+        # this worker (or whoever takes the cast over) knows which cast to blame.
+        self._inflight = (cast.id, cast.records)
+        await self._announce("heartbeat")
         try:
             rendered = await self._await_chunk(self._thread.submit(self._render, cast, chunk, last))
         except _ChunkFailed as failed:
             await self._chunk_failed(cast, chunk, failed)
             return
+        finally:
+            self._inflight = None
         if rendered is None:
             log.info("cast %s: chunk %d abandoned on stop", cast.id, chunk.index)
             return
@@ -619,13 +648,13 @@ class Worker:
             cast.attempt,
             failed.cause,
         )
-        cast.progress.append(cast.records)
-        count = failures(cast.progress)
+        count = cast.failures + 1
         if count > self._retries:
             self._active.pop(cast.id, None)
             message = f"chunk {chunk.index} failed {count} times: {failed}"
             await self._give_up(cast.job, cast.next_seq, cast.attempt, message)
             return
+        cast.failures = count
         await self._new_attempt(cast, keep=failed.encoder_intact)
 
     async def _new_attempt(self, cast: _Cast, *, keep: bool) -> None:
@@ -650,7 +679,13 @@ class Worker:
             cast.samples = 0
             cast.units_left = sum(len(c.phonemes) for c in cast.chunks)
         cast.attempt += 1
-        start = Start(attempt=cast.attempt, worker=self.id, chunks=len(cast.chunks), rtf=cast.rtf)
+        start = Start(
+            attempt=cast.attempt,
+            worker=self.id,
+            chunks=len(cast.chunks),
+            rtf=cast.rtf,
+            failures=cast.failures,
+        )
         start_seq = cast.next_seq
         if await self._append(cast, [start_record(start), *copies]):
             cast.start_seq = start_seq
