@@ -6,7 +6,11 @@ build that encodes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,6 +95,29 @@ def test_any_chunking_gives_the_same_file(fmt: str, cuts: list[int]) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_same_chunks_give_the_same_bytes(fmt: str, speech: np.ndarray) -> None:
     assert encode_chunks(fmt, speech) == encode_chunks(fmt, speech)
+
+
+def test_a_fresh_process_gives_the_same_bytes(speech: np.ndarray) -> None:
+    """Nothing random or process-specific (Ogg serial, timestamps, seeds) reaches the bytes."""
+    script = (
+        "import hashlib, sys\n"
+        "sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "from audio_support import CHUNKS, encode_chunks, speech_like\n"
+        "from speechd.audio import FORMATS\n"
+        "pcm = speech_like(sum(CHUNKS))\n"
+        "for f in FORMATS:\n"
+        "    print(hashlib.sha256(b''.join(encode_chunks(f, pcm))).hexdigest())\n"
+    )
+    here = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(here), str(here.parent.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    mine = [hashlib.sha256(b"".join(encode_chunks(f, speech))).hexdigest() for f in FORMATS]
+    assert done.stdout.split() == mine
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
