@@ -13,7 +13,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -135,13 +137,21 @@ def parts(**settings: float | str) -> Parts:
     )
 
 
-def expected_audio(cast_id: str, text: str, *, speed: float = 1.0) -> bytes:
+def expected_audio(
+    cast_id: str,
+    text: str,
+    *,
+    speed: float = 1.0,
+    fmt: str = "pcm",
+    encoders: Callable[[str, int], Any] = FakeEncoder,
+    engine: CostEngine | None = None,
+) -> bytes:
     """The bytes a cast of `text` must hold: the same plan, seeds and encoder as the worker."""
     from speechd.worker import MAX_RECORD_S, chunk_seed
 
-    engine = CostEngine()
+    engine = engine or CostEngine()
     chunks = engine.plan(text, "af_heart", FakeChunkPolicy())
-    encoder = FakeEncoder("pcm", SAMPLE_RATE)
+    encoder = encoders(fmt, SAMPLE_RATE)
     if not chunks:
         return encoder.encode(np.zeros(0, np.float32), final=True)
     out = b""

@@ -23,7 +23,7 @@ from speechd.casts import (
     submit,
 )
 from speechd.durable import Record, Store
-from speechd.worker import Policy, Worker
+from speechd.worker import EncoderFactory, Policy, Worker
 
 
 async def submit_text(
@@ -50,6 +50,7 @@ def make_worker(
     *,
     worker_id: str = "w1",
     policy: Policy | None = None,
+    encoders: EncoderFactory = FakeEncoder,
     **settings: object,
 ) -> Worker:
     return Worker(
@@ -57,7 +58,7 @@ def make_worker(
         engine or CostEngine(),
         worker_id=worker_id,
         chunk_policy=FakeChunkPolicy(),
-        encoders=FakeEncoder,
+        encoders=encoders,
         policy=policy,
         **settings,  # type: ignore[arg-type]
     )
