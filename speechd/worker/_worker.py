@@ -283,8 +283,8 @@ class Worker:
                         await self._step(self._active[cast_id])
                     case Sleep(seconds):
                         await self._sleep(seconds)
-                    case Idle():
-                        await self._sleep(self._heartbeat_s if self._foreign else None)
+                    case Idle():  # look up now and then: deferred jobs, a side task's death
+                        await self._sleep(self._heartbeat_s)
         finally:
             for task in tasks:
                 task.cancel()
