@@ -32,11 +32,13 @@ class ChunkLike(Protocol):
 
 
 class ChunkPolicyLike(Protocol):
-    """The engine's progressive chunking policy; `rtf` bounds how fast chunks may grow."""
+    """The engine's progressive chunking policy; `rtf` bounds how fast chunks may grow, and
+    `speed` scales its estimate of a chunk's audio."""
 
     @property
     def rtf(self) -> float: ...
     def with_rtf(self, rtf: float) -> ChunkPolicyLike: ...
+    def with_speed(self, speed: float) -> ChunkPolicyLike: ...
 
 
 class SynthesisLike(Protocol):

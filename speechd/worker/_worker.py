@@ -409,7 +409,7 @@ class Worker:
                     self._engine.plan,
                     recipe.text,
                     recipe.voice,
-                    self._chunk_policy.with_rtf(rtf),
+                    self._chunk_policy.with_rtf(rtf).with_speed(recipe.speed),
                 )
             )
             encoder = self._encoders(recipe.format, self._engine.sample_rate)

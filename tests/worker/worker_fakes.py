@@ -35,9 +35,13 @@ class FakeChunkPolicy(msgspec.Struct, frozen=True):
     rtf: float = 1.0
     first_words: int = 2
     max_words: int = 16
+    speed: float = 1.0
 
     def with_rtf(self, rtf: float) -> FakeChunkPolicy:
         return msgspec.structs.replace(self, rtf=rtf)
+
+    def with_speed(self, speed: float) -> FakeChunkPolicy:
+        return msgspec.structs.replace(self, speed=speed)
 
 
 @dataclass(frozen=True)
