@@ -36,7 +36,7 @@ from ._protocols import (
 from ._queue import committed_offset, queue_depth, queue_position
 from ._supervisor import Supervisor, describe_exit
 from ._watermark import Watermark
-from ._worker import MAX_RECORD_S, Worker, chunk_seed
+from ._worker import MAX_RECORD_S, ROTATE_NOTICES, Worker, chunk_seed
 
 __all__ = [
     "EXIT_FAILED",
@@ -44,6 +44,7 @@ __all__ = [
     "EXIT_OK",
     "FRESH_HEARTBEATS",
     "MAX_RECORD_S",
+    "ROTATE_NOTICES",
     "Candidate",
     "CastView",
     "ChunkLike",

@@ -1,9 +1,11 @@
 """Worker health through the store, so it works for remote workers as well as local ones.
 
 Each worker owns `workers/<id>`: at start it clears it and appends `ready` (voices, device,
-pid, heartbeat period) as seq 0, then a `heartbeat` every period, and `stopped` on a clean
-exit. A worker is alive while its last notice is ready/heartbeat and younger than
-`FRESH_HEARTBEATS` periods. Torch-free: the api calls `ready_workers` for /readyz and the voices.
+pid, heartbeat period) as seq 0, then a `heartbeat` every period and as each chunk starts, and
+`stopped` on a clean exit. After `ROTATE_NOTICES` records it starts the stream over with
+`ready` (a reader between the two sees no such worker for that instant). A worker is alive
+while its last notice is ready/heartbeat and younger than `FRESH_HEARTBEATS` periods.
+Torch-free: the api calls `ready_workers` for /readyz and the voices.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from speechd.casts import WORKERS_PREFIX, WorkerNotice, decode, worker_stream
-from speechd.durable import Record, Store
+from speechd.durable import Record, SeqOutOfRange, Store
 
 __all__ = ["FRESH_HEARTBEATS", "last_notice", "ready_workers", "worker_alive"]
 
@@ -25,7 +27,10 @@ def _fresh(record: Record, notice: WorkerNotice, now_ms: int) -> bool:
 
 
 async def _notice_at(store: Store, stream: str, seq: int) -> tuple[Record, WorkerNotice] | None:
-    batch = await store.read(stream, seq, max_records=1)
+    try:
+        batch = await store.read(stream, seq, max_records=1)
+    except SeqOutOfRange:  # the worker started its stream over just now
+        return None
     if not batch.records:
         return None
     record = batch.records[0]

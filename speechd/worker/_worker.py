@@ -89,11 +89,12 @@ from ._queue import committed_offset
 from ._thread import EngineThread
 from ._watermark import Watermark
 
-__all__ = ["MAX_RECORD_S", "Worker", "chunk_seed"]
+__all__ = ["MAX_RECORD_S", "ROTATE_NOTICES", "Worker", "chunk_seed"]
 
 log = logging.getLogger("speechd.worker")
 
 MAX_RECORD_S = 15.0  # longest audio in one record: 15 s of 16-bit wav is ~720 KB < 1 MiB
+ROTATE_NOTICES = 10_000  # a worker's stream starts over (with `ready`) after this many
 _JOBS_PAGE = 256
 _MAX_PENDING = 10_000
 _WARM_UP_TEXT = (
@@ -327,6 +328,16 @@ class Worker:
         self._wake.set()
 
     async def _announce(self, kind: str) -> None:
+        """Append a notice to this worker's stream. Every notice but `stopped` names the chunk
+        in flight; the stream starts over with `ready` after `ROTATE_NOTICES` of them."""
+        stream = worker_stream(self.id)
+        ack = await self._store.append(stream, [self._notice(kind)])
+        if ack.next_seq >= ROTATE_NOTICES and kind != "stopped":
+            await self._store.delete(stream)
+            await self._store.append(stream, [self._notice("ready")])
+
+    def _notice(self, kind: str) -> AppendRecord:
+        inflight = self._inflight if kind != "stopped" else None
         notice = WorkerNotice(
             kind=kind,
             worker=self.id,
@@ -335,10 +346,10 @@ class Worker:
             device=self._engine.device,
             pid=os.getpid(),
             heartbeat_ms=round(self._heartbeat_s * 1000),
-            cast=self._inflight[0] if self._inflight else "",
-            chunk=self._inflight[1] if self._inflight else -1,
+            cast=inflight[0] if inflight else "",
+            chunk=inflight[1] if inflight else -1,
         )
-        await self._store.append(worker_stream(self.id), [AppendRecord(encode(notice))])
+        return AppendRecord(encode(notice))
 
     async def _sleep(self, seconds: float | None) -> None:
         with contextlib.suppress(TimeoutError):
@@ -453,11 +464,7 @@ class Worker:
         else:
             found = await last_notice(self._store, owner)
             notice = found[1] if found else None
-        return (
-            notice is not None
-            and notice.kind == "heartbeat"
-            and (notice.cast, notice.chunk) == (cast_id, progress)
-        )
+        return notice is not None and (notice.cast, notice.chunk) == (cast_id, progress)
 
     async def _recipe(self, cast_id: str) -> Recipe:
         batch = await self._store.read(catalog_stream(cast_id), 0, max_records=1)

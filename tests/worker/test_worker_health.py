@@ -8,12 +8,14 @@ import sys
 import threading
 import time
 
+import pytest
 from worker_fakes import CostEngine, GatedEngine
 from worker_helpers import make_worker, records, running, submit_text, wait_ended
 
 from speechd.casts import Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
 from speechd.durable import Store
 from speechd.worker import ChunkTimes, queue_depth, queue_position, ready_workers
+from speechd.worker import _worker as worker_module
 
 
 def now_ms() -> int:
@@ -112,3 +114,15 @@ async def test_stopping_appends_a_chunk_that_finishes_within_the_grace(store: St
 def test_importing_the_worker_never_imports_torch() -> None:
     code = "import sys, speechd.worker; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_the_health_stream_starts_over_when_it_grows(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "ROTATE_NOTICES", 5)
+    async with running(make_worker(store, worker_id="w1", heartbeat_s=0.02)):
+        await asyncio.sleep(0.5)
+        stream = await records(store, worker_stream("w1"))
+        assert len(stream) <= 5
+        assert decode(stream[0].body, WorkerNotice).kind == "ready"
+        assert [n.worker for n in await ready_workers(store, now_ms=now_ms())] == ["w1"]
