@@ -378,6 +378,8 @@ class Worker:
             return False
         state = await read_cast(self._store, job.id)
         if state.tail == 0 or state.terminal or state.meta is None:
+            if state.tail and state.meta is None:
+                log.warning("cast %s has no readable meta; its job is skipped", job.id)
             await self._finish(job)
             return False
         if state.latest is not None:
@@ -400,6 +402,14 @@ class Worker:
         failures = latest.failures if latest is not None else 0
         if latest is not None and await self._died_on(job.id, latest.worker, state.progress):
             failures += 1
+            log.warning(
+                "cast %s: worker %s died making its chunk %d (failure %d; %d allowed)",
+                job.id,
+                latest.worker,
+                state.progress,
+                failures,
+                self._retries,
+            )
             if failures > self._retries:
                 message = f"the worker died {failures} times synthesizing chunk {state.progress}"
                 await self._give_up(job, state.tail, attempt, message)
