@@ -30,6 +30,7 @@ import concurrent.futures
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import queue
 import secrets
@@ -62,9 +63,12 @@ from ._contract import (
 
 __all__ = ["EmbeddedStore"]
 
+log = logging.getLogger("speechd.durable")
+
 _LAYOUT_VERSION = 1
 _POLL_INTERVAL_S = 0.5
 _MAX_GROUP_OPS = 1024
+_MAX_GROUP_BYTES = 16 * 1024 * 1024
 _MAX_WAKE_PAYLOAD = 16 * 1024
 _READ_THREADS = 4
 
@@ -108,8 +112,9 @@ _Apply = Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]
 class _Op:
     """One queued write: applied by the writer thread inside a group transaction."""
 
-    def __init__(self, apply: _Apply) -> None:
+    def __init__(self, apply: _Apply, size: int = 0) -> None:
         self.apply = apply
+        self.size = size
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
 
@@ -117,7 +122,11 @@ _STOP = object()
 
 
 class _Writer(threading.Thread):
-    """Owns the write connection; commits every queued op in one transaction per round."""
+    """Owns the write connection; commits every queued op in one transaction per round.
+
+    The thread must outlive every failure: an op whose caller went away (a cancelled append)
+    is skipped if it has not started, and any error fails that round's ops, never the thread.
+    """
 
     def __init__(self, path: Path, on_commit: Callable[[list[str]], None]) -> None:
         super().__init__(name="speechd-store-writer", daemon=True)
@@ -133,23 +142,33 @@ class _Writer(threading.Thread):
         self.join()
 
     def run(self) -> None:
-        stopping = False
-        while not stopping:
-            ops: list[_Op] = []
-            item = self._queue.get()
-            while True:
+        carried: _Op | None = None  # taken from the queue but over the last round's size cap
+        while True:
+            ops: list[_Op] = [] if carried is None else [carried]
+            size = 0 if carried is None else carried.size
+            carried = None
+            stopping = False
+            while len(ops) < _MAX_GROUP_OPS:
+                try:
+                    item = self._queue.get_nowait() if ops else self._queue.get()
+                except queue.Empty:
+                    break
                 if item is _STOP:
                     stopping = True
                     break
+                # A cancelled op (its caller gave up before we began) is dropped unapplied;
+                # every other op is marked running, so it can no longer be cancelled.
+                if not item.future.set_running_or_notify_cancel():
+                    continue
+                if ops and size + item.size > _MAX_GROUP_BYTES:
+                    carried = item
+                    break
                 ops.append(item)
-                if len(ops) >= _MAX_GROUP_OPS:
-                    break
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
+                size += item.size
             if ops:
                 self._commit(ops)
+            if stopping:
+                break
         self._conn.close()
 
     def _commit(self, ops: list[_Op]) -> None:
@@ -170,9 +189,10 @@ class _Writer(threading.Thread):
                     results.append((True, value))
                 self._conn.execute("RELEASE op")
             self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
             failure = DurableError(f"store write failed: {exc}")
             failure.__cause__ = exc
             for op in ops:
@@ -184,7 +204,12 @@ class _Writer(threading.Thread):
             else:
                 op.future.set_exception(value)
         if changed:
-            self._on_commit(changed)
+            try:
+                self._on_commit(changed)
+            except Exception:
+                # The appends are durable and acknowledged; only a wake-up was lost, and the
+                # readers' data_version poll covers that.
+                log.exception("store: waking readers after a commit failed")
 
 
 class _WakeBus:
@@ -317,9 +342,9 @@ class EmbeddedStore(Store):
 
     # -- writes -------------------------------------------------------------------------
 
-    async def _write(self, apply: _Apply) -> Any:
+    async def _write(self, apply: _Apply, size: int = 0) -> Any:
         self._check_open()
-        op = _Op(apply)
+        op = _Op(apply, size)
         self._writer.submit(op)
         return await asyncio.wrap_future(op.future)
 
@@ -331,7 +356,7 @@ class EmbeddedStore(Store):
         match_seq_num: int | None = None,
     ) -> AppendAck:
         validate_name(stream)
-        check_batch(records)
+        size = check_batch(records)
         rows = [(_headers_encoder.encode(r.headers), r.body) for r in records]
 
         def apply(conn: sqlite3.Connection, now: int) -> tuple[AppendAck, list[str]]:
@@ -361,7 +386,7 @@ class EmbeddedStore(Store):
             )
             return AppendAck(next_seq, next_seq + len(rows), ts), [stream]
 
-        return await self._write(apply)
+        return await self._write(apply, size)
 
     async def delete(self, stream: str) -> bool:
         validate_name(stream)
