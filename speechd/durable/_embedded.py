@@ -33,13 +33,14 @@ import hashlib
 import logging
 import os
 import queue
+import re
 import secrets
 import socket
 import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,15 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+@contextlib.contextmanager
+def _translate_errors(doing: str) -> Iterator[None]:
+    """Raise sqlite3's errors (and OSError) as DurableError, chained."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise DurableError(f"{doing} failed: {exc}") from exc
+
+
 # Applies one write inside the group transaction at time `now`; returns (result, changed streams).
 _Apply = Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]
 
@@ -128,11 +138,15 @@ class _Writer(threading.Thread):
     is skipped if it has not started, and any error fails that round's ops, never the thread.
     """
 
-    def __init__(self, path: Path, on_commit: Callable[[list[str]], None]) -> None:
+    def __init__(self, path: Path) -> None:
         super().__init__(name="speechd-store-writer", daemon=True)
         self._conn = _connect(path)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._on_commit = on_commit
+        self.on_commit: Callable[[list[str]], None] = lambda streams: None
+
+    def close(self) -> None:
+        """Close the connection of a writer that was never started."""
+        self._conn.close()
 
     def submit(self, op: _Op) -> None:
         self._queue.put(op)
@@ -205,11 +219,14 @@ class _Writer(threading.Thread):
                 op.future.set_exception(value)
         if changed:
             try:
-                self._on_commit(changed)
+                self.on_commit(changed)
             except Exception:
                 # The appends are durable and acknowledged; only a wake-up was lost, and the
                 # readers' data_version poll covers that.
                 log.exception("store: waking readers after a commit failed")
+
+
+_TOKEN = re.compile(r"[0-9]+-[0-9a-f]{12}")
 
 
 class _WakeBus:
@@ -222,8 +239,6 @@ class _WakeBus:
         self._token = f"{os.getpid()}-{secrets.token_hex(6)}"
         self._listener: socket.socket | None = None
         self._sender: socket.socket | None = None
-        self._peers: list[str] = []
-        self._peers_mtime = -1
         if sys.platform.startswith("linux"):
             self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._listener.bind(self._address(self._token))
@@ -240,14 +255,15 @@ class _WakeBus:
     def _address(self, token: str) -> bytes:
         return f"\0speechd/{self._namespace}/{token}".encode()
 
-    def _refresh_peers(self) -> None:
+    def _peers(self) -> list[str]:
+        # Listed afresh for every broadcast (a few microseconds next to the commit's fsync): a
+        # listing cached by the folder's mtime misses a store that registers within the mtime's
+        # granularity (a jiffy, or a second on some filesystems), which then never hears a wake.
         try:
-            mtime = self._dir.stat().st_mtime_ns
+            names = os.listdir(self._dir)
         except FileNotFoundError:
-            return
-        if mtime != self._peers_mtime:
-            self._peers_mtime = mtime
-            self._peers = [p for p in os.listdir(self._dir) if p != self._token]
+            return []
+        return [name for name in names if name != self._token and _TOKEN.fullmatch(name)]
 
     def broadcast(self, streams: list[str]) -> None:
         """Tell every other store in this folder which streams changed (writer thread)."""
@@ -256,8 +272,7 @@ class _WakeBus:
         payload = "\n".join(dict.fromkeys(streams)).encode()
         if len(payload) > _MAX_WAKE_PAYLOAD:
             payload = b"*"
-        self._refresh_peers()
-        for peer in self._peers:
+        for peer in self._peers():
             try:
                 self._sender.sendto(payload, self._address(peer))
             except (ConnectionRefusedError, FileNotFoundError):
@@ -265,9 +280,10 @@ class _WakeBus:
                 with contextlib.suppress(FileNotFoundError):
                     (self._dir / peer).unlink()
             except OSError as exc:
+                # A full buffer (EAGAIN, ENOBUFS) or anything else: this peer misses one
+                # datagram, and its data_version poll catches the change.
                 if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
-                    raise
-                # A full buffer: the peer's data_version poll catches this change.
+                    log.debug("store: wake datagram to %s failed: %s", peer, exc)
 
     def receive(self) -> list[str] | None:
         """Drain pending datagrams: the changed stream names, or None for 'anything'."""
@@ -280,7 +296,10 @@ class _WakeBus:
                 return names
             if data == b"*":
                 return None
-            names.extend(data.decode().split("\n"))
+            try:
+                names.extend(data.decode("ascii").split("\n"))
+            except UnicodeDecodeError:
+                return None  # not from a store (anyone may send here): wake everyone
 
     def close(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -293,7 +312,10 @@ class _WakeBus:
 class EmbeddedStore(Store):
     """The stream store in a local data folder. Open with `await EmbeddedStore.open(path)`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, writer: _Writer, bus: _WakeBus, version_conn: sqlite3.Connection
+    ) -> None:
+        """Use `open`, which makes the files and connections off the event loop."""
         self._data_dir = data_dir
         self._db_path = data_dir / "store.db"
         self._loop = asyncio.get_running_loop()
@@ -304,26 +326,45 @@ class EmbeddedStore(Store):
         self._readers = concurrent.futures.ThreadPoolExecutor(
             max_workers=_READ_THREADS, thread_name_prefix="speechd-store-reader"
         )
-        self._bus = _WakeBus(data_dir)
-        self._writer = _Writer(self._db_path, self._committed)
-        self._version_conn = _connect(self._db_path)
+        self._bus = bus
+        self._writer = writer
+        writer.on_commit = self._committed
+        self._version_conn = version_conn
         self._poll_task: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, data_dir: str | os.PathLike[str]) -> EmbeddedStore:
         path = Path(data_dir)
-        await asyncio.to_thread(cls._create_schema, path)
-        store = cls(path)
-        store._writer.start()
-        if store._bus.listener is not None:
-            store._loop.add_reader(store._bus.listener.fileno(), store._on_wake_datagram)
-        store._poll_task = asyncio.create_task(store._poll_data_version())
+        writer, bus, version_conn, version = await asyncio.to_thread(cls._open_files, path)
+        store = cls(path, writer, bus, version_conn)
+        writer.start()
+        if bus.listener is not None:
+            store._loop.add_reader(bus.listener.fileno(), store._on_wake_datagram)
+        store._poll_task = asyncio.create_task(store._poll_data_version(version_conn, version))
         return store
 
     @staticmethod
-    def _create_schema(data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        db_path = data_dir / "store.db"
+    def _open_files(data_dir: Path) -> tuple[_Writer, _WakeBus, sqlite3.Connection, int]:
+        with _translate_errors(f"opening the store in {data_dir}"):
+            data_dir.mkdir(parents=True, exist_ok=True)
+            EmbeddedStore._create_schema(data_dir / "store.db")
+            version_conn = _connect(data_dir / "store.db")
+            try:
+                version = version_conn.execute("PRAGMA data_version").fetchone()[0]
+                writer = _Writer(data_dir / "store.db")
+            except BaseException:
+                version_conn.close()
+                raise
+            try:
+                bus = _WakeBus(data_dir)
+            except BaseException:
+                writer.close()
+                version_conn.close()
+                raise
+        return writer, bus, version_conn, version
+
+    @staticmethod
+    def _create_schema(db_path: Path) -> None:
         conn = _connect(db_path)
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -333,10 +374,13 @@ class EmbeddedStore(Store):
                 raise DurableError(
                     f"{db_path} has store layout {version}; this speechd reads {_LAYOUT_VERSION}"
                 )
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version={_LAYOUT_VERSION}")
-            if conn.in_transaction:
-                conn.execute("COMMIT")
+            if version == 0:
+                # One statement at a time: executescript would COMMIT the transaction first.
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={_LAYOUT_VERSION}")
+            conn.execute("COMMIT")
         finally:
             conn.close()
 
@@ -429,30 +473,32 @@ class EmbeddedStore(Store):
 
     def _read_now(self, stream: str, seq_num: int, max_records: int, max_bytes: int) -> ReadBatch:
         conn = self._reader()
-        conn.execute("BEGIN")
-        try:
-            found = conn.execute(
-                "SELECT id, next_seq FROM streams WHERE name=?", (stream,)
-            ).fetchone()
-            stream_id, tail = found if found is not None else (None, 0)
-            if seq_num > tail:
-                raise SeqOutOfRange(stream, seq_num, tail)
-            records: list[Record] = []
-            if stream_id is not None and seq_num < tail:
-                size = 0
-                rows = conn.execute(
-                    "SELECT seq, ts, headers, body FROM records"
-                    " WHERE stream_id=? AND seq>=? ORDER BY seq LIMIT ?",
-                    (stream_id, seq_num, max_records),
-                )
-                for seq, ts, headers, body in rows:
-                    size += len(body) + len(headers)
-                    if records and size > max_bytes:
-                        break
-                    records.append(Record(seq, ts, _headers_decoder.decode(headers), body))
-            return ReadBatch(records, tail)
-        finally:
-            conn.execute("COMMIT")
+        with _translate_errors(f"reading {stream}"):
+            # One read transaction: the tail and the records come from the same snapshot.
+            conn.execute("BEGIN")
+            try:
+                found = conn.execute(
+                    "SELECT id, next_seq FROM streams WHERE name=?", (stream,)
+                ).fetchone()
+                stream_id, tail = found if found is not None else (None, 0)
+                if seq_num > tail:
+                    raise SeqOutOfRange(stream, seq_num, tail)
+                records: list[Record] = []
+                if stream_id is not None and seq_num < tail:
+                    size = 0
+                    rows = conn.execute(
+                        "SELECT seq, ts, headers, body FROM records"
+                        " WHERE stream_id=? AND seq>=? ORDER BY seq LIMIT ?",
+                        (stream_id, seq_num, max_records),
+                    )
+                    for seq, ts, headers, body in rows:
+                        size += len(body) + len(headers)
+                        if records and size > max_bytes:
+                            break
+                        records.append(Record(seq, ts, _headers_decoder.decode(headers), body))
+                return ReadBatch(records, tail)
+            finally:
+                conn.execute("COMMIT")
 
     async def read(
         self,
@@ -490,21 +536,33 @@ class EmbeddedStore(Store):
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)
-        batch = await self.read(stream, 0, max_records=1, max_bytes=0)
-        return batch.tail
+        return await self._query(
+            f"reading {stream}'s tail",
+            lambda conn: conn.execute(
+                "SELECT coalesce(max(next_seq), 0) FROM streams WHERE name=?", (stream,)
+            ).fetchone()[0],
+        )
 
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
-        self._check_open()
-
-        def query() -> list[StreamInfo]:
-            rows = self._reader().execute(
+        def query(conn: sqlite3.Connection) -> list[StreamInfo]:
+            rows = conn.execute(
                 "SELECT name, next_seq, touched_ms FROM streams"
                 " WHERE name >= ? AND name < ? ORDER BY name LIMIT ?",
                 (prefix, prefix + "\x7f", limit),
             )
             return [StreamInfo(*row) for row in rows]
 
-        return await self._loop.run_in_executor(self._readers, query)
+        return await self._query("listing streams", query)
+
+    async def _query(self, doing: str, query: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run one read-only statement on a reader thread."""
+        self._check_open()
+
+        def run() -> Any:
+            with _translate_errors(doing):
+                return query(self._reader())
+
+        return await self._loop.run_in_executor(self._readers, run)
 
     # -- wake-ups -----------------------------------------------------------------------
 
@@ -536,17 +594,27 @@ class EmbeddedStore(Store):
     def _on_wake_datagram(self) -> None:
         self._wake(self._bus.receive())
 
-    async def _poll_data_version(self) -> None:
-        last = None
+    async def _poll_data_version(self, version_conn: sqlite3.Connection, last: int) -> None:
+        """The fallback wake-up: any commit by any connection changes `data_version`.
+
+        `last` is taken when the store opens, so a commit whose datagram was lost is caught
+        even if it landed before the first poll.
+        """
+
+        def data_version() -> int:
+            with _translate_errors("polling data_version"):
+                return version_conn.execute("PRAGMA data_version").fetchone()[0]
+
         while True:
             await asyncio.sleep(_POLL_INTERVAL_S)
             if not self._waiters:
                 continue
-            version = await self._loop.run_in_executor(
-                self._readers,
-                lambda: self._version_conn.execute("PRAGMA data_version").fetchone()[0],
-            )
-            if last is not None and version != last:
+            try:
+                version = await self._loop.run_in_executor(self._readers, data_version)
+            except DurableError:
+                log.exception("store: polling for changes failed; waking every reader")
+                version = -1
+            if version != last:
                 self._wake(None)
             last = version
 
@@ -571,7 +639,7 @@ class EmbeddedStore(Store):
                 if not waiter.done():
                     waiter.set_exception(StoreClosed("the store is closed"))
         await asyncio.to_thread(self._writer.stop)
-        self._readers.shutdown(wait=True)
+        await asyncio.to_thread(self._readers.shutdown, wait=True)
         for conn in (*self._reader_conns, self._version_conn):
             conn.close()
         self._bus.close()
