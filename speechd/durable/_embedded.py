@@ -5,6 +5,7 @@ On disk (persisted, so keep it stable; `PRAGMA user_version` names the layout):
     <data>/store.db            tables `streams` (name -> id, next seq, last touch) and
                                `records` ((stream id, seq) -> timestamp, headers, body)
     <data>/store.db-wal, -shm  SQLite's write-ahead log (WAL mode, synchronous=FULL)
+    <data>/store.lock          flock'd while a process opens the store (WAL set-up, schema)
     <data>/wake/<token>        one empty file per open store: the address of its wake socket
 
 Writes: one writer thread per open store drains every append queued while the previous
@@ -29,6 +30,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import fcntl
 import hashlib
 import logging
 import os
@@ -99,11 +101,26 @@ def _now_ms() -> int:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """A connection to a store database that `_create_schema` has already put in WAL mode."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
-    conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=60000")
     return conn
+
+
+@contextlib.contextmanager
+def _creation_lock(data_dir: Path) -> Iterator[None]:
+    """Serialise opening the database across processes.
+
+    Switching a new database to WAL mode takes an exclusive lock without waiting on the busy
+    timeout, so processes opening a fresh folder at once failed with 'database is locked'.
+    """
+    fd = os.open(data_dir / "store.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @contextlib.contextmanager
@@ -347,7 +364,8 @@ class EmbeddedStore(Store):
     def _open_files(data_dir: Path) -> tuple[_Writer, _WakeBus, sqlite3.Connection, int]:
         with _translate_errors(f"opening the store in {data_dir}"):
             data_dir.mkdir(parents=True, exist_ok=True)
-            EmbeddedStore._create_schema(data_dir / "store.db")
+            with _creation_lock(data_dir):
+                EmbeddedStore._create_schema(data_dir / "store.db")
             version_conn = _connect(data_dir / "store.db")
             try:
                 version = version_conn.execute("PRAGMA data_version").fetchone()[0]
@@ -367,6 +385,9 @@ class EmbeddedStore(Store):
     def _create_schema(db_path: Path) -> None:
         conn = _connect(db_path)
         try:
+            (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode != "wal":
+                raise DurableError(f"{db_path} cannot use WAL mode (journal_mode is {mode})")
             conn.execute("BEGIN IMMEDIATE")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, _LAYOUT_VERSION):
