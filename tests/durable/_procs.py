@@ -121,9 +121,13 @@ def _write_line(line: str) -> None:
     os.write(1, data)
 
 
+_SIZES = [0, 1, 100, 4096, 32 * 1024, 200 * 1024, 1024 * 1024]
+_WEIGHTS = [10, 10, 30, 25, 17, 6, 2]
+
+
 def _body(rng: random.Random) -> bytes:
-    size = rng.choice([0, 1, 100, 4096, 32 * 1024, 200 * 1024, 1024 * 1024])
-    return rng.randbytes(rng.randint(size // 2, size) if size else 0)
+    (size,) = rng.choices(_SIZES, _WEIGHTS)
+    return rng.randbytes(rng.randint(size // 2, size))
 
 
 async def _crash_append(url: str, tag: str, seed: int) -> None:

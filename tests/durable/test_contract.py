@@ -23,21 +23,8 @@ from speechd.durable import (
     StoreClosed,
 )
 
+from ._support import read_all, rec
 from .conftest import OpenHandle
-
-
-def rec(body: bytes = b"", *headers: tuple[bytes, bytes]) -> AppendRecord:
-    return AppendRecord(body=body, headers=tuple(headers))
-
-
-async def read_all(store: Store, stream: str) -> list[Record]:
-    records: list[Record] = []
-    while True:
-        batch = await store.read(stream, len(records))
-        if not batch.records:
-            return records
-        records += batch.records
-
 
 # -- appends ---------------------------------------------------------------------------------
 

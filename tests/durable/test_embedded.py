@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from speechd.durable import AppendRecord, DurableError, EmbeddedStore, _embedded, open_store
+from speechd.durable import DurableError, EmbeddedStore, _embedded, open_store
 
-
-def rec(body: bytes = b"") -> AppendRecord:
-    return AppendRecord(body=body)
+from ._support import rec
 
 
 @pytest.fixture

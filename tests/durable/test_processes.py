@@ -6,49 +6,16 @@ Every backend: the children open the store from its URL, as `_procs` shows.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from speechd.durable import AppendRecord, Record, Store, open_store
+from speechd.durable import AppendRecord, Store, open_store
 
 from . import _procs
+from ._support import SPAWN, follow_round_trips, processes, read_all, results_of
 
 pytestmark = pytest.mark.slow
-
-SPAWN = multiprocessing.get_context("spawn")
-CHILD_TIMEOUT_S = 120
-
-
-@contextmanager
-def processes(target: Any, args: list[tuple[Any, ...]]) -> Iterator[list[Any]]:
-    """Start one spawned process per argument tuple; kill whatever is left at the end."""
-    procs = [SPAWN.Process(target=target, args=a, daemon=True) for a in args]
-    for proc in procs:
-        proc.start()
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(10)
-
-
-async def results_of(queue: Any, count: int) -> list[Any]:
-    """`count` results from the children, without blocking the event loop."""
-    return [await asyncio.to_thread(queue.get, True, CHILD_TIMEOUT_S) for _ in range(count)]
-
-
-async def read_all(store: Store, stream: str) -> list[Record]:
-    records: list[Record] = []
-    while batch := (await store.read(stream, len(records))).records:
-        records += batch
-    return records
 
 
 async def test_claims_from_many_processes_and_tasks_have_one_winner_each(
@@ -103,21 +70,6 @@ async def test_many_processes_open_a_fresh_store_at_once(store_url: str) -> None
     assert sorted(seq for _who, seq in results) == list(range(n_procs))
     async with await open_store(store_url) as store:
         assert await store.check_tail("opened") == n_procs
-
-
-async def follow_round_trips(
-    store: Store, queue: Any, stream: str, count: int, first_seq: int = 0
-) -> list[float]:
-    """Append `count` records one at a time; the seconds from each ack to the child's echo."""
-    latencies = []
-    for seq in range(first_seq, first_seq + count):
-        await asyncio.sleep(0.01)
-        await store.append(stream, [AppendRecord(b"%d" % seq)])
-        acked = time.monotonic()
-        echoed_seq, _ = await asyncio.to_thread(queue.get, True, 30)
-        latencies.append(time.monotonic() - acked)
-        assert echoed_seq == seq
-    return latencies
 
 
 async def test_a_follower_in_another_process_wakes_promptly(store: Store, store_url: str) -> None:

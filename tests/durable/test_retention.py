@@ -7,13 +7,10 @@ import logging
 
 import pytest
 
-from speechd.durable import AppendRecord, Retention, Store, sweep_forever
+from speechd.durable import Retention, Store, sweep_forever
 
+from ._support import rec
 from .conftest import OpenHandle
-
-
-def rec(body: bytes = b"") -> AppendRecord:
-    return AppendRecord(body=body)
 
 
 async def test_sweep_removes_only_streams_untouched_for_the_age_under_the_prefixes(
