@@ -137,19 +137,31 @@ _Apply = Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]
 
 
 class _Op:
-    """One queued write: applied by the writer thread inside a group transaction."""
+    """One queued write: applied by the writer thread inside a group transaction.
 
-    def __init__(self, apply: _Apply, size: int = 0) -> None:
+    `future` belongs to the store's event loop; the writer thread only reads `cancelled()`
+    and hands the outcome back through one `call_soon_threadsafe` per round.
+    """
+
+    __slots__ = ("apply", "future", "size")
+
+    def __init__(self, apply: _Apply, size: int, future: asyncio.Future[Any]) -> None:
         self.apply = apply
         self.size = size
-        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.future = future
 
+
+# Per op (ok, result or exception), in order.
+_Outcomes = list[tuple[bool, Any]]
 
 _STOP = object()
 
 
 class _Writer(threading.Thread):
     """Owns the write connection; commits every queued op in one transaction per round.
+
+    After each round it calls `deliver(ops, outcomes, changed streams)` (which hands them to
+    the event loop) and then `broadcast(changed streams)` (the other processes' wake-up).
 
     The thread must outlive every failure: an op whose caller went away (a cancelled append)
     is skipped if it has not started, and any error fails that round's ops, never the thread.
@@ -159,7 +171,8 @@ class _Writer(threading.Thread):
         super().__init__(name="speechd-store-writer", daemon=True)
         self._conn = _connect(path)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.on_commit: Callable[[list[str]], None] = lambda streams: None
+        self.deliver: Callable[[list[_Op], _Outcomes, list[str]], None] = lambda *args: None
+        self.broadcast: Callable[[list[str]], None] = lambda streams: None
 
     def close(self) -> None:
         """Close the connection of a writer that was never started."""
@@ -187,9 +200,9 @@ class _Writer(threading.Thread):
                 if item is _STOP:
                     stopping = True
                     break
-                # A cancelled op (its caller gave up before we began) is dropped unapplied;
-                # every other op is marked running, so it can no longer be cancelled.
-                if not item.future.set_running_or_notify_cancel():
+                # An op cancelled before we take it (its caller gave up) is dropped unapplied.
+                # One cancelled later is applied; its caller just never hears.
+                if item.future.cancelled():
                     continue
                 if ops and size + item.size > _MAX_GROUP_BYTES:
                     carried = item
@@ -197,13 +210,27 @@ class _Writer(threading.Thread):
                 ops.append(item)
                 size += item.size
             if ops:
-                self._commit(ops)
+                self._round(ops)
             if stopping:
                 break
         self._conn.close()
 
-    def _commit(self, ops: list[_Op]) -> None:
-        results: list[tuple[bool, Any]] = []
+    def _round(self, ops: list[_Op]) -> None:
+        outcomes, changed = self._commit(ops)
+        try:
+            self.deliver(ops, outcomes, changed)
+        except Exception:
+            log.exception("store: handing results back to the event loop failed")
+        if changed:
+            try:
+                self.broadcast(changed)
+            except Exception:
+                # The appends are durable and acknowledged; only a wake-up was lost, and the
+                # readers' data_version poll covers that.
+                log.exception("store: waking the other processes after a commit failed")
+
+    def _commit(self, ops: list[_Op]) -> tuple[_Outcomes, list[str]]:
+        outcomes: _Outcomes = []
         changed: list[str] = []
         try:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -214,10 +241,10 @@ class _Writer(threading.Thread):
                     value, streams = op.apply(self._conn, now)
                 except DurableError as exc:
                     self._conn.execute("ROLLBACK TO op")
-                    results.append((False, exc))
+                    outcomes.append((False, exc))
                 else:
                     changed.extend(streams)
-                    results.append((True, value))
+                    outcomes.append((True, value))
                 self._conn.execute("RELEASE op")
             self._conn.execute("COMMIT")
         except Exception as exc:
@@ -226,21 +253,8 @@ class _Writer(threading.Thread):
                     self._conn.execute("ROLLBACK")
             failure = DurableError(f"store write failed: {exc}")
             failure.__cause__ = exc
-            for op in ops:
-                op.future.set_exception(failure)
-            return
-        for op, (ok, value) in zip(ops, results, strict=True):
-            if ok:
-                op.future.set_result(value)
-            else:
-                op.future.set_exception(value)
-        if changed:
-            try:
-                self.on_commit(changed)
-            except Exception:
-                # The appends are durable and acknowledged; only a wake-up was lost, and the
-                # readers' data_version poll covers that.
-                log.exception("store: waking readers after a commit failed")
+            return [(False, failure)] * len(ops), []
+        return outcomes, changed
 
 
 _TOKEN = re.compile(r"[0-9]+-[0-9a-f]{12}")
@@ -345,7 +359,8 @@ class EmbeddedStore(Store):
         )
         self._bus = bus
         self._writer = writer
-        writer.on_commit = self._committed
+        writer.deliver = self._deliver_threadsafe
+        writer.broadcast = bus.broadcast
         self._version_conn = version_conn
         self._poll_task: asyncio.Task[None] | None = None
 
@@ -409,9 +424,9 @@ class EmbeddedStore(Store):
 
     async def _write(self, apply: _Apply, size: int = 0) -> Any:
         self._check_open()
-        op = _Op(apply, size)
+        op = _Op(apply, size, self._loop.create_future())
         self._writer.submit(op)
-        return await asyncio.wrap_future(op.future)
+        return await op.future
 
     async def append(
         self,
@@ -606,11 +621,21 @@ class EmbeddedStore(Store):
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def _committed(self, streams: list[str]) -> None:
-        """Writer thread, after COMMIT: wake this process's readers and the other stores."""
-        with contextlib.suppress(RuntimeError):  # the loop already closed
-            self._loop.call_soon_threadsafe(self._wake, streams)
-        self._bus.broadcast(streams)
+    def _deliver_threadsafe(self, ops: list[_Op], outcomes: _Outcomes, changed: list[str]) -> None:
+        """Writer thread, after a round: one hop to the event loop for all its ops."""
+        with contextlib.suppress(RuntimeError):  # the loop already closed: nobody is waiting
+            self._loop.call_soon_threadsafe(self._deliver, ops, outcomes, changed)
+
+    def _deliver(self, ops: list[_Op], outcomes: _Outcomes, changed: list[str]) -> None:
+        for op, (ok, value) in zip(ops, outcomes, strict=True):
+            if op.future.done():  # cancelled while the writer had it
+                continue
+            if ok:
+                op.future.set_result(value)
+            else:
+                op.future.set_exception(value)
+        if changed:
+            self._wake(changed)
 
     def _on_wake_datagram(self) -> None:
         self._wake(self._bus.receive())
