@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import socket
 import sqlite3
@@ -175,3 +176,20 @@ async def test_many_stores_in_one_folder_all_hear_each_other(
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_writers_take_turns_on_the_write_lock_file(embedded_url: str) -> None:
+    """Each group transaction holds an flock on write.lock, so writers in other processes wait
+    there (woken at once) rather than in SQLite's busy handler (sleeping up to 100 ms)."""
+    async with await open_store(embedded_url) as store:
+        await store.append("s", [rec(b"0")])
+        fd = os.open(Path(embedded_url) / "write.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # as another process's writer would
+            append = asyncio.ensure_future(store.append("s", [rec(b"1")]))
+            await asyncio.sleep(0.3)
+            assert not append.done()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            assert (await asyncio.wait_for(append, 5)).start_seq == 1
+        finally:
+            os.close(fd)
