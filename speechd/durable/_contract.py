@@ -18,7 +18,10 @@ Semantics every backend keeps (the conformance suite in tests/durable checks the
 * `read` at the tail returns no records (after waiting up to `wait` seconds for one); `read`
   past the tail raises `SeqOutOfRange`. A read returns at least one record when any is
   available, even if that record alone is over `max_bytes`.
-* `delete` removes a stream; a later append starts it again from seq 0.
+* `delete` removes a stream; a later append starts it again from seq 0. A read waiting past
+  the new tail of a deleted stream ends with `SeqOutOfRange`, so a follower learns of it.
+* A record's body and header names and values are `bytes`; anything else is a `TypeError`,
+  raised before anything of the batch is written.
 """
 
 from __future__ import annotations

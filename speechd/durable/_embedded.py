@@ -12,17 +12,26 @@ On disk (persisted, so keep it stable; `PRAGMA user_version` names the layout):
 Writes: one writer thread per open store drains every append queued while the previous
 transaction committed and commits them together (group commit), so durability costs one WAL
 fsync per batch of appends, not per record. An append is acknowledged only after COMMIT
-returned. Conditional appends are checked inside the transaction, each in a savepoint, so one
-failed condition never undoes its neighbours. Processes serialise on SQLite's write lock.
+returned, and a round's outcomes reach the event loop in one hop. Conditional appends are
+checked inside the transaction, each in a savepoint, so one failed condition never undoes its
+neighbours. An append cancelled before the writer takes it is not applied; one cancelled
+later is applied, and its caller does not hear. Writers of different processes take turns on
+the flock of `write.lock` (woken at once), then on SQLite's write lock. Checkpoints are
+SQLite's automatic ones (every ~4 MB of WAL, inside the COMMIT that crosses it); running them
+on another thread was measured slower (the WAL grows instead of being rewound).
 
 Wake-ups: after a commit the writer sends the changed stream names as one datagram to every
-other open store's abstract unix socket (Linux); a reader waiting in another process wakes
-within a millisecond or two. A datagram can be dropped (a full socket buffer), so each store
-also polls `PRAGMA data_version` while anyone waits; that bounds a missed wake-up to
-`_POLL_INTERVAL_S`. Off Linux the poll is the only wake-up.
+other open store's abstract unix socket (Linux), listing `wake/` afresh each time; a reader
+waiting in another process wakes within a millisecond. A datagram can be dropped (a full
+socket buffer), so each store also polls `PRAGMA data_version` while anyone waits, from a
+baseline taken at open; that bounds a missed wake-up to `_POLL_INTERVAL_S`. Off Linux, or
+between network namespaces (containers), the poll is the only wake-up. A registration left by
+a process that died is removed by the next broadcast that finds nobody listening.
 
-Limits: one machine (SQLite over a network filesystem is not safe); one writer at a time
-across processes, so write throughput is one disk's fsync rate times the batch size.
+Limits: one machine, local disk (SQLite over a network filesystem is not safe); one writer at
+a time across processes, so write throughput is one disk's fsync rate times the batch size;
+the limits of `_contract` (record 1 MiB, headers 64 KiB, batch 1000 records / 8 MiB, names
+512 bytes). Open the store after forking or spawning a process, never before.
 """
 
 from __future__ import annotations
