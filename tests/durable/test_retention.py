@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -52,10 +53,13 @@ async def test_sweep_forever_removes_idle_streams_and_spares_live_ones(
     other = await open_handle()
     await store.append("tmp/idle", [rec(b"once")])
     await other.append("pub/keep", [rec(b"not under a prefix")])
-    sweeper = asyncio.ensure_future(sweep_forever(store, Retention(0.3, ("tmp/",))))
+    sweeper = asyncio.ensure_future(sweep_forever(store, Retention(1.0, ("tmp/",))))
+    appended = 0
     try:
-        for i in range(30):
-            await other.append("tmp/live", [rec(b"%d" % i)])
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            await other.append("tmp/live", [rec(b"%d" % appended)])
+            appended += 1
             await asyncio.sleep(0.05)
         names = [s.name for s in await store.list()]
     finally:
@@ -63,7 +67,7 @@ async def test_sweep_forever_removes_idle_streams_and_spares_live_ones(
         await asyncio.gather(sweeper, return_exceptions=True)
     assert names == ["pub/keep", "tmp/live"]
     batch = await store.read("tmp/live")
-    assert [r.body for r in batch.records] == [b"%d" % i for i in range(30)]
+    assert [r.body for r in batch.records] == [b"%d" % i for i in range(appended)]
 
 
 async def test_sweep_forever_ends_when_the_store_closes(
