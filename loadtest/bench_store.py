@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", help="folder to benchmark in (default: the system temp folder)")
     parser.add_argument("--records", type=int, default=2000, help="records per variant")
-    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
     parser.add_argument("--record-kib", type=int, default=32)
     parser.add_argument("--follow", type=int, default=1000, help="appends for follow latency")
     parser.add_argument("--writers", type=int, default=8)
