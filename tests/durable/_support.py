@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from speechd.durable import AppendRecord, Record, Store
 
 SPAWN = multiprocessing.get_context("spawn")
+
+# The `open_handle` fixture: opens one more handle on the test's store.
+OpenHandle = Callable[[], Awaitable[Store]]
 CHILD_TIMEOUT_S = 120
 
 

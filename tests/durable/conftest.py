@@ -19,13 +19,15 @@ belongs to one backend (the embedded store's wake sockets, its files) lives in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from speechd.durable import Store, open_store
+
+from ._support import OpenHandle
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def embedded_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh embedded store's URL (a data folder), for the embedded backend's own tests."""
     return BACKENDS["embedded"].make_url(request, tmp_path)
-
-
-OpenHandle = Callable[[], Awaitable[Store]]
 
 
 @pytest.fixture

@@ -23,8 +23,7 @@ from speechd.durable import (
     StoreClosed,
 )
 
-from ._support import read_all, rec
-from .conftest import OpenHandle
+from ._support import OpenHandle, read_all, rec
 
 # -- appends ---------------------------------------------------------------------------------
 

@@ -6,14 +6,13 @@ Every backend: the children open the store from its URL, as `_procs` shows.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from speechd.durable import AppendRecord, Store, open_store
 
 from . import _procs
-from ._support import SPAWN, follow_round_trips, processes, read_all, results_of
+from ._support import SPAWN, OpenHandle, follow_round_trips, processes, read_all, results_of
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +82,7 @@ async def test_a_follower_in_another_process_wakes_promptly(store: Store, store_
 
 
 async def test_killing_a_follower_leaves_the_others_working(
-    store: Store, store_url: str, open_handle: Any
+    store: Store, store_url: str, open_handle: OpenHandle
 ) -> None:
     doomed_queue, live_queue = SPAWN.Queue(), SPAWN.Queue()
     args = [(store_url, "f", 100, doomed_queue), (store_url, "f", 100, live_queue)]

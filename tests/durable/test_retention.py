@@ -10,8 +10,7 @@ import pytest
 
 from speechd.durable import Retention, Store, sweep_forever
 
-from ._support import rec
-from .conftest import OpenHandle
+from ._support import OpenHandle, rec
 
 
 async def test_sweep_removes_only_streams_untouched_for_the_age_under_the_prefixes(
