@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from worker_fakes import CostEngine, expected_audio
-from worker_helpers import (
+
+from speechd.audio import FORMATS, new_encoder
+from speechd.casts import cast_audio, cast_stream
+from speechd.durable import Store
+from speechd.worker import MAX_RECORD_S
+
+from ._fakes import CostEngine, expected_audio
+from ._helpers import (
     check_layout,
     complete_audio,
     make_worker,
@@ -13,11 +19,6 @@ from worker_helpers import (
     submit_text,
     wait_ended,
 )
-
-from speechd.audio import FORMATS, new_encoder
-from speechd.casts import cast_audio, cast_stream
-from speechd.durable import Store
-from speechd.worker import MAX_RECORD_S
 
 TEXT = "one two three four five six seven eight nine ten eleven twelve"
 

@@ -9,13 +9,14 @@ import threading
 import time
 
 import pytest
-from worker_fakes import CostEngine, GatedEngine
-from worker_helpers import make_worker, records, running, submit_text, wait_ended
 
 from speechd.casts import Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
 from speechd.durable import Store
 from speechd.worker import ChunkTimes, queue_depth, queue_position, ready_workers
 from speechd.worker import _worker as worker_module
+
+from ._fakes import CostEngine, GatedEngine
+from ._helpers import make_worker, records, running, submit_text, wait_ended
 
 
 def now_ms() -> int:

@@ -4,18 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from worker_fakes import CostEngine, expected_audio
-from worker_helpers import (
-    check_layout,
-    complete_audio,
-    cursor,
-    make_worker,
-    records,
-    running,
-    submit_text,
-    wait_ended,
-)
-
 from speechd.casts import (
     JOBS,
     JOBS_DEAD,
@@ -34,6 +22,18 @@ from speechd.casts import (
 )
 from speechd.durable import AppendRecord, Store
 from speechd.worker import DeadlinePolicy
+
+from ._fakes import CostEngine, expected_audio
+from ._helpers import (
+    check_layout,
+    complete_audio,
+    cursor,
+    make_worker,
+    records,
+    running,
+    submit_text,
+    wait_ended,
+)
 
 TEXT = "The quick brown fox jumps over the lazy dog and keeps on running far away from home"
 

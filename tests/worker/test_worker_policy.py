@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from worker_sim import SimCast, simulate
 
 from speechd.worker import (
     Candidate,
@@ -16,6 +15,8 @@ from speechd.worker import (
     Sleep,
     make_policy,
 )
+
+from ._sim import SimCast, simulate
 
 
 def cast(

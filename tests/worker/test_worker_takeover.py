@@ -6,8 +6,11 @@ import asyncio
 import threading
 from pathlib import Path
 
-from worker_fakes import CostEngine, GatedEngine, expected_audio
-from worker_helpers import (
+from speechd.casts import Start, cast_stream, decode, worker_stream
+from speechd.durable import Store, open_store
+
+from ._fakes import CostEngine, GatedEngine, expected_audio
+from ._helpers import (
     check_layout,
     complete_audio,
     cursor,
@@ -17,9 +20,6 @@ from worker_helpers import (
     submit_text,
     wait_ended,
 )
-
-from speechd.casts import Start, cast_stream, decode, worker_stream
-from speechd.durable import Store, open_store
 
 TEXT = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
 

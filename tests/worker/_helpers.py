@@ -7,8 +7,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from worker_fakes import CostEngine, FakeChunkPolicy, FakeEncoder
-
 from speechd.casts import (
     JOBS_CURSOR,
     Cursor,
@@ -24,6 +22,8 @@ from speechd.casts import (
 )
 from speechd.durable import Record, Store
 from speechd.worker import EncoderFactory, Policy, Worker
+
+from ._fakes import CostEngine, FakeChunkPolicy, FakeEncoder
 
 
 async def submit_text(
