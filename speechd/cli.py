@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
     from speechd.worker import WorkerConfig
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run_api", "worker_config"]
 
 log = logging.getLogger("speechd")
 

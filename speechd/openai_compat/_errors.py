@@ -5,7 +5,7 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     ValidationException    400  the body (or a parameter) did not decode; `param` is its path
     NotFoundException      404  no such route
     MethodNotAllowed       405
-    HTTPException          its status (413 for a body over the limit, other framework errors)
+    HTTPException          its status (a body that is not JSON, 413 for one over the limit)
     SpeechdError           the class's status, type and code; `param` from the instance
     Exception              500  a generic message; the trace is logged, never sent
 
@@ -17,6 +17,7 @@ routes report such failures in-band (see `_speech.py`).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from litestar import Request, Response
@@ -24,6 +25,7 @@ from litestar.exceptions import (
     HTTPException,
     MethodNotAllowedException,
     NotFoundException,
+    SerializationException,
     ValidationException,
 )
 from litestar.types import ExceptionHandlersMap
@@ -34,6 +36,7 @@ __all__ = ["error_body", "error_body_for", "exception_handlers"]
 
 log = logging.getLogger("speechd.api")
 
+_MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
 _GENERIC_500 = "The server had an error while processing your request."
 
 
@@ -67,18 +70,15 @@ def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     problems = exc.extra if isinstance(exc.extra, list) else []
     if not problems:
-        detail = exc.detail.removeprefix("JSON is malformed: ")
-        return _respond(
-            400,
-            error_body(
-                f"We could not parse the JSON body of your request ({detail}).",
-                "invalid_request_error",
-            ),
-        )
+        return _respond(400, error_body(exc.detail, "invalid_request_error"))
     first = problems[0] if isinstance(problems[0], dict) else {}
     key = first.get("key")
+    key = None if key in (None, "", "data") else str(key)
     message = str(first.get("message", exc.detail))
-    if key in (None, "", "data"):
+    missing = _MISSING_FIELD.search(message)
+    if missing is not None:  # the path names the object; the field is the parameter
+        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
+    if key is None:
         if message == "'data'":  # Litestar's words for an empty body
             message = "The request body is empty; send a JSON object."
         return _respond(400, error_body(message, "invalid_request_error"))
@@ -112,6 +112,10 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if status == PayloadTooLarge.status:
         too_large = PayloadTooLarge("The request body is too large.")
         return _respond(status, error_body_for(too_large))
+    if isinstance(exc.__cause__, SerializationException):  # the body is not JSON
+        detail = exc.detail.removeprefix("JSON is malformed: ")
+        message = f"We could not parse the JSON body of your request ({detail})."
+        return _respond(status, error_body(message, "invalid_request_error"))
     if status >= 500:
         log.error("framework error %s: %s", status, exc.detail)
         return _respond(status, error_body(_GENERIC_500, "server_error"))
