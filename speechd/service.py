@@ -12,10 +12,10 @@ never loads the model: voices and readiness come from the workers' notices in th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
-import typing
 from collections.abc import AsyncGenerator, Callable, Sequence
 
 import msgspec
@@ -250,9 +250,13 @@ class CastService:
 
     # -- reading casts ------------------------------------------------------------------
 
-    def audio(self, cast_id: str) -> AsyncGenerator[bytes, None]:
-        """The cast's audio bytes, live until `eos`; raises `CastFailed` if it fails."""
-        return typing.cast(AsyncGenerator[bytes, None], casts.cast_audio(self.store, cast_id))
+    async def audio(self, cast_id: str) -> AsyncGenerator[bytes, None]:
+        """The cast's audio bytes, live until `eos`, skipping records that hold none (an
+        encoder may not have a whole frame yet); raises `CastFailed` if the cast fails."""
+        async with contextlib.aclosing(casts.cast_audio(self.store, cast_id)) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                if chunk:
+                    yield chunk
 
     async def status(self, cast_id: str) -> casts.CastStatus:
         """Where the cast stands; raises `CastNotFound`."""

@@ -1,7 +1,7 @@
 """A fake worker for the api tests: it speaks the cast protocol (DESIGN.md §1, §3) on a real
 store without a model. It announces itself in `workers/<id>`, reads `jobs` from the committed
-cursor, and for each cast appends `start`, one `audio` record per chunk (real MP3 frames for
-mp3, a streaming WAV header for wav, s16 samples for pcm), `eos`, a receipt in
+cursor, and for each cast appends `start`, one `audio` record per chunk (a tone encoded by
+`speechd.audio`, as the real worker encodes speech), `eos`, a receipt in
 `progress/done`, and advances `jobs/_cursor` over finished jobs.
 
 Markers in the text steer it: `[chunks=N]` makes N chunks, `[fail-early]` ends the cast with
@@ -16,23 +16,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import re
 import signal
-import struct
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import lameenc
 import numpy as np
 
 from speechd import casts
+from speechd.audio import new_encoder
 from speechd.durable import AppendRecord, Store, open_store
 
-__all__ = ["VOICES", "FakeWorker", "fake_audio", "running_fake_worker"]
+__all__ = ["CHUNK_MS", "VOICES", "FakeWorker", "fake_audio", "fake_records", "running_fake_worker"]
 
 VOICES = ["af_bella", "af_heart", "am_adam", "bf_emma"]
 CHUNK_MS = 200
@@ -42,28 +42,20 @@ _RATE = 24000
 def _tone(index: int) -> np.ndarray:
     samples = _RATE * CHUNK_MS // 1000
     t = np.arange(samples) / _RATE
-    return (np.sin(2 * math.pi * (330 + 20 * index) * t) * 8000).astype("<i2")
+    return (np.sin(2 * math.pi * (330 + 20 * index) * t) * 0.3).astype("float32")
 
 
-def fake_audio(fmt: str, index: int) -> bytes:
-    """Chunk `index` of a fake cast in `fmt`; the chunks concatenate into one valid file."""
-    pcm = _tone(index).tobytes()
-    if fmt == "mp3":
-        encoder = lameenc.Encoder()
-        encoder.set_bit_rate(64)
-        encoder.set_in_sample_rate(_RATE)
-        encoder.set_channels(1)
-        encoder.set_quality(7)
-        return bytes(encoder.encode(pcm) + encoder.flush())
-    if fmt == "pcm":
-        return pcm
-    if fmt == "wav":
-        if index > 0:
-            return pcm
-        header = b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVEfmt "
-        header += struct.pack("<IHHIIHH", 16, 1, 1, _RATE, _RATE * 2, 2, 16)
-        return header + b"data" + struct.pack("<I", 0xFFFFFFFF) + pcm
-    return f"<{fmt} chunk {index}>".encode()
+@functools.cache
+def fake_records(fmt: str, chunks: int) -> tuple[bytes, ...]:
+    """The audio record bodies of a fake cast: one `speechd.audio` encoder across the attempt,
+    so they concatenate into one valid file (a body may be b"": no whole frame yet)."""
+    encoder = new_encoder(fmt)
+    return tuple(encoder.encode(_tone(i), final=i == chunks - 1) for i in range(chunks))
+
+
+def fake_audio(fmt: str, chunks: int) -> bytes:
+    """The whole file a fake cast of `chunks` chunks in `fmt` plays."""
+    return b"".join(fake_records(fmt, chunks))
 
 
 def _now_ms() -> int:
@@ -176,7 +168,7 @@ class FakeWorker:
                 offset_ms=index * CHUNK_MS,
                 duration_ms=CHUNK_MS,
                 text=f"chunk {index}",
-                body=fake_audio(recipe.format, index),
+                body=fake_records(recipe.format, chunks)[index],
             )
             ack = await self.store.append(stream, [casts.audio_record(chunk)], match_seq_num=seq)
             seq = ack.next_seq

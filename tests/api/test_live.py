@@ -49,10 +49,6 @@ def cast_state(store_dir: Path, cast_id: str) -> casts.CastState:
     return on_store(store_dir, read)
 
 
-def expected(fmt: str, chunks: int) -> bytes:
-    return b"".join(fake_audio(fmt, i) for i in range(chunks))
-
-
 def is_mp3(data: bytes) -> bool:
     return len(data) > 4 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
 
@@ -91,7 +87,7 @@ def sdk(server: LiveServer, key: str = "unused") -> openai.OpenAI:
 def test_sdk_whole_body(live: LiveServer) -> None:
     with sdk(live) as client:
         response = client.audio.speech.create(model="tts-1", voice="alloy", input="Whole body.")
-    assert response.content == expected("mp3", 3)
+    assert response.content == fake_audio("mp3", 3)
     assert is_mp3(response.content)
     assert casts.is_cast_id(response.response.headers["x-cast-id"])
 
@@ -106,7 +102,7 @@ def test_sdk_streaming_bytes_arrive_before_the_cast_ends(live: LiveServer, live_
         first = next(chunks)
         assert cast_state(live_dir, cast_id) == casts.CastState.GENERATING
         body = first + b"".join(chunks)
-    assert body == expected("wav", 30)
+    assert body == fake_audio("wav", 30)
     assert body.startswith(b"RIFF") and cast_state(live_dir, cast_id) == casts.CastState.DONE
 
 
@@ -127,7 +123,7 @@ def test_sse_parsed_by_hand(live: LiveServer) -> None:
                 assert line == "", line
     assert [e["type"] for e in events] == ["speech.audio.delta"] * 5 + ["speech.audio.done"]
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
-    assert audio == expected("mp3", 5)
+    assert audio == fake_audio("mp3", 5)
     assert set(events[-1]["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
 
 
@@ -181,7 +177,7 @@ def test_open_webui_sequence(keyed: LiveServer) -> None:
         timeout=30,
     )
     response.raise_for_status()
-    assert is_mp3(response.content) and response.content == expected("mp3", 3)
+    assert is_mp3(response.content) and response.content == fake_audio("mp3", 3)
 
 
 # -- sharing, disconnects, failures, limits ------------------------------------------------
@@ -205,7 +201,7 @@ def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
     for thread in threads:
         thread.join()
     assert [r.status_code for r in results] == [200] * 32
-    assert {r.content for r in results} == {expected("mp3", 6)}
+    assert {r.content for r in results} == {fake_audio("mp3", 6)}
     (cast_id,) = {r.headers["x-cast-id"] for r in results}
 
     async def count(store: Store) -> tuple[int, int]:
@@ -229,7 +225,7 @@ def test_client_disconnect_mid_stream_does_not_cancel_the_cast(
     assert cast_state(live_dir, cast_id) == casts.CastState.GENERATING
     wait_until(lambda: cast_state(live_dir, cast_id) == casts.CastState.DONE, 20, "the cast")
     again = httpx.post(live.v1 + "/audio/speech", json=payload, timeout=30)
-    assert again.headers["x-cast-id"] == cast_id and again.content == expected("mp3", 20)
+    assert again.headers["x-cast-id"] == cast_id and again.content == fake_audio("mp3", 20)
 
 
 def test_failure_mid_audio_stream_aborts_the_transfer(live: LiveServer) -> None:
@@ -282,7 +278,7 @@ def test_graceful_shutdown_finishes_in_flight_responses_and_exits_0(
             body = next(chunks)
             server.process.send_signal(sig)
             body += b"".join(chunks)
-        assert body == expected("mp3", 30)
+        assert body == fake_audio("mp3", 30)
         assert server.process.wait(30) == 0
         with pytest.raises(httpx.ConnectError):
             httpx.get(server.url + "/healthz")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 
 import pytest
 from litestar.testing import AsyncTestClient
@@ -12,6 +13,17 @@ from speechd import casts
 from speechd.durable import Store
 from speechd.openai_compat import MODEL_NAMES
 from tests.api._fakes import CHUNK_MS, VOICES, fake_audio
+
+
+def decoded_seconds(data: bytes, fmt: str) -> float:
+    raw = ["-f", "s16le", "-ar", "24000", "-ac", "1"] if fmt == "pcm" else []
+    result = subprocess.run(
+        ["ffmpeg", "-v", "error", *raw, "-i", "pipe:0", "-f", "s16le", "-ac", "1", "-ar", "24000",
+         "pipe:1"],
+        input=data, capture_output=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert not result.stderr, result.stderr
+    return len(result.stdout) / 2 / 24000
 
 
 def sse_events(text: str) -> list[dict[str, object]]:
@@ -31,7 +43,7 @@ async def test_defaults_apply_when_the_sdk_omits_fields(client: AsyncTestClient)
     )
     assert response.status_code == 200
     assert response.headers["content-type"] == "audio/mpeg"
-    assert response.content == b"".join(fake_audio("mp3", i) for i in range(3))
+    assert response.content == fake_audio("mp3", 3)
     cast_id = response.headers["x-cast-id"]
     assert casts.is_cast_id(cast_id)
     assert response.headers["x-cast-url"] == f"http://testserver.local/c/{cast_id}"
@@ -58,7 +70,10 @@ async def test_each_format_gets_its_content_type(
     )
     assert response.status_code == 200
     assert response.headers["content-type"] == media_type
-    assert response.content == b"".join(fake_audio(fmt, i) for i in range(3))
+    assert response.content == fake_audio(fmt, 3)
+    # One valid file of its format: ffmpeg decodes all three chunks' audio from it.
+    seconds = decoded_seconds(response.content, fmt)
+    assert 3 * CHUNK_MS / 1000 <= seconds < 3 * CHUNK_MS / 1000 + 0.2
 
 
 async def test_stream_false_answers_the_whole_file_with_a_length(client: AsyncTestClient) -> None:
@@ -82,7 +97,7 @@ async def test_sse_sends_base64_deltas_then_done_with_usage(client: AsyncTestCli
     deltas, done = events[:-1], events[-1]
     assert [e["type"] for e in deltas] == ["speech.audio.delta"] * 4
     audio = b"".join(base64.b64decode(str(e["audio"])) for e in deltas)
-    assert audio == b"".join(fake_audio("mp3", i) for i in range(4))
+    assert audio == fake_audio("mp3", 4)
     assert done["type"] == "speech.audio.done"
     usage = done["usage"]
     assert isinstance(usage, dict)
