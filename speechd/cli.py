@@ -148,7 +148,7 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         port=settings.port,
         log_level=settings.log_level,
         lifespan="on",
-        timeout_graceful_shutdown=int(settings.shutdown_timeout),
+        timeout_graceful_shutdown=settings.shutdown_timeout,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)
     log.info(

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import msgspec
 
-__all__ = ["install", "missing"]
+__all__ = ["INSTALLED", "install", "missing"]
 
 _PACKAGES = ("speechd.audio", "speechd.engine", "speechd.worker")
+
+INSTALLED: list[str] = []
+"""The stand-ins `install()` put in place in this process."""
 
 
 def missing() -> list[str]:
@@ -175,4 +178,5 @@ def install() -> list[str]:
         sys.modules[name] = module
         setattr(speechd, name.rsplit(".", 1)[1], module)
         installed.append(name)
+    INSTALLED.extend(installed)
     return installed
