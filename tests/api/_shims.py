@@ -121,16 +121,19 @@ class WorkerConfig(msgspec.Struct, frozen=True):
 
 
 async def ready_workers(store, *, now_ms: int):  # type: ignore[no-untyped-def]
+    """Like the real one: fresh by the store's timestamp of the last notice, and the stream's
+    first notice (its `ready`) is what it returns."""
     from speechd.casts import WORKERS_PREFIX, WorkerNotice, decode
 
     found = []
     for info in await store.list(WORKERS_PREFIX):
         if info.next_seq == 0:
             continue
-        batch = await store.read(info.name, info.next_seq - 1, max_records=1)
-        notice = decode(batch.records[0].body, WorkerNotice)
-        if notice.kind in ("ready", "heartbeat") and now_ms - notice.time_ms < STALE_AFTER_MS:
-            found.append(notice)
+        last = (await store.read(info.name, info.next_seq - 1, max_records=1)).records[0]
+        notice = decode(last.body, WorkerNotice)
+        if notice.kind in ("ready", "heartbeat") and now_ms - last.timestamp < STALE_AFTER_MS:
+            first = (await store.read(info.name, 0, max_records=1)).records[0]
+            found.append(decode(first.body, WorkerNotice))
     return found
 
 

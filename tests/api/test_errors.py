@@ -4,6 +4,7 @@ half-made cast behind and the server keeps serving."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from speechd import casts
 from speechd.app import create_app
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
+from speechd.service import CastRequest, CastService
 from tests.api._fakes import FakeWorker
 
 
@@ -172,19 +174,15 @@ async def test_a_good_key_passes_and_the_lists_stay_open(keyed_client: AsyncTest
 
 
 async def test_queue_full_is_429_with_retry_after(store_dir: Path, store: Store) -> None:
-    notice = casts.WorkerNotice(kind="ready", worker="idle", time_ms=2**42, voices=["af_heart"])
+    # A worker that announced itself but works no jobs: the queue only grows.
+    now_ms = int(time.time() * 1000)
+    notice = casts.WorkerNotice(kind="ready", worker="idle", time_ms=now_ms, voices=["af_heart"])
     await store.append(casts.worker_stream("idle"), [AppendRecord(casts.encode(notice))])
+    secret = await casts.deployment_secret(store)
+    service = CastService(store, secret, max_queue=1, default_voice="af_heart")
+    await service.submit(CastRequest(text="first"), max_chars=4096)
     settings = Settings(data_dir=str(store_dir), max_queue=1)
-    async with AsyncTestClient(create_app(settings, clock=lambda: 2**42 / 1000)) as client:
-        first = {**GOOD, "input": "first", "stream": False}
-        # Nobody works this queue: the first request's cast waits forever, so submit it by
-        # claims alone (as a concurrent request would have) and only then ask again.
-        secret = await casts.deployment_secret(store)
-        from speechd.service import CastRequest, CastService
-
-        service = CastService(store, secret, max_queue=1, default_voice="af_heart",
-                              clock=lambda: 2**42 / 1000)  # fmt: skip
-        await service.submit(CastRequest(text=first["input"]), max_chars=4096)
+    async with AsyncTestClient(create_app(settings)) as client:
         response = await client.post("/v1/audio/speech", json={**GOOD, "input": "second"})
         assert_error(response, 429, type="rate_limit_exceeded", code="queue_full")
         assert int(response.headers["retry-after"]) >= 1

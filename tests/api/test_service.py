@@ -16,16 +16,22 @@ from speechd.service import CastRequest, CastService, derive_title, voice_label
 from tests.api._fakes import VOICES
 
 
-async def announce(store: Store, *, worker: str = "w1", age_s: float = 0.0) -> None:
+async def announce(store: Store, *, worker: str = "w1") -> None:
     notice = casts.WorkerNotice(
-        kind="ready", worker=worker, time_ms=int((time.time() - age_s) * 1000), voices=VOICES
+        kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=VOICES
     )
     await store.append(casts.worker_stream(worker), [AppendRecord(casts.encode(notice))])
 
 
-async def service_on(store: Store, *, max_queue: int = 4) -> CastService:
+async def service_on(store: Store, *, max_queue: int = 4, skew_s: float = 0) -> CastService:
     secret = await casts.deployment_secret(store)
-    return CastService(store, secret, max_queue=max_queue, default_voice="af_heart")
+    return CastService(
+        store,
+        secret,
+        max_queue=max_queue,
+        default_voice="af_heart",
+        clock=lambda: time.time() + skew_s,
+    )
 
 
 async def cast_streams(store: Store) -> list[str]:
@@ -33,8 +39,8 @@ async def cast_streams(store: Store) -> list[str]:
 
 
 async def test_no_ready_worker_means_unavailable_and_nothing_written(store: Store) -> None:
-    service = await service_on(store)
-    await announce(store, age_s=3600)  # a worker that stopped beating long ago
+    await announce(store)
+    service = await service_on(store, skew_s=3600)  # an hour later, with no heartbeat since
     assert not await service.ready()
     with pytest.raises(Unavailable):
         await service.submit(CastRequest(text="hello"), max_chars=100)
