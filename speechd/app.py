@@ -28,7 +28,6 @@ from litestar.types import Message, Scope
 from speechd import casts
 from speechd.config import Settings
 from speechd.durable import Retention, Store, open_store, sweep_forever
-from speechd.errors import Unavailable
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
 from speechd.service import CastService
@@ -43,7 +42,7 @@ class WorkerSupervisor(SupervisedWorker, Protocol):
 
     def start(self) -> None: ...
 
-    def stop(self, timeout: float) -> None: ...
+    def stop(self, timeout: float) -> object: ...
 
 
 @get("/healthz", sync_to_thread=False)
@@ -53,9 +52,7 @@ def healthz() -> dict[str, str]:
 
 @get("/readyz")
 async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
-    workers = await service.workers()
-    if not workers:
-        raise Unavailable("No worker is ready yet (the model may still be loading).")
+    workers = await service.require_workers()
     return {"status": "ready", "workers": [w.worker for w in workers]}
 
 

@@ -150,18 +150,16 @@ class CastService:
         self._ready = (now, found) if found else None
         return found
 
-    async def ready(self) -> bool:
-        return bool(await self.workers())
-
-    async def voices(self) -> list[str]:
-        """Voices installed on the ready workers; raises `Unavailable` when none is ready."""
-        return list(self._voice_book(await self._ready_workers()).installed)
-
-    async def _ready_workers(self) -> list[casts.WorkerNotice]:
+    async def require_workers(self) -> list[casts.WorkerNotice]:
+        """The ready workers; raises `Unavailable` when there is none."""
         found = await self.workers()
         if not found:
             raise Unavailable("No worker is ready yet (the model may still be loading).")
         return found
+
+    async def voices(self) -> list[str]:
+        """Voices installed on the ready workers; raises `Unavailable` when none is ready."""
+        return list(self._voice_book(await self.require_workers()).installed)
 
     def _voice_book(self, workers: Sequence[casts.WorkerNotice]) -> VoiceBook:
         installed = tuple(sorted({v for w in workers for v in w.voices}))
@@ -219,7 +217,7 @@ class CastService:
             raise InvalidRequest(
                 f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
             )
-        book = self._voice_book(await self._ready_workers())
+        book = self._voice_book(await self.require_workers())
         voice = book.resolve(request.voice or self._default_voice)
         speed = round(float(request.speed), 3)
         cast_id = casts.cast_id(

@@ -41,7 +41,7 @@ async def cast_streams(store: Store) -> list[str]:
 async def test_no_ready_worker_means_unavailable_and_nothing_written(store: Store) -> None:
     await announce(store)
     service = await service_on(store, skew_s=3600)  # an hour later, with no heartbeat since
-    assert not await service.ready()
+    assert await service.workers() == []
     with pytest.raises(Unavailable):
         await service.submit(CastRequest(text="hello"), max_chars=100)
     with pytest.raises(Unavailable):
