@@ -26,7 +26,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.types import Message, Scope
 
 from speechd import casts
-from speechd.config import Settings
+from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
@@ -88,6 +88,7 @@ def create_app(
     `settings.store_url`; `supervisor`: start it with the app and stop it (after in-flight
     responses) when the app shuts down."""
     metrics = ApiMetrics(supervisor=supervisor)
+    engine = engine_config(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -101,8 +102,8 @@ def create_app(
                 the_store,
                 secret,
                 max_queue=settings.max_queue,
-                default_voice=settings.default_voice,
-                voice_map=settings.voice_map,
+                default_voice=engine.default_voice,
+                voice_map=engine.voice_map,
                 clock=clock,
             )
             if settings.retention is not None:

@@ -17,11 +17,10 @@ import logging
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speechd import __version__
-from speechd.config import Settings, SettingsError, load_settings
+from speechd.config import Settings, SettingsError, engine_config, load_settings
 
 if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
@@ -108,17 +107,9 @@ def _configure_logging(settings: Settings) -> None:
 
 def worker_config(settings: Settings) -> WorkerConfig:
     """The worker's configuration, from the same settings the api reads."""
-    from speechd.engine import EngineConfig
     from speechd.worker import WorkerConfig
 
-    engine = EngineConfig(
-        model_dir=Path(settings.model_dir) if settings.model_dir else None,
-        device=settings.device,
-        threads=settings.threads,
-        default_voice=settings.default_voice,
-        voice_map=dict(settings.voice_map),
-    )
-    return WorkerConfig(store=settings.store_url, engine=engine)
+    return WorkerConfig(store=settings.store_url, engine=engine_config(settings))
 
 
 @contextlib.contextmanager

@@ -18,11 +18,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from speechd.engine import EngineConfig
+
 __all__ = [
     "ENV_PREFIX",
     "Settings",
     "SettingsError",
     "default_data_dir",
+    "engine_config",
     "load_settings",
     "parse_duration",
 ]
@@ -69,11 +72,25 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     threads: PositiveInt | None = None
     default_voice: str = "af_heart"
     voice_map: dict[str, str] = {}
-    """Extra voice aliases (name -> voice spec) on top of the OpenAI names."""
+    """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
 
     @property
     def store_url(self) -> str:
         return self.store or self.data_dir
+
+
+def engine_config(settings: Settings) -> EngineConfig:
+    """The engine's configuration: the worker loads the model with it, and the api resolves
+    voice names with the same default voice and alias table."""
+    engine = EngineConfig(
+        model_dir=settings.model_dir,
+        device=settings.device,
+        threads=settings.threads,
+        default_voice=settings.default_voice,
+    )
+    if not settings.voice_map:
+        return engine
+    return msgspec.structs.replace(engine, voice_map={**engine.voice_map, **settings.voice_map})
 
 
 class SettingsError(ValueError):

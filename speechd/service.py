@@ -16,7 +16,7 @@ import contextlib
 import math
 import re
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 import msgspec
 
@@ -123,14 +123,14 @@ class CastService:
         *,
         max_queue: int,
         default_voice: str,
-        voice_map: dict[str, str] | None = None,
+        voice_map: Mapping[str, str],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self._secret = secret
         self._max_queue = max_queue
         self._default_voice = default_voice
-        self._voice_map = dict(voice_map or {})
+        self._voice_map = dict(voice_map)
         self._clock = clock
         self._ready: tuple[float, list[casts.WorkerNotice]] | None = None
         self._book: tuple[tuple[str, ...], VoiceBook] | None = None

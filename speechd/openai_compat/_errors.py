@@ -62,7 +62,7 @@ def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any
         headers["Retry-After"] = str(exc.retry_after)
     elif isinstance(exc, AuthenticationFailed):
         headers["WWW-Authenticate"] = "Bearer"
-    if exc.status >= 500:
+    if exc.status == 500:  # 503s (no worker yet) are expected while a worker starts
         log.warning("%s: %s", type(exc).__name__, exc.message)
     return _respond(exc.status, error_body_for(exc), headers)
 

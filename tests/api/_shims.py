@@ -6,7 +6,6 @@ into `sys.modules` by `install()` and only for a package that does not exist yet
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -51,54 +50,43 @@ def content_type(fmt: str) -> str:
 
 # -- speechd.engine ---------------------------------------------------------------------
 
-OPENAI_VOICES = (
-    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer",
-    "verse", "marin", "cedar",
-)  # fmt: skip
+OPENAI_VOICES = {
+    "alloy": "af_alloy", "ash": "am_adam", "ballad": "bm_george", "cedar": "am_michael",
+    "coral": "af_heart", "echo": "am_echo", "fable": "bm_fable", "marin": "af_bella",
+    "nova": "af_nova", "onyx": "am_onyx", "sage": "af_sarah", "shimmer": "af_sky",
+    "verse": "am_puck",
+}  # fmt: skip
 
 
 class EngineConfig(msgspec.Struct, frozen=True):
-    model_dir: Path | None = None
+    model_dir: str | None = None
     device: str = "auto"
     threads: int | None = None
     default_voice: str = "af_heart"
-    voice_map: dict[str, str] = {}
+    voice_map: dict[str, str] = msgspec.field(default_factory=lambda: dict(OPENAI_VOICES))
 
 
 class VoiceBook:
+    """Names and aliases as the engine branch resolves them (blends left out): an alias whose
+    target is not installed falls back to the default voice."""
+
     def __init__(
-        self,
-        installed: Sequence[str],
-        *,
-        voice_map: Mapping[str, str] | None = None,
-        default_voice: str = "af_heart",
+        self, installed: Sequence[str], *, voice_map: Mapping[str, str], default_voice: str
     ) -> None:
-        self.installed = tuple(sorted(installed))
-        self._map = dict(voice_map or {})
+        self.installed = sorted(set(installed))
+        self._map = dict(voice_map)
         self._default = default_voice
 
-    def _one(self, name: str) -> str:
-        name = self._map.get(name, name)
-        if name in OPENAI_VOICES:
-            name = self._default
-        if name not in self.installed:
-            from speechd.errors import UnknownVoice
-
-            raise UnknownVoice(name, list(self.installed))
-        return name
-
     def resolve(self, name: str) -> str:
-        parts = []
-        for part in name.split("+"):
-            match = re.fullmatch(r"\s*([^()\s]+)\s*(?:\(\s*(\d+(?:\.\d+)?)\s*\))?\s*", part)
-            if match is None:
-                from speechd.errors import UnknownVoice
+        from speechd.errors import UnknownVoice
 
-                raise UnknownVoice(name, list(self.installed))
-            parts.append((self._one(match.group(1)), float(match.group(2) or 1)))
-        if len(parts) == 1:
-            return parts[0][0]
-        return "+".join(f"{voice}({weight:g})" for voice, weight in parts)
+        if name in self.installed:
+            return name
+        if name in self._map:
+            for candidate in (self._map[name], self._default):
+                if candidate in self.installed:
+                    return candidate
+        raise UnknownVoice(name, [*self.installed, *sorted(self._map)])
 
 
 def installed_voices(model_dir: Path) -> list[str]:

@@ -17,6 +17,7 @@ from speechd import casts
 from speechd.app import create_app
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
+from speechd.engine import EngineConfig
 from speechd.service import CastRequest, CastService
 from tests.api._fakes import FakeWorker
 
@@ -179,7 +180,10 @@ async def test_queue_full_is_429_with_retry_after(store_dir: Path, store: Store)
     notice = casts.WorkerNotice(kind="ready", worker="idle", time_ms=now_ms, voices=["af_heart"])
     await store.append(casts.worker_stream("idle"), [AppendRecord(casts.encode(notice))])
     secret = await casts.deployment_secret(store)
-    service = CastService(store, secret, max_queue=1, default_voice="af_heart")
+    engine = EngineConfig()
+    service = CastService(
+        store, secret, max_queue=1, default_voice="af_heart", voice_map=engine.voice_map
+    )
     await service.submit(CastRequest(text="first"), max_chars=4096)
     settings = Settings(data_dir=str(store_dir), max_queue=1)
     async with AsyncTestClient(create_app(settings)) as client:

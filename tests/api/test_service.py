@@ -11,14 +11,15 @@ import pytest
 
 from speechd import casts
 from speechd.durable import AppendRecord, Store
+from speechd.engine import EngineConfig
 from speechd.errors import InvalidRequest, QueueFull, Unavailable, UnknownVoice
 from speechd.service import CastRequest, CastService, derive_title, voice_label
 from tests.api._fakes import VOICES
 
 
-async def announce(store: Store, *, worker: str = "w1") -> None:
+async def announce(store: Store, *, worker: str = "w1", voices: list[str] = VOICES) -> None:
     notice = casts.WorkerNotice(
-        kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=VOICES
+        kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=voices
     )
     await store.append(casts.worker_stream(worker), [AppendRecord(casts.encode(notice))])
 
@@ -30,6 +31,7 @@ async def service_on(store: Store, *, max_queue: int = 4, skew_s: float = 0) -> 
         secret,
         max_queue=max_queue,
         default_voice="af_heart",
+        voice_map=EngineConfig().voice_map,
         clock=lambda: time.time() + skew_s,
     )
 
@@ -125,10 +127,10 @@ async def test_queue_over_its_depth_is_refused_but_existing_casts_still_answer(
 
 async def test_voice_list_is_the_union_of_ready_workers(store: Store) -> None:
     await announce(store, worker="w1")
-    notice = casts.WorkerNotice(
-        kind="heartbeat", worker="w2", time_ms=int(time.time() * 1000), voices=["ff_siwis"]
-    )
-    await store.append(casts.worker_stream("w2"), [AppendRecord(casts.encode(notice))])
+    await announce(store, worker="w2", voices=["ff_siwis"])
+    # A later heartbeat keeps w2 fresh; the voices are its ready notice's.
+    beat = casts.WorkerNotice(kind="heartbeat", worker="w2", time_ms=int(time.time() * 1000))
+    await store.append(casts.worker_stream("w2"), [AppendRecord(casts.encode(beat))])
     service = await service_on(store)
     assert sorted(await service.voices()) == sorted([*VOICES, "ff_siwis"])
 
