@@ -25,7 +25,7 @@ from speechd.audio import FORMATS, SAMPLE_RATE
 from speechd.durable import Store
 from speechd.engine import VoiceBook
 from speechd.errors import InvalidRequest, QueueFull, Unavailable
-from speechd.worker import ready_workers
+from speechd.worker import committed_offset, queue_depth, ready_workers
 
 __all__ = [
     "MAX_SPEED",
@@ -172,23 +172,14 @@ class CastService:
 
     # -- making casts -------------------------------------------------------------------
 
-    async def _cursor(self) -> tuple[int, int]:
-        """(the workers' committed offset into `jobs`, the tail of `jobs`)."""
-        tail = await self.store.check_tail(casts.JOBS)
-        cursor_tail = await self.store.check_tail(casts.JOBS_CURSOR)
-        if cursor_tail == 0:
-            return 0, tail
-        batch = await self.store.read(casts.JOBS_CURSOR, cursor_tail - 1, max_records=1)
-        return casts.decode(batch.records[0].body, casts.Cursor).offset, tail
-
     async def queue_depth(self) -> int:
         """Jobs appended but not yet finished: `jobs` past the workers' committed cursor."""
-        offset, tail = await self._cursor()
-        return max(0, tail - offset)
+        return await queue_depth(self.store)
 
     async def pending_casts(self, *, limit: int) -> list[str]:
         """Ids of the unfinished jobs' casts (queued or generating), oldest first."""
-        offset, tail = await self._cursor()
+        offset = await committed_offset(self.store)
+        tail = await self.store.check_tail(casts.JOBS)
         found: dict[str, None] = {}
         while offset < tail and len(found) < limit:
             batch = await self.store.read(casts.JOBS, offset, max_records=min(limit, 1000))

@@ -125,6 +125,22 @@ async def ready_workers(store, *, now_ms: int):  # type: ignore[no-untyped-def]
     return found
 
 
+async def committed_offset(store):  # type: ignore[no-untyped-def]
+    from speechd.casts import JOBS_CURSOR, Cursor, decode
+
+    tail = await store.check_tail(JOBS_CURSOR)
+    if tail == 0:
+        return 0
+    batch = await store.read(JOBS_CURSOR, tail - 1, max_records=1)
+    return decode(batch.records[0].body, Cursor).offset
+
+
+async def queue_depth(store):  # type: ignore[no-untyped-def]
+    from speechd.casts import JOBS
+
+    return max(0, await store.check_tail(JOBS) - await committed_offset(store))
+
+
 def run_worker(config: WorkerConfig, *, stop: object = None) -> int:
     raise RuntimeError("speechd.worker has not landed on this branch yet")
 
@@ -159,6 +175,8 @@ def install() -> list[str]:
             "speechd.worker",
             WorkerConfig=WorkerConfig,
             ready_workers=ready_workers,
+            committed_offset=committed_offset,
+            queue_depth=queue_depth,
             run_worker=run_worker,
             Supervisor=Supervisor,
         ),
