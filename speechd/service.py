@@ -23,13 +23,11 @@ import msgspec
 from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE
 from speechd.durable import Store
-from speechd.engine import VoiceBook
+from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook
 from speechd.errors import InvalidRequest, QueueFull, Unavailable
 from speechd.worker import committed_offset, queue_depth, ready_workers
 
 __all__ = [
-    "MAX_SPEED",
-    "MIN_SPEED",
     "MODEL",
     "CastRequest",
     "CastService",
@@ -43,8 +41,6 @@ MODEL = "kokoro"
 
 _TITLE_CHARS = 80
 _READY_TTL_S = 1.0
-MIN_SPEED = 0.25
-MAX_SPEED = 4.0
 # C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -76,26 +72,15 @@ def derive_title(text: str) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
-_LANGUAGES = {
-    "a": "American English",
-    "b": "British English",
-    "e": "Spanish",
-    "f": "French",
-    "h": "Hindi",
-    "i": "Italian",
-    "j": "Japanese",
-    "p": "Brazilian Portuguese",
-    "z": "Mandarin Chinese",
-}
 _GENDERS = {"f": "female", "m": "male"}
 
 
 def voice_label(voice: str) -> str:
     """A readable name for a Kokoro voice id: `af_heart` -> `Heart (American English, female)`."""
     prefix, sep, name = voice.partition("_")
-    if not sep or len(prefix) != 2 or prefix[0] not in _LANGUAGES or prefix[1] not in _GENDERS:
+    if not sep or len(prefix) != 2 or prefix[0] not in LANGUAGES or prefix[1] not in _GENDERS:
         return voice
-    return f"{name.replace('_', ' ').title()} ({_LANGUAGES[prefix[0]]}, {_GENDERS[prefix[1]]})"
+    return f"{name.replace('_', ' ').title()} ({LANGUAGES[prefix[0]]}, {_GENDERS[prefix[1]]})"
 
 
 def _check_text(text: str, *, max_chars: int, param: str) -> str:

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from speechd.service import MAX_SPEED, MIN_SPEED
+from speechd.engine import MAX_SPEED, MIN_SPEED
 
 __all__ = [
     "MAX_INPUT_CHARS",

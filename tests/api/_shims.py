@@ -58,6 +58,15 @@ OPENAI_VOICES = {
 }  # fmt: skip
 
 
+MIN_SPEED = 0.25
+MAX_SPEED = 4.0
+LANGUAGES = {
+    "a": "American English", "b": "British English", "e": "Spanish", "f": "French",
+    "h": "Hindi", "i": "Italian", "j": "Japanese", "p": "Brazilian Portuguese",
+    "z": "Mandarin Chinese",
+}  # fmt: skip
+
+
 class EngineConfig(msgspec.Struct, frozen=True):
     model_dir: str | None = None
     device: str = "auto"
@@ -167,6 +176,9 @@ def install() -> list[str]:
         ),
         "speechd.engine": lambda: _module(
             "speechd.engine",
+            LANGUAGES=LANGUAGES,
+            MAX_SPEED=MAX_SPEED,
+            MIN_SPEED=MIN_SPEED,
             EngineConfig=EngineConfig,
             VoiceBook=VoiceBook,
             installed_voices=installed_voices,
