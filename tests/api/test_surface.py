@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_openai_compat_keeps_its_modules_private() -> None:
     assert names and all(name.startswith("_") for name in names)
 
 
-def test_serving_a_request_never_imports_torch(tmp_path: object) -> None:
+def test_serving_a_request_never_imports_torch(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
@@ -60,13 +61,16 @@ def test_serving_a_request_never_imports_torch(tmp_path: object) -> None:
         from litestar.testing import TestClient
         from speechd.app import create_app
         from speechd.config import Settings
-        app = create_app(Settings(data_dir={str(tmp_path)!r}))
-        with TestClient(app) as client:
-            assert client.get("/v1/models").status_code == 200
-            assert client.post("/v1/audio/speech", json={{"input": "hi"}}).status_code == 503
-            assert client.get("/metrics").status_code == 200
-        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "kokoro", "misaki"))
-        assert not heavy, heavy
+        from tests.api._fakes import running_fake_worker
+        with running_fake_worker({str(tmp_path)!r}):
+            with TestClient(create_app(Settings(data_dir={str(tmp_path)!r}))) as client:
+                assert client.get("/v1/audio/voices").status_code == 200
+                speech = client.post("/v1/audio/speech", json={{"input": "hi", "voice": "alloy"}})
+                assert speech.status_code == 200 and speech.content, speech.text
+                assert client.get("/metrics").status_code == 200
+        heavy = {{"torch", "kokoro", "misaki", "transformers", "spacy"}}
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+        assert not loaded, loaded
         """
     )
     result = subprocess.run(
