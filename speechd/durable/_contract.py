@@ -18,7 +18,10 @@ Semantics every backend keeps (the conformance suite in tests/durable checks the
 * `read` at the tail returns no records (after waiting up to `wait` seconds for one); `read`
   past the tail raises `SeqOutOfRange`. A read returns at least one record when any is
   available, even if that record alone is over `max_bytes`.
-* `delete` removes a stream; a later append starts it again from seq 0.
+* `delete` removes a stream; a later append starts it again from seq 0. A read waiting past
+  the new tail of a deleted stream ends with `SeqOutOfRange`, so a follower learns of it.
+* A record's body and header names and values are `bytes`; anything else is a `TypeError`,
+  raised before anything of the batch is written.
 """
 
 from __future__ import annotations
@@ -159,14 +162,36 @@ def validate_name(name: str) -> str:
     return name
 
 
+def _check_types(record: AppendRecord) -> None:
+    # AppendRecord is not type-checked when built; a str that slipped in would be stored and
+    # then fail every read of the stream, so it is refused here, before anything is written.
+    if not isinstance(record, AppendRecord):
+        raise TypeError(f"expected an AppendRecord, got {type(record).__name__}")
+    if not isinstance(record.body, bytes):
+        raise TypeError(f"a record body must be bytes, not {type(record.body).__name__}")
+    for header in record.headers:
+        if not (
+            isinstance(header, tuple | list)
+            and len(header) == 2
+            and isinstance(header[0], bytes)
+            and isinstance(header[1], bytes)
+        ):
+            raise TypeError(f"a header must be a (bytes, bytes) pair, not {header!r:.80}")
+
+
 def check_batch(records: Sequence[AppendRecord]) -> int:
-    """Validate a batch against the limits; return its size in bytes."""
+    """Validate a batch's types and limits; return its size in bytes.
+
+    Raises `TypeError` for a record that is not bytes where bytes belong, `RecordTooLarge` for
+    one over the limits; either way, nothing of the batch is written.
+    """
     if not records:
         raise RecordTooLarge("an append needs at least one record")
     if len(records) > MAX_BATCH_RECORDS:
         raise RecordTooLarge(f"a batch holds at most {MAX_BATCH_RECORDS} records")
     total = 0
     for record in records:
+        _check_types(record)
         if len(record.body) > MAX_BODY_BYTES:
             raise RecordTooLarge(f"a record body holds at most {MAX_BODY_BYTES} bytes")
         header_bytes = sum(len(k) + len(v) for k, v in record.headers)

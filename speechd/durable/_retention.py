@@ -7,7 +7,7 @@ import logging
 
 import msgspec
 
-from ._contract import DurableError, Store
+from ._contract import DurableError, Store, StoreClosed
 
 __all__ = ["Retention", "sweep_forever"]
 
@@ -26,10 +26,15 @@ class Retention(msgspec.Struct, frozen=True):
 
 
 async def sweep_forever(store: Store, retention: Retention) -> None:
-    """Sweep every `retention.interval_s` until cancelled; a failed sweep is logged, not fatal."""
+    """Sweep every `retention.interval_s` until cancelled or the store closes.
+
+    A failed sweep is logged, not fatal: the next interval tries again.
+    """
     while True:
         try:
             removed = await store.sweep(retention.max_age_s, retention.prefixes)
+        except StoreClosed:
+            return
         except DurableError:
             log.exception("retention sweep failed; trying again next interval")
         else:
