@@ -94,8 +94,7 @@ class FakeWorker:
         await self.store.append(stream, [AppendRecord(casts.encode(notice))])
 
     async def run(self, stop: asyncio.Event, ready: threading.Event | None = None) -> None:
-        """Work until `stop` is set, then finish the casts in hand. (Cancelling it instead
-        could cancel an append in flight, which the embedded store does not survive.)"""
+        """Work until `stop` is set, then finish the casts in hand and announce `stopped`."""
         tail = await self.store.check_tail(casts.JOBS_CURSOR)
         if tail:
             last = (await self.store.read(casts.JOBS_CURSOR, tail - 1)).records[0]
