@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -194,7 +195,12 @@ async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
     assert (await client.get("/readyz")).json() == {"status": "ready", "workers": ["fake-1"]}
     await client.post("/v1/audio/speech", json={"input": "Measure me."})
     await client.post("/v1/audio/speech", json={"input": "Measure me."})
-    response = await client.get("/metrics")
+    # The worker commits its cursor just after the eos the responses waited for.
+    for _ in range(100):
+        response = await client.get("/metrics")
+        if "speechd_queue_depth 0.0" in response.text:
+            break
+        await asyncio.sleep(0.05)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
