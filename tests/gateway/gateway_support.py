@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import httpx
+import lameenc
 import msgspec
 import numpy as np
 import uvicorn
@@ -63,6 +64,37 @@ def wav_header(sample_rate: int = SAMPLE_RATE) -> bytes:
         + b"data"
         + struct.pack("<I", 0xFFFFFFFF)
     )
+
+
+class Mp3Records:
+    """One continuous mp3 encoder cut into records of whole frames, as speechd.audio's contract
+    has it (CBR 64 kbit/s at 24 kHz: 192-byte frames; the first record at least two frames;
+    no tag). A stand-in until speechd.audio is on this branch."""
+
+    FRAME = 192
+
+    def __init__(self) -> None:
+        lame = lameenc.Encoder()
+        lame.set_channels(1)
+        lame.set_in_sample_rate(SAMPLE_RATE)
+        lame.set_out_sample_rate(SAMPLE_RATE)
+        lame.set_bit_rate(64)
+        lame.set_quality(2)
+        self._lame = lame
+        self._pending = bytearray()
+        self._first = True
+
+    def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
+        self._pending += self._lame.encode(pcm.astype("<i2").tobytes())
+        if final:
+            self._pending += self._lame.flush()
+        whole = len(self._pending) // self.FRAME * self.FRAME
+        if self._first and whole < 2 * self.FRAME and not final:
+            return b""
+        out = bytes(self._pending[:whole])
+        del self._pending[:whole]
+        self._first = self._first and not out
+        return out
 
 
 def chunk_bytes(fmt: str, index: int, seconds: float, freq: float) -> bytes:
@@ -131,7 +163,14 @@ class CastWriter:
 
     async def chunk(self, seconds: float = 0.5) -> bytes:
         i = self.index
-        body = chunk_bytes(self.fmt, i, seconds, 220.0 + 40.0 * i)
+        freq = 220.0 + 40.0 * i
+        if self.fmt == "mp3":
+            if i == 0:
+                self._mp3 = Mp3Records()
+            last = i == len(self.texts) - 1
+            body = self._mp3.encode(tone(seconds, freq), final=last)
+        else:
+            body = chunk_bytes(self.fmt, i, seconds, freq)
         duration = round(seconds * 1000)
         await self._append(
             audio_record(
@@ -344,6 +383,7 @@ __all__ = [
     "CastWriter",
     "DirectCasts",
     "LiveServer",
+    "Mp3Records",
     "RawResponse",
     "asgi_client",
     "chunk_bytes",
