@@ -1,0 +1,1 @@
+"""Load generators and benchmarks; each module runs with `python -m loadtest.<name>`."""

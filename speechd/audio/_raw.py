@@ -1,0 +1,64 @@
+"""pcm (headerless s16le) and wav (the same samples behind a streaming RIFF header)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ._base import EncoderBase, to_s16
+from ._formats import LAYOUTS
+
+__all__ = ["UNKNOWN_LENGTH", "PcmEncoder", "WavEncoder", "wav_header"]
+
+UNKNOWN_LENGTH = 0xFFFFFFFF
+"""What a streaming wav header says for the RIFF and data chunk sizes: the length is not known
+when the header is sent. ffmpeg writes the same value to unseekable outputs and reads such a
+file to its end; Chromium's decodeAudioData, libsndfile and Python's `wave` accept it too."""
+
+
+def wav_header(sample_rate: int, *, channels: int = 1, bits: int = 16) -> bytes:
+    """The 44-byte canonical PCM WAVE header of a stream of unknown length."""
+    block_align = channels * bits // 8
+    header = b"".join(
+        [
+            struct.pack("<4sI4s", b"RIFF", UNKNOWN_LENGTH, b"WAVE"),
+            struct.pack(
+                "<4sIHHIIHH",
+                b"fmt ",
+                16,
+                1,  # WAVE_FORMAT_PCM
+                channels,
+                sample_rate,
+                sample_rate * block_align,
+                block_align,
+                bits,
+            ),
+            struct.pack("<4sI", b"data", UNKNOWN_LENGTH),
+        ]
+    )
+    assert len(header) == LAYOUTS["wav"].header_bytes
+    return header
+
+
+class PcmEncoder(EncoderBase):
+    """16-bit little-endian mono samples, no header: every record is plain samples."""
+
+    format = "pcm"
+
+    def _encode(self, samples: np.ndarray, final: bool) -> bytes:
+        return to_s16(samples).tobytes()
+
+
+class WavEncoder(PcmEncoder):
+    """The pcm samples, with a streaming RIFF header in front of the first record."""
+
+    format = "wav"
+
+    def __init__(self, sample_rate: int) -> None:
+        super().__init__(sample_rate)
+        self._header: bytes | None = wav_header(self.sample_rate)
+
+    def _encode(self, samples: np.ndarray, final: bool) -> bytes:
+        header, self._header = self._header or b"", None
+        return header + super()._encode(samples, final)
