@@ -22,7 +22,6 @@ from speechd.errors import CastFailed
 from ._streaming import AbortBody
 
 __all__ = [
-    "CONTENT_TYPES",
     "AudioLayout",
     "ByteRange",
     "Layouts",
@@ -30,16 +29,6 @@ __all__ = [
     "parse_range",
     "range_body",
 ]
-
-# Until speechd.audio names them: what each format is served as.
-CONTENT_TYPES = {
-    "mp3": "audio/mpeg",
-    "opus": "audio/ogg",
-    "aac": "audio/aac",
-    "flac": "audio/flac",
-    "wav": "audio/wav",
-    "pcm": "audio/pcm",
-}
 
 _SCAN_RECORDS = 256
 _SCAN_BYTES = 4 * 1024 * 1024

@@ -16,6 +16,7 @@ from typing import Protocol
 import msgspec
 from litestar import Request
 
+from speechd.audio import FORMATS, content_type
 from speechd.casts import (
     H_EVENT,
     CastState,
@@ -37,7 +38,6 @@ from speechd.errors import (
 )
 
 from ._audio import (
-    CONTENT_TYPES,
     AudioLayout,
     ByteRange,
     Layouts,
@@ -267,7 +267,7 @@ class Gateway:
         with _store_errors():
             status = await cast_status(self.store, cast_id, now_ms=_now_ms())
         meta = status.meta
-        kind = CONTENT_TYPES.get(meta.format, "application/octet-stream")
+        kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
         name = f"{cast_id}.{meta.format}"
         base = {
             "content-type": kind,

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import html
+from functools import cache
 from importlib import resources
+
+import msgspec
+
+from speechd.audio import LAYOUTS
 
 __all__ = [
     "PAGE_HEADERS",
@@ -85,9 +90,17 @@ def paste_page() -> str:
     return _page("speechd", body, "paste.js")
 
 
+@cache
+def _layouts_json() -> str:
+    """speechd.audio's per-record decoding facts, for the player (a JSON data block)."""
+    layouts = {fmt: layout.to_json() for fmt, layout in LAYOUTS.items()}
+    return msgspec.json.encode(layouts).decode().replace("</", "<\\/")
+
+
 def player_page(cast_id: str, title: str) -> str:
     # `cast_id` passed is_cast_id (url-safe base64 only); the title is the caster's text.
-    body = f"""<main class="player">
+    body = f"""<script type="application/json" id="layouts">{_layouts_json()}</script>
+<main class="player">
 <header><p><a href="/" class="home">speechd</a></p>
 <h1 id="title">{html.escape(title)}</h1><p id="meta" class="hint"></p></header>
 <section class="controls">

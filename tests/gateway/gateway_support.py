@@ -1,17 +1,16 @@
-"""Helpers for the gateway tests: real casts written through the store contract, a test app,
-a live server on loopback, and a raw HTTP client that sends request targets byte for byte."""
+"""Helpers for the gateway tests: real casts (speechd.audio's encoders) written through the
+store contract as a worker writes them, a test app, a live server on loopback, and a raw HTTP
+client that sends request targets byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import struct
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import httpx
-import lameenc
 import msgspec
 import numpy as np
 import uvicorn
@@ -19,6 +18,7 @@ from litestar import Litestar, Request, Response, get
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, ValidationException
 
+from speechd.audio import SAMPLE_RATE, new_encoder
 from speechd.casts import (
     AudioChunk,
     Eos,
@@ -39,7 +39,6 @@ from speechd.durable import Store
 from speechd.errors import RateLimited, SpeechdError, UnknownVoice
 from speechd.gateway import CastRequest, Gateway, GatewaySettings, gateway_router
 
-SAMPLE_RATE = 24_000
 VOICES = ("af_heart", "am_adam", "bf_emma")
 
 
@@ -47,59 +46,9 @@ VOICES = ("af_heart", "am_adam", "bf_emma")
 
 
 def tone(seconds: float, freq: float = 220.0) -> np.ndarray:
+    """A test signal: float32 samples in [-1, 1] at SAMPLE_RATE."""
     t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    return (0.3 * 32767 * np.sin(2 * np.pi * freq * t)).astype("<i2")
-
-
-def wav_header(sample_rate: int = SAMPLE_RATE) -> bytes:
-    """A streaming WAV header (sizes unknown: 0xFFFFFFFF), as a live encoder writes it."""
-    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
-    return (
-        b"RIFF"
-        + struct.pack("<I", 0xFFFFFFFF)
-        + b"WAVE"
-        + b"fmt "
-        + struct.pack("<I", len(fmt))
-        + fmt
-        + b"data"
-        + struct.pack("<I", 0xFFFFFFFF)
-    )
-
-
-class Mp3Records:
-    """One continuous mp3 encoder cut into records of whole frames, as speechd.audio's contract
-    has it (CBR 64 kbit/s at 24 kHz: 192-byte frames; the first record at least two frames;
-    no tag). A stand-in until speechd.audio is on this branch."""
-
-    FRAME = 192
-
-    def __init__(self) -> None:
-        lame = lameenc.Encoder()
-        lame.set_channels(1)
-        lame.set_in_sample_rate(SAMPLE_RATE)
-        lame.set_out_sample_rate(SAMPLE_RATE)
-        lame.set_bit_rate(64)
-        lame.set_quality(2)
-        self._lame = lame
-        self._pending = bytearray()
-        self._first = True
-
-    def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
-        self._pending += self._lame.encode(pcm.astype("<i2").tobytes())
-        if final:
-            self._pending += self._lame.flush()
-        whole = len(self._pending) // self.FRAME * self.FRAME
-        if self._first and whole < 2 * self.FRAME and not final:
-            return b""
-        out = bytes(self._pending[:whole])
-        del self._pending[:whole]
-        self._first = self._first and not out
-        return out
-
-
-def chunk_bytes(fmt: str, index: int, seconds: float, freq: float) -> bytes:
-    pcm = tone(seconds, freq).tobytes()
-    return wav_header() + pcm if fmt == "wav" and index == 0 else pcm
+    return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
 # -- casts written through the store ---------------------------------------------------
@@ -159,18 +108,13 @@ class CastWriter:
         self.offset_ms = 0
         self.index = 0
         self.bodies = []
+        self._encoder = new_encoder(self.fmt)  # a new attempt needs a new encoder
         await self._append(start_record(Start(self.attempt, "test-worker", len(self.texts))))
 
     async def chunk(self, seconds: float = 0.5) -> bytes:
         i = self.index
-        freq = 220.0 + 40.0 * i
-        if self.fmt == "mp3":
-            if i == 0:
-                self._mp3 = Mp3Records()
-            last = i == len(self.texts) - 1
-            body = self._mp3.encode(tone(seconds, freq), final=last)
-        else:
-            body = chunk_bytes(self.fmt, i, seconds, freq)
+        last = i == len(self.texts) - 1
+        body = self._encoder.encode(tone(seconds, 220.0 + 40.0 * i), final=last)
         duration = round(seconds * 1000)
         await self._append(
             audio_record(
@@ -378,15 +322,12 @@ def sse_events(text: str) -> list[dict[str, str]]:
 
 
 __all__ = [
-    "SAMPLE_RATE",
     "VOICES",
     "CastWriter",
     "DirectCasts",
     "LiveServer",
-    "Mp3Records",
     "RawResponse",
     "asgi_client",
-    "chunk_bytes",
     "dechunk",
     "live_server",
     "make_app",
@@ -396,5 +337,4 @@ __all__ = [
     "sse_events",
     "tone",
     "until",
-    "wav_header",
 ]

@@ -17,6 +17,7 @@ import pytest
 from gateway_support import CastWriter, LiveServer, new_cast
 from playwright.async_api import Browser, Page, async_playwright
 
+from speechd.audio import FORMATS, LAYOUTS
 from speechd.durable import Store
 
 pytestmark = pytest.mark.browser
@@ -153,17 +154,13 @@ COMPARE_JS = """async ({url, delay, rate}) => {
 }"""
 
 
-@pytest.mark.parametrize(
-    ("fmt", "delay", "tolerance"),
-    # wav: the player reads s16 as Int16 / 32768; Chromium's wav decoder scales positive
-    # samples by 1 / 32767, a difference below 1e-4. Everything else must match exactly.
-    [("mp3", 1105, 0.0), ("wav", 0, 1e-4), ("pcm", 0, 0.0)],
-)
+@pytest.mark.parametrize("fmt", FORMATS)
 async def test_player_timeline_is_the_whole_file_decoded(
-    store: Store, server: LiveServer, browser: Browser, fmt: str, delay: int, tolerance: float
+    store: Store, server: LiveServer, browser: Browser, fmt: str
 ) -> None:
-    """Records decoded one by one, as they arrive, give the samples of decoding the whole
-    file: no gaps, repeats or clicks at chunk boundaries."""
+    """Records decoded one by one as they arrive give the samples of decoding the whole file
+    (speechd.audio's per-record contract): no gaps, repeats or clicks at chunk boundaries."""
+    layout = LAYOUTS[fmt]
     texts = [f"Chunk {i}." for i in range(5)]
     cast = await new_cast(store, texts, fmt=fmt)
     await cast.start()
@@ -174,16 +171,21 @@ async def test_player_timeline_is_the_whole_file_decoded(
     await cast.eos()
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
     assert end["duration"] == pytest.approx(2.12, abs=1e-3)
-    if fmt == "pcm":
-        return  # not a file a browser decodes; its samples are read directly
-    result = await player.page.evaluate(
-        COMPARE_JS, {"url": f"/v1/casts/{cast.id}/audio", "delay": delay, "rate": 24000}
-    )
-    pcm_length = round(2.12 * 24000)
-    assert result["timeline"] == pcm_length
-    assert result["whole"] >= pcm_length  # the whole decode also holds the encoder's padding
-    assert result["maxDiff"] <= tolerance
+    assert end["captions"] == texts
     assert player.errors == []
+    if fmt == "pcm":
+        return  # no file a browser decodes; its samples are read directly
+    rate = layout.decode_rate
+    result = await player.page.evaluate(
+        COMPARE_JS,
+        {"url": f"/v1/casts/{cast.id}/audio", "delay": layout.delay_samples, "rate": rate},
+    )
+    assert result["timeline"] == round(2.12 * rate)
+    assert result["whole"] >= result["timeline"]  # the whole decode may add codec padding
+    # wav: the player reads s16 as Int16 / 32768, Chromium scales positive samples by
+    # 1 / 32767 (under 1e-4 apart). opus is approximate by design (speechd.audio: ~1e-3).
+    tolerance = 1e-4 if fmt == "wav" else 0.0 if layout.exact else 2e-3
+    assert result["maxDiff"] <= tolerance
 
 
 async def test_player_replays_a_done_cast_and_seeks_by_caption(

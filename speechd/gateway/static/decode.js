@@ -17,30 +17,12 @@
 // `delay_samples` of an attempt (the codec's priming: mp3 1105, aac 1024) are dropped, and the
 // last chunk is cut at the cast's true length, so the timeline is exactly the PCM.
 
-// speechd.audio.LAYOUTS, as RecordLayout.to_json() writes them. The page may carry the
-// server's own copy (a JSON <script id="layouts">), which then wins.
-const BUILTIN_LAYOUTS = {
-  mp3: { format: "mp3", header_bytes: 0, preroll: 4, preroll_unit: "frame", frame_bytes: 192,
-    frame_samples: 576, delay_samples: 1105, decode_rate: 24000, exact: true },
-  aac: { format: "aac", header_bytes: 0, preroll: 2, preroll_unit: "frame", frame_bytes: 0,
-    frame_samples: 1024, delay_samples: 1024, decode_rate: 24000, exact: true },
-  opus: { format: "opus", header_bytes: 97, preroll: 8, preroll_unit: "page", frame_bytes: 0,
-    frame_samples: 2880, delay_samples: 0, decode_rate: 48000, exact: false },
-  flac: { format: "flac", header_bytes: 60, preroll: 0, preroll_unit: "", frame_bytes: 0,
-    frame_samples: 2304, delay_samples: 0, decode_rate: 24000, exact: true },
-  wav: { format: "wav", header_bytes: 44, preroll: 0, preroll_unit: "", frame_bytes: 2,
-    frame_samples: 1, delay_samples: 0, decode_rate: 24000, exact: true },
-  pcm: { format: "pcm", header_bytes: 0, preroll: 0, preroll_unit: "", frame_bytes: 2,
-    frame_samples: 1, delay_samples: 0, decode_rate: 24000, exact: true },
-};
-
+// The layouts are speechd.audio.LAYOUTS (RecordLayout.to_json()), which the player page
+// carries in <script type="application/json" id="layouts">: one source of truth.
 export function layoutOf(format) {
-  const embedded = document.getElementById("layouts");
-  if (embedded) {
-    const layouts = JSON.parse(embedded.textContent);
-    if (layouts[format]) return layouts[format];
-  }
-  return BUILTIN_LAYOUTS[format] || null;
+  const block = document.getElementById("layouts");
+  const layouts = block ? JSON.parse(block.textContent) : {};
+  return layouts[format] || null;
 }
 
 function concat(...parts) {
