@@ -7,11 +7,12 @@ receipts, whatever its path holds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import time
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Coroutine, Iterator
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from litestar import Request
@@ -53,6 +54,8 @@ from ._wire import CastCreated, CastRequest, CastView, RecordsPage, cast_view, d
 from ._wire import record_view as _record_view
 
 __all__ = ["AudioReply", "CastService", "Gateway"]
+
+T = TypeVar("T")
 
 
 class CastService(Protocol):
@@ -107,8 +110,12 @@ class Gateway:
         self.hubs = Hubs(store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
         self._layouts = Layouts(store)
+        self._closing = asyncio.Event()
 
     async def close(self) -> None:
+        """End every open stream (SSE: an `abort` event; live audio: incomplete) and long-poll,
+        so a server shutting down never waits on a cast that is still generating."""
+        self._closing.set()
         await self.hubs.close()
 
     # -- who is asking ------------------------------------------------------------------
@@ -201,15 +208,33 @@ class Gateway:
                 param="seq_num",
             )
         limit = min(max_records or self.settings.max_records, self.settings.max_records)
+        read = self.store.read(
+            cast_stream(cast_id),
+            seq_num,
+            max_records=limit,
+            max_bytes=self.settings.max_read_bytes,
+            wait=0 if self._closing.is_set() else min(max(wait, 0.0), self.settings.max_wait_s),
+        )
         with _store_errors():
-            batch = await self.store.read(
-                cast_stream(cast_id),
-                seq_num,
-                max_records=limit,
-                max_bytes=self.settings.max_read_bytes,
-                wait=min(max(wait, 0.0), self.settings.max_wait_s),
-            )
+            batch = await self._unless_closing(read)
+        if batch is None:  # closing: an empty page; the client polls again (elsewhere)
+            return RecordsPage([], tail)
         return RecordsPage([_record_view(r) for r in batch.records], batch.tail)
+
+    async def _unless_closing(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """`work`'s result, or None if the gateway closes first (then `work` is cancelled)."""
+        task = asyncio.ensure_future(work)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
 
     async def events(
         self, cast_id: str, seq_num: int | None, last_event_id: str | None
@@ -250,8 +275,12 @@ class Gateway:
                 (b"cache-control", b"no-cache, no-store"),
                 (b"x-accel-buffering", b"no"),
             ],
-            dropped=subscriber.dropped,
-            farewell=abort_frame("too_slow", "This listener fell too far behind the live cast."),
+            stops={
+                subscriber.dropped: abort_frame(
+                    "too_slow", "This listener fell too far behind the live cast."
+                ),
+                self._closing: abort_frame("shutting_down", "The server is shutting down."),
+            },
         )
 
     async def audio(
@@ -279,7 +308,11 @@ class Gateway:
             raise CastFailed(f"The cast could not be synthesized: {status.error}")
         if status.state != CastState.DONE:
             headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
-            return StreamApp(live_body(self.store, cast_id), headers=_encode(headers))
+            return StreamApp(
+                live_body(self.store, cast_id),
+                headers=_encode(headers),
+                stops={self._closing: None},  # an audio file has no in-band error: incomplete
+            )
         with _store_errors():
             layout = await self._layouts.get(cast_id, tail)
         return self._entity(cast_id, layout, base, range_header, if_none_match, if_range)
@@ -316,7 +349,7 @@ class Gateway:
             headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
         headers["content-length"] = str(span_[1] - span_[0])
         body = range_body(self.store, cast_id, layout, ByteRange(*span_))
-        return StreamApp(body, status=status, headers=_encode(headers))
+        return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
 
 
 def _etag_matches(header: str, etag: str) -> bool:

@@ -70,7 +70,7 @@ class Subscriber:
         self._queue: deque[Frame] = deque()
         self._ready = asyncio.Event()
         self.dropped = asyncio.Event()
-        self.failure: str | None = None
+        self.failure: tuple[str, str] | None = None  # (reason, message)
         self.start = 0  # the hub's position when this subscriber joined
 
     def offer(self, item: Frame) -> bool:
@@ -83,8 +83,8 @@ class Subscriber:
         self._ready.set()
         return True
 
-    def fail(self, message: str) -> None:
-        self.failure = message
+    def fail(self, reason: str, message: str) -> None:
+        self.failure = (reason, message)
         self._ready.set()
 
     async def next(self, idle_s: float) -> Frame | None:
@@ -120,7 +120,7 @@ class _Hub:
                         return
         except DurableError as exc:
             for subscriber in self.subscribers:
-                subscriber.fail(f"The cast's stream could not be read: {exc}")
+                subscriber.fail("unavailable", f"The cast's stream could not be read: {exc}")
         finally:
             self._hubs.forget(self)
 
@@ -132,11 +132,15 @@ class Hubs:
         self.store = store
         self.dropped = 0  # subscribers disconnected for being too slow, ever
         self._hubs: dict[str, _Hub] = {}
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._hubs)
 
     def join(self, cast_id: str, position: int, subscriber: Subscriber) -> None:
+        if self._closed:
+            subscriber.fail("shutting_down", "The server is shutting down.")
+            return
         hub = self._hubs.get(cast_id)
         if hub is None:
             hub = self._hubs[cast_id] = _Hub(self, cast_id, position)
@@ -157,9 +161,12 @@ class Hubs:
             del self._hubs[hub.cast_id]
 
     async def close(self) -> None:
+        self._closed = True
         hubs = list(self._hubs.values())
         self._hubs.clear()
         for hub in hubs:
+            for subscriber in hub.subscribers:
+                subscriber.fail("shutting_down", "The server is shutting down.")
             hub.task.cancel()
         await asyncio.gather(*(hub.task for hub in hubs), return_exceptions=True)
 
@@ -204,7 +211,7 @@ async def cast_frames(
             while True:
                 live = await subscriber.next(keepalive_s)
                 if subscriber.failure is not None:
-                    yield abort_frame("unavailable", subscriber.failure)
+                    yield abort_frame(*subscriber.failure)
                     return
                 if live is None:
                     yield KEEPALIVE

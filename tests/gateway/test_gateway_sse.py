@@ -9,6 +9,7 @@ import socket
 import time
 
 import httpx
+import pytest
 from gateway_support import (
     CastWriter,
     LiveServer,
@@ -185,3 +186,39 @@ async def test_a_too_slow_subscriber_is_dropped_not_waited_for(store: Store) -> 
         assert b"event: eos" not in data
         assert data.startswith(b"HTTP/1.1 200")
     await gateway.close()
+
+
+async def test_closing_the_gateway_ends_every_stream(store: Store) -> None:
+    """Shutdown must not wait on casts still generating: SSE ends with `abort`, live audio
+    ends incomplete, long-polls answer at once."""
+    gateway = make_gateway(store)
+    cast = await new_cast(store, TEXTS)
+    await cast.start()
+    await cast.chunk(0.2)
+    async with (
+        live_server(make_app(gateway)) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=10) as http,
+    ):
+        events: list[dict[str, str]] = []
+        sse = asyncio.create_task(_collect(f"{server.url}/v1/casts/{cast.id}/events", events))
+        poll = asyncio.create_task(http.get(f"/v1/casts/{cast.id}/records?seq_num=3&wait=30"))
+        received = bytearray()
+
+        async def listen() -> None:
+            async with http.stream("GET", f"/v1/casts/{cast.id}/audio") as response:
+                async for data in response.aiter_bytes():
+                    received.extend(data)
+
+        audio = asyncio.create_task(listen())
+        await until(lambda: len(events) == 4 and len(received) > 0)
+        await asyncio.sleep(0.1)  # the long-poll is waiting too
+        began = time.monotonic()
+        await gateway.close()
+        page = await asyncio.wait_for(poll, 3)
+        await asyncio.wait_for(sse, 3)
+        with pytest.raises(httpx.RemoteProtocolError):
+            await asyncio.wait_for(audio, 3)
+        assert time.monotonic() - began < 3
+    assert page.json() == {"records": [], "tail": 3}
+    assert events[-1]["event"] == "abort"
+    assert json.loads(events[-1]["data"])["reason"] == "shutting_down"
