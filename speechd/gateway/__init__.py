@@ -22,15 +22,15 @@ from ._gateway import CastService, Gateway
 from ._limiter import ReadLimiter
 from ._routes import gateway_router
 from ._settings import GatewaySettings
-from ._wire import CastCreated, CastRequest, CastView, RecordsPage, RecordView, derive_title
+from ._wire import CastCreated, CastView, NewCast, RecordsPage, RecordView, derive_title
 
 __all__ = [
     "CastCreated",
-    "CastRequest",
     "CastService",
     "CastView",
     "Gateway",
     "GatewaySettings",
+    "NewCast",
     "ReadLimiter",
     "RecordView",
     "RecordsPage",

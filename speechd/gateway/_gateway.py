@@ -50,7 +50,7 @@ from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
 from ._streaming import StreamApp
-from ._wire import CastCreated, CastRequest, CastView, RecordsPage, cast_view, derive_title
+from ._wire import CastCreated, CastView, NewCast, RecordsPage, cast_view, derive_title
 from ._wire import record_view as _record_view
 
 __all__ = ["AudioReply", "CastService", "Gateway"]
@@ -61,7 +61,7 @@ T = TypeVar("T")
 class CastService(Protocol):
     """Validates a cast request (voice, model, queue depth) and submits it (`speechd.casts`)."""
 
-    async def submit_cast(self, request: CastRequest) -> Submission: ...
+    async def submit_cast(self, request: NewCast) -> Submission: ...
 
 
 class AudioReply(msgspec.Struct, frozen=True):
@@ -154,7 +154,7 @@ class Gateway:
 
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(self, request: CastRequest, base_url: str) -> tuple[CastCreated, bool]:
+    async def create(self, request: NewCast, base_url: str) -> tuple[CastCreated, bool]:
         """Submit a cast (or find the same one); returns its link and whether it is new."""
         if self.casts is None:
             raise SpeechdError("This server does not accept casts.")

@@ -12,7 +12,7 @@ from litestar.types import ASGIApp
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
 from ._streaming import StreamApp
-from ._wire import CastCreated, CastRequest, CastView, RecordsPage
+from ._wire import CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
 
@@ -36,7 +36,7 @@ def _reply(result: StreamApp | AudioReply) -> Response[Any]:
 
 @post("/v1/casts", status_code=201)
 async def create_cast(
-    data: JSONBody[CastRequest], gateway: NamedDependency[Gateway], request: Request
+    data: JSONBody[NewCast], gateway: NamedDependency[Gateway], request: Request
 ) -> Response[CastCreated]:
     gateway.authorize(request)
     created, new = await gateway.create(data, gateway.base_url(request))

@@ -12,10 +12,9 @@ from speechd.casts import CastStatus
 from speechd.durable import Record
 
 __all__ = [
-    "AUDIO_FORMATS",
     "CastCreated",
-    "CastRequest",
     "CastView",
+    "NewCast",
     "Progress",
     "RecordView",
     "RecordsPage",
@@ -24,13 +23,12 @@ __all__ = [
     "record_view",
 ]
 
-AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
-AUDIO_FORMATS: tuple[str, ...] = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]  # speechd.audio.FORMATS
 
 TITLE_CHARS = 80
 
 
-class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
+class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     """`POST /v1/casts`. The input's upper bound is `GatewaySettings.max_input_chars`."""
 
     input: Annotated[str, msgspec.Meta(min_length=1)]

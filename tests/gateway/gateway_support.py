@@ -37,7 +37,7 @@ from speechd.casts import (
 )
 from speechd.durable import Store
 from speechd.errors import RateLimited, SpeechdError, UnknownVoice
-from speechd.gateway import CastRequest, Gateway, GatewaySettings, gateway_router
+from speechd.gateway import Gateway, GatewaySettings, NewCast, gateway_router
 
 VOICES = ("af_heart", "am_adam", "bf_emma")
 
@@ -60,7 +60,7 @@ class DirectCasts:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def submit_cast(self, request: CastRequest) -> Submission:
+    async def submit_cast(self, request: NewCast) -> Submission:
         voice = request.voice or VOICES[0]
         if voice not in VOICES:
             raise UnknownVoice(voice, list(VOICES))
@@ -164,7 +164,7 @@ async def new_cast(
 ) -> CastWriter:
     """Submit a cast whose text is `texts` joined (its recipe is private) and return a writer."""
     casts = DirectCasts(store)
-    request = CastRequest(
+    request = NewCast(
         input=" ".join(texts), voice=voice, response_format=fmt, title=title or "A test cast"
     )
     submission = await casts.submit_cast(request)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import typing
+
 import httpx
 from gateway_support import new_cast
 
 import speechd.gateway
+from speechd.audio import FORMATS
 from speechd.durable import Store
+from speechd.gateway import NewCast
 
 
 async def test_paste_page(client: httpx.AsyncClient) -> None:
@@ -53,14 +57,18 @@ async def test_static_files_are_an_allowlist(client: httpx.AsyncClient) -> None:
         assert (await client.get(f"/static/{name}")).status_code == 404
 
 
+def test_request_formats_are_the_encoders_formats() -> None:
+    assert typing.get_args(typing.get_type_hints(NewCast)["response_format"]) == FORMATS
+
+
 def test_public_surface() -> None:
     assert sorted(speechd.gateway.__all__) == [
         "CastCreated",
-        "CastRequest",
         "CastService",
         "CastView",
         "Gateway",
         "GatewaySettings",
+        "NewCast",
         "ReadLimiter",
         "RecordView",
         "RecordsPage",
