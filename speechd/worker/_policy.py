@@ -21,8 +21,9 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   every admitted listener and the newcomer in real time with a margin: for every horizon h,
   the compute needed to keep each listener playing until now+h fits in h. A listener with
   lead L needs its next chunk (its predicted generation time) by L, then `rtf * (1 + margin)`
-  compute seconds per second of audio it plays after that chunk; the newcomer and casts with
-  no audio yet need that from now on. The compute needed only jumps or stops growing at a few
+  compute seconds per second of the rest of its audio from L on (a chunk early: the chunk
+  after next must be whole when the next one starts playing); the newcomer and casts with no
+  audio yet need that from now on. The compute needed only jumps or stops growing at a few
   horizons, so the test checks those. On a small box two listeners who play smoothly beat four
   who all stutter.
 * **Plans for the casts it shares the device with.** A newcomer's chunks are planned
@@ -174,8 +175,11 @@ class DeadlinePolicy:
             if lead is None:  # no audio yet: it starts about now, like the candidate
                 needs.append(_Need(0.0, 0.0, 0.0, cast.remaining_audio_s))
             else:
+                # Its next chunk by its dry time; the rest as it plays from then on. The ramp
+                # starts at the dry time, not after the next chunk plays: the chunk after it
+                # must be whole by then too (one chunk of slack for chunk granularity).
                 rest = max(cast.remaining_audio_s - cast.next_audio_s, 0.0)
-                needs.append(_Need(lead, cast.next_gen_s, lead + cast.next_audio_s, rest))
+                needs.append(_Need(lead, cast.next_gen_s, lead, rest))
         # The compute needed by h only jumps (at a listener's dry time) or stops growing (at
         # the end of a ramp) at these points, so the test can first fail at one of them.
         horizons = {0.0} | {n.due for n in needs} | {n.ramp_from + n.ramp_s for n in needs}
