@@ -129,10 +129,11 @@ class PolicyRun:
 
 
 def workload(quick: bool) -> list[CastSpec]:
-    """Long and short casts, interleaved: (sentences, name)."""
-    shape = [(8, "long"), (1, "short"), (2, "short"), (6, "long"), (1, "short"), (3, "medium")]
+    """Long casts with short and medium ones between them: (sentences, kind). The short ones
+    arrive while a long one is still being made."""
+    shape = [(14, "long"), (1, "short"), (2, "short"), (4, "medium"), (1, "short"), (10, "long")]
     if not quick:
-        shape += [(2, "short"), (8, "long"), (1, "short"), (4, "medium")]
+        shape += [(1, "short"), (2, "short"), (3, "medium"), (1, "short")]
     return [
         CastSpec(f"{n:02d}-{kind}", paragraph(sentences, 3 * n))
         for n, (sentences, kind) in enumerate(shape)
