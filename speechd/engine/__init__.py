@@ -4,6 +4,11 @@ synthesis.
 Importing this package is cheap and torch-free (the api process uses `VoiceBook`,
 `installed_voices`, `normalize_text` and `EngineConfig`); torch and kokoro load inside
 `load_engine`, in the worker.
+
+    engine = load_engine(EngineConfig(model_dir="~/models/kokoro-82m"))
+    spec = engine.voices.resolve("af_bella(2)+af_sky(1)")   # "af_bella(0.667)+af_sky(0.333)"
+    for chunk in engine.plan(text, spec, ChunkPolicy().with_rtf(measured_rtf)):
+        audio = engine.synthesize(chunk, spec, 1.0, seed=seed_for(cast_id, chunk.index))
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from ._config import (
     SAMPLE_RATE,
     EngineConfig,
 )
+from ._engine import Engine, Synthesis, load_engine
 from ._normalize import normalize_text
+from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
@@ -26,10 +33,16 @@ __all__ = [
     "LANGUAGES",
     "MAX_SPEED",
     "MIN_SPEED",
+    "MODEL_MAX_TOKENS",
     "SAMPLE_RATE",
+    "Chunk",
+    "ChunkPolicy",
+    "Engine",
     "EngineConfig",
+    "Synthesis",
     "VoiceBook",
     "installed_voices",
+    "load_engine",
     "normalize_text",
 ]
 

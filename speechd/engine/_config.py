@@ -3,8 +3,6 @@
 Everything here is torch-free: the api process reads the same config to validate voices.
 """
 
-from __future__ import annotations
-
 from types import MappingProxyType
 from typing import Annotated, Final, Literal
 
