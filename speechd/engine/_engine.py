@@ -126,11 +126,12 @@ class Engine:
         style = pack[len(phonemes) - 1]
         try:
             with torch.inference_mode(), _seeded(seed, self.device):
-                audio = self._model(phonemes, style, float(speed))
+                output = self._model(phonemes, style, float(speed), return_output=True)
         except (RuntimeError, AssertionError) as exc:  # torch errors, incl. out of memory
             raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
-        pcm = audio.detach().to("cpu", torch.float32).reshape(-1).numpy()
-        return Synthesis(np.ascontiguousarray(pcm))
+        pcm = output.audio.detach().to("cpu", torch.float32).reshape(-1).numpy()
+        durations = None if output.pred_dur is None else output.pred_dur.reshape(-1).tolist()
+        return Synthesis(_trim(pcm, durations, _ending(phonemes)))
 
     def _voice_pack(self, voice: str) -> "torch.Tensor":
         import torch
@@ -179,6 +180,54 @@ class Engine:
                 log.info("G2P for %r ready in %.1f s", lang, time.perf_counter() - started)
                 self._g2p[lang] = g2p
             return g2p
+
+
+#: Kokoro makes 600 samples (25 ms) of audio per predicted duration frame.
+_SAMPLES_PER_FRAME = 600
+#: Below this a sample counts as silent (-60 dBFS).
+_SILENT = 1e-3
+#: Silence kept before the voice starts.
+_LEAD_S = 0.05
+#: Silence kept after the voice stops, by how the chunk ends: a sentence, a clause or comma,
+#: or a cut between two words (a pause there sounds like a hesitation).
+_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04}
+_FADE = 120  # samples (5 ms)
+
+
+def _ending(phonemes: str) -> str:
+    last = phonemes.rstrip("\"')\u201d ")[-1:]
+    if last in ".!?\u2026":
+        return "sentence"
+    return "clause" if last in ",;:\u2014" else "word"
+
+
+def _trim(
+    pcm: npt.NDArray[np.float32], durations: list[int] | None, ending: str
+) -> npt.NDArray[np.float32]:
+    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance.
+
+    The model gives its start and end markers durations of their own and stretches the
+    last phoneme: ~0.35 s of silence before each chunk and often as much after it, which,
+    played back to back, would put a pause at every chunk boundary, mid-sentence included.
+    We keep 50 ms before the voice starts and, after it stops, a pause that fits how the
+    chunk ends (`_PAUSE_S`), never more than the model made; the cut edges fade over 5 ms.
+    """
+    if not durations or len(durations) < 3 or sum(durations) * _SAMPLES_PER_FRAME != len(pcm):
+        return np.ascontiguousarray(pcm)  # not the layout we know: leave it as it is
+    head = durations[0] * _SAMPLES_PER_FRAME  # the start marker: silence
+    tail = len(pcm) - durations[-1] * _SAMPLES_PER_FRAME  # the end marker
+    voiced = np.flatnonzero(np.abs(pcm[:tail]) > _SILENT)
+    if voiced.size:
+        head = min(head, int(voiced[0]))
+        tail = min(tail, int(voiced[-1]) + 1 + int(_PAUSE_S[ending] * SAMPLE_RATE))
+    head = max(0, head - int(_LEAD_S * SAMPLE_RATE))
+    out = np.array(pcm[head:tail], dtype=np.float32)
+    fade = min(_FADE, len(out) // 2)
+    if fade:
+        ramp = np.linspace(0.0, 1.0, fade, endpoint=False, dtype=np.float32)
+        out[:fade] *= ramp
+        out[len(out) - fade :] *= ramp[::-1]
+    return out
 
 
 class _seeded:

@@ -211,3 +211,23 @@ def test_no_folder_and_no_hub_fails_within_seconds(tmp_path: Path, env: dict[str
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.strip()) < 10
     assert time.monotonic() - started < 30  # including the interpreter's start
+
+
+@pytest.mark.parametrize(
+    ("ending", "pause_s"), [("sentence", 0.35), ("clause", 0.2), ("word", 0.04)]
+)
+def test_padding_is_cut_to_a_pause_that_fits_the_chunk_end(ending: str, pause_s: float) -> None:
+    from speechd.engine._engine import _trim
+
+    rate = 24_000
+    # start marker 14 frames, a voice from 0.3 s to 1.0 s, silence to 1.5 s, end marker 4.
+    durations = [14, 20, 20, 6, 4]
+    pcm = np.zeros(sum(durations) * 600, dtype=np.float32)
+    t = np.arange(int(0.7 * rate)) / rate
+    pcm[int(0.3 * rate) : int(1.0 * rate)] = 0.3 * np.sin(2 * np.pi * 220 * t)
+    out = _trim(pcm, durations, ending)
+    voiced = np.flatnonzero(np.abs(out) > 1e-3)
+    assert voiced[0] / rate == pytest.approx(0.05, abs=0.01)  # 50 ms kept before the voice
+    assert (len(out) - voiced[-1]) / rate == pytest.approx(pause_s, abs=0.01)
+    assert out[0] == 0.0 and abs(out[-1]) < 1e-6  # faded edges
+    assert len(_trim(pcm, [1, 2], ending)) == len(pcm)  # unknown layout: returned whole
