@@ -31,10 +31,12 @@ __all__ = ["G2P", "build_g2p", "segments"]
 
 _ESPEAK: Final = {"e": "es", "f": "fr-fr", "h": "hi", "i": "it", "p": "pt-br"}
 #: spaCy tags of words a phrase may start with: verbs, modals, prepositions, conjunctions,
-#: wh-words and infinitival "to".
+#: wh-words, infinitival "to", determiners and pronouns (a cut before "the narrow stairs"
+#: beats one inside it).
 _PHRASE_TAGS: Final = frozenset(
-    {"VBD", "VBZ", "VBP", "MD", "IN", "CC", "TO", "WDT", "WP", "WP$", "WRB"}
-)
+    {"VBD", "VBZ", "VBP", "MD", "IN", "CC", "TO", "WDT", "WP", "WP$", "WRB", "DT", "PDT",
+     "PRP", "PRP$", "EX"}
+)  # fmt: skip
 #: Longest piece handed to a whole-phrase G2P (characters); longer clauses are split at spaces.
 _PIECE_CHARS: Final = 80
 #: G2P calls take at most this many characters, cut at a sentence end where possible.
