@@ -60,9 +60,7 @@ class Engine:
 
     sample_rate: int = SAMPLE_RATE
 
-    def __init__(
-        self, model: Any, folder: ModelFolder, voices: VoiceBook, device: str
-    ) -> None:
+    def __init__(self, model: Any, folder: ModelFolder, voices: VoiceBook, device: str) -> None:
         self._model = model
         self._folder = folder
         self.voices = voices
@@ -307,7 +305,12 @@ def load_engine(config: EngineConfig) -> Engine:
     except Exception as exc:  # torch.load, json, a state dict that does not fit
         raise ModelUnavailable(f"Cannot load Kokoro-82M from {str(folder.root)!r}: {exc}") from exc
     engine = Engine(model, folder, voices, device)
-    engine._g2p_for(voices.language(config.default_voice))
+    try:  # the default voice's G2P now, so the first request does not wait for spaCy
+        engine._g2p_for(voices.language(config.default_voice))
+    except InvalidRequest as exc:
+        raise ModelUnavailable(
+            f"The default voice {config.default_voice!r} cannot be used: {exc.message}"
+        ) from exc
     log.info(
         "Kokoro-82M loaded from %s on %s in %.1f s (%d voices)",
         folder.root,

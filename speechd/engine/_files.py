@@ -67,9 +67,7 @@ def open_model_folder(path: str | Path) -> ModelFolder:
         if not ok
     ]
     if missing:
-        raise ModelUnavailable(
-            f"Model folder {str(root)!r} lacks {', '.join(missing)}. {_HOW_TO}"
-        )
+        raise ModelUnavailable(f"Model folder {str(root)!r} lacks {', '.join(missing)}. {_HOW_TO}")
     return ModelFolder(root=root, config=config, weights=weights, voices=voices)
 
 

@@ -134,7 +134,7 @@ _SENTENCE_END: Final = ".!?\u2026\u3002\uff01\uff1f"
 _CLAUSE_END: Final = ";:\uff1b\uff1a"
 _COMMA_END: Final = ",\u2014\u2013-)\u3001\uff0c"
 #: Abbreviations misaki reads itself (speechd's normaliser expands the rest), and initials.
-_NOT_SENTENCE = re.compile(r"(?:Mr|Mrs|Ms|Dr|St|vs|No|[A-Z])\.", re.IGNORECASE)
+_NOT_SENTENCE = re.compile(r"(?:Mr|Mrs|Ms|Dr|St|Mt|vs|[A-Z])\.")
 _SPACES = re.compile(r" {2,}")
 
 
@@ -183,9 +183,7 @@ def _cut_first(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, bud
     return min(phrases, key=lambda i: abs(costs[i] - policy.first_tokens)) + 1
 
 
-def _cut_sentence(
-    costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int
-) -> int:
+def _cut_sentence(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
     """Units in the second chunk: up to the first sentence end that fits (the rest of the
     sentence the first chunk began, or one sentence); failing that, as for later chunks."""
     for i, cost in enumerate(costs):
@@ -223,20 +221,22 @@ def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
     """Group units into chunks, lazily: each chunk is yielded as soon as it is decided."""
     source = iter(units)
     window: list[Unit] = []
+    window_tokens = 0
     exhausted = False
     index = 0
     buffered = 0.0
 
     def pull() -> None:
-        nonlocal exhausted
+        nonlocal exhausted, window_tokens
         unit = next(source, None)
         if unit is None:
             exhausted = True
         else:
             window.append(unit)
+            window_tokens += len(unit.phonemes)
 
     def fill(tokens: int) -> None:
-        while not exhausted and (sum(len(u.phonemes) for u in window) <= tokens or len(window) < 2):
+        while not exhausted and (window_tokens <= tokens or len(window) < 2):
             pull()
 
     while True:
@@ -268,6 +268,7 @@ def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
             else:
                 break
         taken, window[:] = window[:cut], window[cut:]
+        window_tokens -= sum(len(u.phonemes) for u in taken)
         text, phonemes = _join(taken)
         if not phonemes:  # only possible when the whole rest of the text has no phonemes
             continue

@@ -13,7 +13,7 @@ from speechd.engine import Engine, EngineConfig, load_engine
 
 #: Phoneme symbols misaki and espeak emit, plus punctuation: the tiny model's vocabulary.
 _SYMBOLS = (
-    ";:,.!?\u2014\u2026\"()\u201c\u201d "
+    ';:,.!?\u2014\u2026"()\u201c\u201d '
     "AIOQWYabdefhijklmnopqrstuvwxyz"
     "\u00e6\u00e7\u00f0\u00f8\u014b\u0153\u0250\u0251\u0252\u0254\u0255\u0259\u025a\u025b"
     "\u025c\u025f\u0261\u0263\u0265\u0268\u026a\u026d\u026f\u0272\u0273\u0274\u0279\u027e"

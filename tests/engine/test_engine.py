@@ -231,3 +231,11 @@ def test_padding_is_cut_to_a_pause_that_fits_the_chunk_end(ending: str, pause_s:
     assert (len(out) - voiced[-1]) / rate == pytest.approx(pause_s, abs=0.01)
     assert out[0] == 0.0 and abs(out[-1]) < 1e-6  # faded edges
     assert len(_trim(pcm, [1, 2], ending)) == len(pcm)  # unknown layout: returned whole
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyopenjtalk") is not None, reason="misaki[ja] is installed here"
+)
+def test_a_default_voice_without_its_g2p_fails_the_load(tiny_model_dir: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="misaki"):
+        load_engine(EngineConfig(model_dir=str(tiny_model_dir), default_voice="jf_alpha"))

@@ -235,3 +235,11 @@ def test_planning_200k_characters_is_quick_and_lazy(tiny_engine: Engine) -> None
     first = next(tiny_engine.iter_plan(text, "af_heart"))
     assert time.perf_counter() - started < 5
     assert first.index == 0 and first.tokens <= ChunkPolicy().first_max_tokens
+
+
+def test_titles_and_initials_do_not_end_sentences_but_no_does() -> None:
+    policy = ChunkPolicy(min_tokens=1)
+    first = next(iter_chunks(units_of(["Dr.", "J.", "Watson", "left.", "Then"]), policy))
+    assert first.text == "Dr. J. Watson left."
+    first = next(iter_chunks(units_of(["I", "said", "no.", "Then", "we", "went", "home."]), policy))
+    assert first.text == "I said no."
