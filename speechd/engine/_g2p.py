@@ -37,6 +37,10 @@ _PHRASE_TAGS: Final = frozenset(
     {"VBD", "VBZ", "VBP", "MD", "IN", "CC", "TO", "WDT", "WP", "WP$", "WRB", "DT", "PDT",
      "PRP", "PRP$", "EX"}
 )  # fmt: skip
+#: ... and of words that lean on the next one: a cut right after them is the last resort.
+_BINDING_TAGS: Final = frozenset(
+    {"DT", "PDT", "PRP$", "WP$", "IN", "TO", "CC", "JJ", "JJR", "JJS", "POS", "CD"}
+)
 #: Longest piece handed to a whole-phrase G2P (characters); longer clauses are split at spaces.
 _PIECE_CHARS: Final = 80
 #: G2P calls take at most this many characters, cut at a sentence end where possible.
@@ -73,24 +77,36 @@ class EnglishG2P:
         units: list[Unit] = []
         words: list[str] = []
         phonemes: list[str] = []
-        tag: str | None = None
+        first_tag = last_tag = ""
         for token in tokens:
             if not words:
-                tag = token.tag
+                first_tag = token.tag
+            if token.text[:1].isalnum():
+                last_tag = token.tag
             words.append(token.text + token.whitespace)
             phonemes.append((token.phonemes or "") + (" " if token.whitespace else ""))
             if token.whitespace:
-                units.append(Unit("".join(words), "".join(phonemes), tag in _PHRASE_TAGS))
+                units.append(_unit(words, phonemes, first_tag, last_tag))
                 words.clear()
                 phonemes.clear()
+                last_tag = ""
         if words:
-            units.append(Unit("".join(words), "".join(phonemes), tag in _PHRASE_TAGS))
+            units.append(_unit(words, phonemes, first_tag, last_tag))
         # misaki may rewrite a token's text (`0'0` -> `00`); captions show the source words.
         source = text.split(" ")
         if len(source) == len(units):
             for unit, word in zip(units, source, strict=True):
                 unit.text = word + unit.text[len(unit.text.rstrip()) :]
         return units
+
+
+def _unit(words: list[str], phonemes: list[str], first_tag: str, last_tag: str) -> Unit:
+    return Unit(
+        "".join(words),
+        "".join(phonemes),
+        phrase_start=first_tag in _PHRASE_TAGS,
+        binds_next=last_tag in _BINDING_TAGS,
+    )
 
 
 class PhraseG2P:

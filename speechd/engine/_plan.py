@@ -53,6 +53,9 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     first_tokens / first_max_tokens: the first chunk ends at the first clause boundary
         between `min_tokens` and `first_max_tokens`; without one, at the phrase or word
         boundary nearest `first_tokens`.
+    min_tokens: no cut at a comma or phrase boundary leaves a chunk shorter than this.
+    floor_tokens: no budget is smaller, however little audio is buffered: a tiny chunk
+        costs more compute per second of audio than it buys.
     sentence_tokens: cap for the second chunk (the rest of the first sentence, or one sentence).
     max_tokens: cap for every later chunk (several whole sentences when they fit).
     rtf: compute seconds per audio second, as the worker measures it (for all the casts it
@@ -68,6 +71,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     first_tokens: _Tokens = 18
     first_max_tokens: _Tokens = 40
     min_tokens: _Tokens = 8
+    floor_tokens: _Tokens = 24
     sentence_tokens: _Tokens = 120
     max_tokens: _Tokens = 250
     limit_tokens: _Tokens = MODEL_MAX_TOKENS
@@ -96,7 +100,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if 0 < self.rtf < 1:
             seconds = self.margin * buffered_s / self.rtf
             tokens = int((seconds * self.speed - self.pad_s) * self.tokens_per_s)
-            cap = min(cap, max(tokens, self.min_tokens))
+            cap = min(cap, max(tokens, self.floor_tokens))
         return min(cap, self.limit_tokens)
 
     def after(self, index: int, buffered_s: float, tokens: int) -> float:
@@ -110,6 +114,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Boundary(IntEnum):
     """How good a place to cut the gap after a unit is (higher is better)."""
 
+    TIGHT = -1  # after a word that leans on the next (a determiner, preposition, adjective)
     WORD = 0  # between two words
     PHRASE = 1  # before a verb, preposition or conjunction (English POS tags)
     COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
@@ -125,6 +130,9 @@ class Unit:
     phonemes: str
     #: A phrase can start here (the G2P knows: a verb, preposition or conjunction).
     phrase_start: bool = False
+    #: This word leans on the next one ("the", "below", "narrow"): a cut right after it is
+    #: the last resort.
+    binds_next: bool = False
     #: The last unit of a block (paragraph, heading, list item).
     block_end: bool = False
 
@@ -153,6 +161,8 @@ def _boundary(unit: Unit, following: Unit | None) -> Boundary:
         return Boundary.CLAUSE
     if last in _COMMA_END or text[-1:] in _COMMA_END:
         return Boundary.COMMA
+    if unit.binds_next:
+        return Boundary.TIGHT
     return Boundary.PHRASE if following.phrase_start else Boundary.WORD
 
 
@@ -178,9 +188,13 @@ def _cut_first(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, bud
         if marks[i] >= Boundary.COMMA and costs[i] >= policy.min_tokens:
             return i + 1
     roomy = policy.first_tokens + policy.first_tokens // 2
-    phrases = [i for i in fits if policy.min_tokens <= costs[i] <= roomy]
-    phrases = [i for i in phrases if marks[i] >= Boundary.PHRASE] or fits
-    return min(phrases, key=lambda i: abs(costs[i] - policy.first_tokens)) + 1
+    near = [i for i in fits if policy.min_tokens <= costs[i] <= roomy]
+    choices = (
+        [i for i in near if marks[i] >= Boundary.PHRASE]
+        or [i for i in fits if marks[i] >= Boundary.WORD]
+        or fits
+    )
+    return min(choices, key=lambda i: abs(costs[i] - policy.first_tokens)) + 1
 
 
 def _cut_sentence(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
@@ -196,8 +210,8 @@ def _cut_sentence(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, 
 
 def _cut_fill(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
     """Units in a later chunk: the latest sentence end within `budget`; failing that, the
-    latest clause, comma or phrase boundary (one that fills half the budget first); failing
-    that, the last word that fits."""
+    latest clause or comma (one that fills half the budget first), a short sentence, or a
+    phrase boundary; failing that, the last word that fits (not one leaning on the next)."""
     fits = [i for i, c in enumerate(costs) if c <= budget]
     if not fits:
         return 1
@@ -208,13 +222,15 @@ def _cut_fill(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budg
         (Boundary.COMMA, half),
         (Boundary.CLAUSE, policy.min_tokens),
         (Boundary.COMMA, policy.min_tokens),
+        (Boundary.SENTENCE, 0),  # a short whole sentence beats a cut inside a clause
         (Boundary.PHRASE, half),
         (Boundary.PHRASE, policy.min_tokens),
     ):
         best = [i for i in fits if marks[i] >= level and costs[i] >= floor]
         if best:
             return best[-1] + 1
-    return fits[-1] + 1
+    words = [i for i in fits if marks[i] >= Boundary.WORD]
+    return (words or fits)[-1] + 1
 
 
 def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
