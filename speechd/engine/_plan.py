@@ -4,8 +4,9 @@ The G2P turns text into *units* (a word in English, a short phrase where the G2P
 whole phrases) each with its phonemes; `iter_chunks` groups units into chunks that the model
 synthesizes one at a time. A chunk is cut only between units, never inside a word, at the
 strongest boundary its token budget allows: a sentence end, then a clause (`;` `:`), then a
-comma or dash, then (English) a phrase start before a verb, preposition or conjunction, and
-only then between two words. No chunk exceeds the model's 510-token context.
+comma or dash, then (English) a phrase start before a verb, preposition, conjunction or
+determiner, then between two words, and after a word that leans on the next ("the",
+"below", "narrow") only as a last resort. No chunk exceeds the model's 510-token context.
 
 Budgets grow as the listener's buffer does (`ChunkPolicy`): the first chunk is a clause or
 the first few words, so audio starts fast; the second is at most the rest of a sentence; later
@@ -116,7 +117,7 @@ class Boundary(IntEnum):
 
     TIGHT = -1  # after a word that leans on the next (a determiner, preposition, adjective)
     WORD = 0  # between two words
-    PHRASE = 1  # before a verb, preposition or conjunction (English POS tags)
+    PHRASE = 1  # before a verb, preposition, conjunction or determiner (English POS tags)
     COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
     CLAUSE = 3  # ; :
     SENTENCE = 4  # . ! ? … before a capital, or the end of a block
@@ -128,7 +129,7 @@ class Unit:
 
     text: str
     phonemes: str
-    #: A phrase can start here (the G2P knows: a verb, preposition or conjunction).
+    #: A phrase can start here (the G2P knows: a verb, preposition, conjunction, ...).
     phrase_start: bool = False
     #: This word leans on the next one ("the", "below", "narrow"): a cut right after it is
     #: the last resort.
