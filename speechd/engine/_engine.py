@@ -8,6 +8,10 @@ Seeding: Kokoro's decoder draws random noise (the harmonic source's initial phas
 noise excitation) from torch's default generator. With `seed`, a chunk is synthesized inside
 `torch.random.fork_rng` after seeding, so the same chunk, voice, speed and seed give
 bit-identical PCM on CPU, and the process-wide generator is left as it was.
+
+Joins: Kokoro pads every utterance with silence; each chunk's PCM has that padding cut to a
+pause that fits how the chunk ends (`_trim`), so chunks played back to back sound like one
+utterance rather than a string of them.
 """
 
 import logging
