@@ -194,6 +194,7 @@ async def serve(
             wall = max(x.ended or 0.0 for x in listeners) - began
             stop.set()
             await running
+            await worker.idle()
             receipts = [
                 decode(r.body, Receipt) for r in (await store.read(PROGRESS_DONE, 0)).records
             ]

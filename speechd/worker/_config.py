@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import msgspec
 
-if TYPE_CHECKING:
-    from speechd.engine import EngineConfig
+from speechd.engine import EngineConfig  # torch-free: load_engine is what imports torch
 
 __all__ = ["WorkerConfig", "default_worker_id"]
 

@@ -26,11 +26,19 @@ class EngineThread:
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        self._last: concurrent.futures.Future[Any] | None = None
 
     def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put((future, fn, args))
+        self._last = future
         return future
+
+    async def idle(self) -> None:
+        """Wait until the calls submitted so far have ended (however they ended)."""
+        last = self._last
+        if last is not None and not last.done():
+            await asyncio.wait([asyncio.wrap_future(last)])
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wrap_future(self.submit(fn, *args))

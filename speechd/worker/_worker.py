@@ -247,6 +247,12 @@ class Worker:
                     audio_s=samples / self._engine.sample_rate,
                 )
 
+    async def idle(self) -> None:
+        """Wait until the engine is no longer busy with a chunk this worker abandoned on stop.
+        A process that reuses the engine after `run` (a test, a benchmark) must await this
+        first: the engine runs one call at a time. A worker process just exits."""
+        await self._thread.idle()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Announce ready, work until `stop` is set, then announce stopped.
 

@@ -74,6 +74,7 @@ async def running(worker: Worker) -> AsyncIterator[asyncio.Event]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+        await worker.idle()  # an abandoned chunk must not overlap the next user of the engine
 
 
 async def records(store: Store, stream: str) -> list[Record]:

@@ -81,14 +81,17 @@ async def test_stopping_abandons_a_chunk_that_outlasts_the_grace(store: Store) -
     engine = GatedEngine("three", gate)
     cid = await submit_text(store, "one two three four")
     worker = make_worker(store, engine, stop_grace_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
     try:
-        async with running(worker) as stop:
-            await asyncio.to_thread(engine.blocked.wait, 5)
-            begun = time.monotonic()
-            stop.set()
+        await asyncio.to_thread(engine.blocked.wait, 5)
+        begun = time.monotonic()
+        stop.set()
+        await asyncio.wait_for(task, 5)
         assert time.monotonic() - begun < 2
     finally:
         gate.set()
+        await worker.idle()
     stream = await records(store, cast_stream(cid))
     assert [event_of(r) for r in stream] == ["meta", "start", "audio"]
     last = decode((await records(store, worker_stream("w1")))[-1].body, WorkerNotice)

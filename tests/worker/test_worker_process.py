@@ -8,7 +8,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +25,7 @@ from speechd.casts import (
     worker_stream,
 )
 from speechd.durable import Store
+from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
 from speechd.worker import (
     EXIT_MODEL_UNAVAILABLE,
@@ -49,11 +49,9 @@ from ._helpers import (
     wait_ended,
 )
 
-ENGINE = SimpleNamespace(default_voice="af_heart")  # stands in for speechd.engine.EngineConfig
-
 
 def config(store_dir: Path, **settings: object) -> WorkerConfig:
-    return WorkerConfig(store=str(store_dir), engine=ENGINE, heartbeat_s=0.2, **settings)  # type: ignore[arg-type]
+    return WorkerConfig(store=str(store_dir), engine=EngineConfig(), heartbeat_s=0.2, **settings)  # type: ignore[arg-type]
 
 
 def no_model(config: object) -> object:
