@@ -18,14 +18,13 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   sleep until the first of them drops to that (at most `max_sleep_s`; a new job wakes the
   worker at once), instead of racing one cast to its end.
 * **Admission by capacity.** Admit one more cast only while the measured capacity still covers
-  every admitted listener and the newcomer in real time with a margin: for every horizon h,
-  the compute needed to keep each listener playing until now+h fits in h. A listener with
-  lead L needs its next chunk (its predicted generation time) by L, then `rtf * (1 + margin)`
-  compute seconds per second of the rest of its audio from L on (a chunk early: the chunk
-  after next must be whole when the next one starts playing); the newcomer and casts with no
-  audio yet need that from now on. The compute needed only jumps or stops growing at a few
-  horizons, so the test checks those. On a small box two listeners who play smoothly beat four
-  who all stutter.
+  every admitted listener and the newcomer in real time with a margin. Each chunk a listener
+  still needs is a job with a deadline (the moment playback reaches it: its lead, plus the
+  audio of the chunks before it) and a predicted generation time times `1 + margin`; the
+  newcomer, whose chunks are not planned yet, needs `rtf * (1 + margin)` compute seconds per
+  second of its audio from now on. Admit iff, in deadline order, the work due by every
+  deadline fits before it (Jackson's rule for one machine). On a small box two listeners who
+  play smoothly beat four who all stutter.
 * **Plans for the casts it shares the device with.** A newcomer's chunks are planned
   (progressive chunking) for `rtf * n`, n counting itself and each active listener weighted by
   the part of the newcomer's life that listener still needs audio in (the same demand): a
@@ -65,9 +64,17 @@ class CastView:
     order: int  # its place in line (the job's offset); lower came first
     first_audio_s: float | None  # when its current attempt's first audio landed; None: none yet
     audio_s: float  # seconds of audio appended in its current attempt
-    next_gen_s: float  # predicted generation time of its next chunk
-    next_audio_s: float  # predicted audio of its next chunk
-    remaining_audio_s: float  # predicted audio still to generate, next chunk included
+    chunks: tuple[tuple[float, float], ...]  # (audio, generation) predicted per chunk left
+
+    @property
+    def next_gen_s(self) -> float:
+        """Predicted generation time of its next chunk."""
+        return self.chunks[0][1]
+
+    @property
+    def remaining_audio_s(self) -> float:
+        """Predicted audio still to generate, next chunk included."""
+        return sum(audio for audio, _ in self.chunks)
 
     def lead(self, now: float) -> float | None:
         """Seconds of audio its listener has buffered (negative: running dry), or None."""
@@ -168,32 +175,23 @@ class DeadlinePolicy:
     ) -> bool:
         if not casts:
             return True
-        fluid = rtf * (1.0 + self.margin)  # compute seconds per audio second, with the margin
-        needs = [_Need(0.0, 0.0, 0.0, candidate.audio_s)]
-        for cast in casts:
-            lead = cast.lead(now)
-            if lead is None:  # no audio yet: it starts about now, like the candidate
-                needs.append(_Need(0.0, 0.0, 0.0, cast.remaining_audio_s))
-            else:
-                # Its next chunk by its dry time; the rest as it plays from then on. The ramp
-                # starts at the dry time, not after the next chunk plays: the chunk after it
-                # must be whole by then too (one chunk of slack for chunk granularity).
-                rest = max(cast.remaining_audio_s - cast.next_audio_s, 0.0)
-                needs.append(_Need(lead, cast.next_gen_s, lead, rest))
-        # The compute needed by h only jumps (at a listener's dry time) or stops growing (at
-        # the end of a ramp) at these points, so the test can first fail at one of them.
-        horizons = {0.0} | {n.due for n in needs} | {n.ramp_from + n.ramp_s for n in needs}
-        for horizon in horizons:
-            if horizon < 0:
-                continue
-            compute = sum(
-                (n.chunk_s if horizon >= n.due else 0.0)
-                + fluid * min(max(horizon - n.ramp_from, 0.0), n.ramp_s)
-                for n in needs
-            )
-            if compute > horizon:
+        # Every chunk still to make is a job due when its listener reaches it: a listener
+        # with lead L needs its next chunk by L, the one after by L + that chunk's audio, and
+        # so on. The newcomer's chunks are not planned yet: it needs `rtf` compute seconds
+        # per second of its audio, from now on.
+        cost = 1.0 + self.margin
+        jobs = sorted(job for cast in casts for job in _chunk_jobs(now, cast, cost))
+        fluid = rtf * cost
+        life = max(candidate.audio_s, 0.0)
+        # Jackson's rule: the jobs can all be made in time, in deadline order, iff at every
+        # deadline the work due by then fits before it; the newcomer's share counts too.
+        work = 0.0
+        for due, gen in jobs:
+            work += gen
+            if work + fluid * min(max(due, 0.0), life) > due:
                 return False
-        return True
+        due_by_end = sum(gen for due, gen in jobs if due <= life)
+        return due_by_end + fluid * life <= life
 
     def plan_rtf(
         self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
@@ -205,15 +203,17 @@ class DeadlinePolicy:
         return rtf * (1.0 + _need(_demands(now, casts), life) / life)
 
 
-@dataclass(frozen=True, slots=True)
-class _Need:
-    """Compute a listener needs: `chunk_s` (its next chunk) by `due` (when its buffer runs
-    dry), then `fluid * audio` for the `ramp_s` seconds of audio it plays from `ramp_from`."""
-
-    due: float
-    chunk_s: float
-    ramp_from: float
-    ramp_s: float
+def _chunk_jobs(now: float, cast: CastView, cost: float) -> list[tuple[float, float]]:
+    """(due in seconds from now, generation time * cost) of each chunk the cast has left. A
+    cast with no audio yet has its first chunk due when it can be made (its first audio) and
+    the rest from then on."""
+    lead = cast.lead(now)
+    due = lead if lead is not None else cast.next_gen_s * cost
+    out = []
+    for audio, gen in cast.chunks:
+        out.append((due, gen * cost))
+        due += audio
+    return out
 
 
 def _dry(cast: CastView) -> float:
@@ -339,6 +339,11 @@ class ChunkTimes:
         else:
             per_char = self._prior_per_char
         return chars * per_char / speed
+
+    def rtf_for(self, audio_s: float) -> float:
+        """Predicted compute seconds per audio second of a chunk of `audio_s` seconds (short
+        chunks pay the per-call overhead on less audio)."""
+        return self.gen_s(audio_s) / audio_s
 
     def gen_s(self, audio_s: float) -> float:
         """Predicted compute time of a chunk that makes `audio_s` seconds of audio."""

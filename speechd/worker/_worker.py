@@ -96,6 +96,7 @@ log = logging.getLogger("speechd.worker")
 MAX_RECORD_S = 15.0  # longest audio in one record: 15 s of 16-bit wav is ~720 KB < 1 MiB
 ROTATE_NOTICES = 10_000  # a worker's stream starts over (with `ready`) after this many
 _JOBS_PAGE = 256
+_EARLY_CHUNK_S = 2.0  # about the audio of a cast's first chunks
 _MAX_PENDING = 10_000
 _WARM_UP_TEXT = (
     "Hello there. This short warm up measures how fast this machine speaks, "
@@ -132,7 +133,6 @@ class _Cast:
     next_seq: int  # the seq this worker expects to append next
     encoder: EncoderLike
     failures: int  # attempts before this one that failed on this cast
-    units_left: int  # phonemes still to synthesize
     next_chunk: int = 0
     records: int = 0  # audio records appended in this attempt
     samples: int = 0  # samples appended in this attempt
@@ -209,7 +209,6 @@ class Worker:
         self._stop = asyncio.Event()
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
-        self.chunks_done = 0
 
     # -- public -------------------------------------------------------------------------
 
@@ -231,8 +230,9 @@ class Worker:
     async def warm_up(self, voice: str) -> None:
         """Synthesize a few short chunks once, so the first listener meets a warm engine and
         the scheduler starts from measurements rather than priors."""
-        policy = self._chunk_policy.with_rtf(1.0)
-        chunks = await self._thread.call(self._engine.plan, _WARM_UP_TEXT, voice, policy)
+        chunks = await self._thread.call(
+            self._engine.plan, _WARM_UP_TEXT, voice, self._chunk_policy
+        )
         for n, chunk in enumerate(chunks[:3]):
             begun = time.perf_counter()
             synthesis = await self._thread.call(self._engine.synthesize, chunk, voice, 1.0)
@@ -396,10 +396,13 @@ class Worker:
         candidate = Candidate(
             job.id, self.times.audio_for_chars(state.meta.text_chars, state.meta.speed)
         )
-        now, views, rtf = self._clock(), self._views(), self.times.rtf
-        if not self.policy.admit(now, views, candidate, rtf=rtf):
+        now, views = self._clock(), self._views()
+        if not self.policy.admit(now, views, candidate, rtf=self.times.rtf):
             return None
-        await self._begin(job, state, self.policy.plan_rtf(now, views, candidate, rtf=rtf))
+        # The buffer bound on chunk growth binds on the early, short chunks, whose per-call
+        # overhead makes them dearer per audio second than the average: plan with theirs.
+        early_rtf = self.times.rtf_for(_EARLY_CHUNK_S)
+        await self._begin(job, state, self.policy.plan_rtf(now, views, candidate, rtf=early_rtf))
         return True
 
     async def _begin(self, job: _Job, state: CastState, plan_rtf: float) -> None:
@@ -464,7 +467,6 @@ class Worker:
             next_seq=ack.next_seq,
             encoder=encoder,
             failures=failures,
-            units_left=sum(len(c.phonemes) for c in chunks),
         )
         log.info("cast %s: attempt %d, %d chunks, plan rtf %.3f", job.id, attempt, len(chunks), rtf)
         if chunks:
@@ -510,17 +512,17 @@ class Worker:
     def _views(self) -> list[CastView]:
         views = []
         for cast in self._active.values():
-            speed = cast.recipe.speed
-            next_audio = self.times.audio_s(len(cast.chunks[cast.next_chunk].phonemes), speed)
+            chunks = []
+            for chunk in cast.chunks[cast.next_chunk :]:
+                audio = self.times.audio_s(len(chunk.phonemes), cast.recipe.speed)
+                chunks.append((audio, self.times.gen_s(audio)))
             views.append(
                 CastView(
                     id=cast.id,
                     order=cast.job.offset,
                     first_audio_s=cast.first_audio_s if cast.records else None,
                     audio_s=cast.samples / self._engine.sample_rate,
-                    next_gen_s=self.times.gen_s(next_audio),
-                    next_audio_s=next_audio,
-                    remaining_audio_s=self.times.audio_s(cast.units_left, speed),
+                    chunks=tuple(chunks),
                 )
             )
         return views
@@ -618,8 +620,6 @@ class Worker:
         cast.records += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
         cast.next_chunk += 1
-        cast.units_left -= len(chunk.phonemes)
-        self.chunks_done += 1
         if eos is not None:
             await self._done(cast, eos)
 
@@ -700,7 +700,6 @@ class Worker:
             cast.next_chunk = 0
             cast.records = 0
             cast.samples = 0
-            cast.units_left = sum(len(c.phonemes) for c in cast.chunks)
         cast.attempt += 1
         start = Start(
             attempt=cast.attempt,

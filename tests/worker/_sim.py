@@ -90,17 +90,11 @@ def simulate(
     order = {c.id: n for n, c in enumerate(waiting)}
 
     def view(c: SimCast) -> CastView:
-        audio = c.chunks[c.next]
-        left = sum(c.chunks[c.next :])
-        return CastView(
-            id=c.id,
-            order=order[c.id],
-            first_audio_s=c.first_audio,
-            audio_s=c.audio,
-            next_gen_s=times.gen_s(times.audio_s(round(audio * UNITS_PER_S), 1.0)),
-            next_audio_s=times.audio_s(round(audio * UNITS_PER_S), 1.0),
-            remaining_audio_s=times.audio_s(round(left * UNITS_PER_S), 1.0),
-        )
+        chunks = []
+        for audio in c.chunks[c.next :]:
+            predicted = times.audio_s(round(audio * UNITS_PER_S), 1.0)
+            chunks.append((predicted, times.gen_s(predicted)))
+        return CastView(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks))
 
     while waiting or active:
         starved = False

@@ -28,8 +28,18 @@ def cast(
     gen: float = 1.0,
     next_audio: float = 2.0,
     left: float = 30.0,
+    rtf: float = 0.5,
+    size: float = 4.0,
 ) -> CastView:
-    return CastView(cid, order, first, audio, gen, next_audio, left)
+    """A cast whose next chunk makes `next_audio` in `gen`; then `size` chunks at `rtf` up to
+    `left` seconds of audio in all."""
+    chunks = [(next_audio, gen)]
+    rest = left - next_audio
+    while rest > 1e-9:
+        part = min(size, rest)
+        chunks.append((part, rtf * part))
+        rest -= part
+    return CastView(cid, order, first, audio, tuple(chunks))
 
 
 # -- choosing the next chunk ------------------------------------------------------------
@@ -105,20 +115,28 @@ def test_the_first_cast_is_always_admitted() -> None:
     assert DeadlinePolicy().admit(0.0, [], Candidate("a", 1000.0), rtf=5.0)
 
 
-def test_two_newcomers_do_not_fit_on_a_slow_device() -> None:
-    # rtf 0.7 (a 2-core CPU): one real-time listener fits, two starting together do not.
-    fresh = cast("a", first=None, left=20.0)
-    assert not DeadlinePolicy().admit(0.0, [fresh], Candidate("b", 10.0), rtf=0.7)
+def test_a_newcomer_waits_for_the_first_audio_of_the_one_before() -> None:
+    fresh = cast("a", first=None, gen=0.1, left=20.0, rtf=0.05)
+    assert not DeadlinePolicy().admit(0.0, [fresh], Candidate("b", 10.0), rtf=0.05)
 
 
 def test_a_listener_with_a_lead_makes_room_for_a_short_cast() -> None:
     policy = DeadlinePolicy()
-    # At t=10 the listener leads by 2 s with 20 s to go: no room for a 6 s cast yet.
-    behind = cast("a", first=0.0, audio=12.0, left=20.0)
+    # rtf 0.7: one real-time listener fits, with a little to spare. At t=10 this one leads by
+    # 2 s with 20 s to go: no room for a 6 s cast yet.
+    behind = cast("a", first=0.0, audio=12.0, gen=1.4, left=20.0, rtf=0.7)
     assert not policy.admit(10.0, [behind], Candidate("b", 6.0), rtf=0.7)
-    # Leading by 8 s, the 6 s cast fits: it is made while the buffer plays.
-    ahead = cast("a", first=0.0, audio=18.0, left=20.0)
+    # Leading by 9 s, the 6 s cast fits: it is made while the buffer plays.
+    ahead = cast("a", first=0.0, audio=19.0, gen=1.4, left=20.0, rtf=0.7)
     assert policy.admit(10.0, [ahead], Candidate("b", 6.0), rtf=0.7)
+
+
+def test_a_big_chunk_coming_due_keeps_a_newcomer_out() -> None:
+    # Leading by 9 s, but its chunks are 8 s of audio taking 5.6 s each: the second is due
+    # at 9 + 8 = 17 s, and with a 6 s cast squeezed in (5.25 s with the margin) it is not
+    # made in time.
+    big = cast("a", first=0.0, audio=19.0, gen=5.6, next_audio=8.0, left=24.0, rtf=0.7, size=8)
+    assert not DeadlinePolicy().admit(10.0, [big], Candidate("b", 6.0), rtf=0.7)
 
 
 def test_a_listener_running_dry_blocks_admission() -> None:
@@ -127,9 +145,26 @@ def test_a_listener_running_dry_blocks_admission() -> None:
 
 
 def test_a_fast_device_admits_many_listeners() -> None:
-    casts = [cast(str(n), order=n, first=None, left=60.0) for n in range(10)]
-    assert DeadlinePolicy().admit(0.0, casts, Candidate("x", 60.0), rtf=0.05)
-    assert not DeadlinePolicy().admit(0.0, casts * 2, Candidate("x", 60.0), rtf=0.05)
+    def listener(n: int) -> CastView:  # 5 s ahead, 4 s chunks at rtf 0.05 (0.2 s each)
+        return cast(str(n), order=n, audio=5.0, gen=0.2, next_audio=4.0, left=60.0, rtf=0.05)
+
+    ten = [listener(n) for n in range(10)]
+    assert DeadlinePolicy().admit(0.0, ten, Candidate("x", 60.0), rtf=0.05)
+    twenty = [listener(n) for n in range(20)]
+    assert not DeadlinePolicy().admit(0.0, twenty, Candidate("x", 60.0), rtf=0.05)
+
+
+def test_a_newcomer_is_planned_for_the_share_of_the_device_it_gets() -> None:
+    policy = DeadlinePolicy()
+    newcomer = Candidate("b", 10.0)
+    assert policy.plan_rtf(0.0, [], newcomer, rtf=0.5) == 0.5
+    # A listener 30 s ahead needs nothing during the newcomer's 10 s: the device is its own.
+    far_ahead = cast("a", first=0.0, audio=30.0, left=20.0)
+    assert policy.plan_rtf(0.0, [far_ahead], newcomer, rtf=0.5) == 0.5
+    # One that needs audio all through those 10 s shares the device: twice the rtf.
+    close = cast("a", first=0.0, audio=0.0, left=20.0)
+    assert policy.plan_rtf(0.0, [close], newcomer, rtf=0.5) == pytest.approx(1.0)
+    assert FifoPolicy().plan_rtf(0.0, [close], newcomer, rtf=0.5) == 0.5
 
 
 def test_fifo_admits_one_cast_at_a_time() -> None:
@@ -168,6 +203,7 @@ def test_chunk_times_learn_overhead_and_slope_by_length() -> None:
         )
     assert times.gen_s(1.0) == pytest.approx(0.8)
     assert times.gen_s(10.0) == pytest.approx(5.3)
+    assert times.rtf_for(2.0) == pytest.approx(0.65)  # short chunks pay the overhead
     assert times.rtf == pytest.approx((4 * 0.3 + 0.5 * 15) / 15)
     assert times.audio_s(24, 1.0) == pytest.approx(2.0)
     assert times.audio_for_chars(30, 2.0) == pytest.approx(1.0)
