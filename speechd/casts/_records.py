@@ -92,9 +92,15 @@ class Meta(msgspec.Struct, frozen=True):
 
 
 class Start(msgspec.Struct, frozen=True):
+    """Opens an attempt. `rtf` is the real-time factor the chunk plan was made for: a later
+    attempt plans with the same value, so its chunks (and audio) match this one's. `failures`
+    counts the attempts before this one that ended in a failure of this cast."""
+
     attempt: int
     worker: str
     chunks: int
+    rtf: float | None = None
+    failures: int = 0
 
 
 class Eos(msgspec.Struct, frozen=True):
@@ -147,7 +153,13 @@ class DeadJob(msgspec.Struct, frozen=True):
 
 
 class WorkerNotice(msgspec.Struct, frozen=True):
-    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped."""
+    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped.
+
+    `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
+    heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
+    become), and one is written as each chunk starts: if the worker dies, its last notice
+    tells which cast killed it.
+    """
 
     kind: str
     worker: str
@@ -155,6 +167,9 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     voices: list[str] = []
     device: str = ""
     pid: int = 0
+    heartbeat_ms: int = 5000
+    cast: str = ""
+    chunk: int = -1
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -1,0 +1,368 @@
+"""The worker's scheduling on the real model: the deadline policy against FIFO, same run.
+
+    python -m loadtest.bench_scheduler --model-dir ~/.cache/speechd/kokoro-82m [--load 0.7]
+        [--quick] [--threads 2] [--json out.json]
+
+1. **Raw engine loop.** Every chunk of the workload's casts synthesized back to back, no store,
+   no scheduler: the engine's real-time factor, its capacity (audio seconds per wall second),
+   and the median chunk time (one "chunk-time").
+2. **Staggered arrivals.** Long and short casts arrive spaced so that the offered load (audio
+   requested per second, times the raw rtf) is `--load` of capacity. For each policy, on a fresh
+   store, an in-process worker on the same engine serves them while a simulated listener per
+   cast plays in real time from its first audio: time to first audio (p50, max, and in
+   chunk-times), underruns (a record landing after its playback deadline; the listener then
+   stalls) and the total gap.
+3. **Saturation.** Every cast at once: throughput (audio seconds per wall second, first submit
+   to last eos) per policy, next to the raw loop's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import msgspec
+
+from speechd.audio import new_encoder
+from speechd.casts import (
+    PROGRESS_DONE,
+    AudioChunk,
+    Eos,
+    Failure,
+    Receipt,
+    Recipe,
+    cast_id,
+    decode,
+    follow_cast,
+    submit,
+)
+from speechd.durable import Store, open_store
+from speechd.worker import ChunkTimes, DeadlinePolicy, FifoPolicy, Policy, Worker
+
+VOICE = "af_heart"
+FORMAT = "mp3"
+
+SENTENCES = [
+    "The old lighthouse keeper climbed the spiral stairs every evening at dusk.",
+    "From the top, he could see the fishing boats returning to the harbour, one by one.",
+    "Some nights the fog rolled in so thick that the beam seemed to stop a few metres out.",
+    "He kept a logbook of every ship that passed, with the hour, the weather and the wind.",
+    "In forty years he had missed only two entries, both during the great storm of the winter.",
+    "Visitors sometimes asked whether he was lonely, living so far from the village.",
+    "He would laugh and point at the gulls, the seals, and the endless grey water.",
+    "When the lamp was finally automated, he stayed on, because nobody thought to ask him to go.",
+    "Our quarterly results show steady growth in every region, led by the northern markets.",
+    "Please remember to submit your expense reports before the end of the month.",
+    "The train to the airport leaves from platform four every twenty minutes.",
+    "Preheat the oven, then whisk the eggs with the sugar until the mixture turns pale.",
+]
+
+
+def paragraph(sentences: int, start: int) -> str:
+    return " ".join(SENTENCES[(start + i) % len(SENTENCES)] for i in range(sentences))
+
+
+@dataclass
+class CastSpec:
+    name: str
+    text: str
+    arrival: float = 0.0
+    audio_s: float = 0.0  # measured in the raw loop
+
+
+@dataclass
+class Listener:
+    """A real-time player of one cast, starting at its first audio."""
+
+    submitted: float
+    first: float | None = None
+    stall: float = 0.0
+    underruns: int = 0
+    gap_s: float = 0.0
+    audio_s: float = 0.0
+    ended: float | None = None
+    failed: str | None = None
+    timeline: list[tuple[float, float, float]] = field(default_factory=list)  # t, audio, late
+
+    def receive(self, now: float, chunk: AudioChunk) -> None:
+        if self.first is None:
+            self.first = now
+        due = self.first + chunk.offset_ms / 1000 + self.stall
+        self.timeline.append(
+            (round(now - self.submitted, 3), chunk.duration_ms / 1000, round(now - due, 3))
+        )
+        if now > due + 0.005:
+            self.underruns += 1
+            self.gap_s += now - due
+            self.stall += now - due
+        self.audio_s = (chunk.offset_ms + chunk.duration_ms) / 1000
+
+    @property
+    def ttfa(self) -> float:
+        assert self.first is not None
+        return self.first - self.submitted
+
+
+@dataclass
+class PolicyRun:
+    policy: str
+    scenario: str
+    ttfa_p50_s: float
+    ttfa_max_s: float
+    ttfa_max_chunk_times: float
+    underruns: int
+    gap_ms: float
+    audio_s: float
+    wall_s: float
+    throughput: float
+    worker_rtf: float  # the engine's compute (synthesis + encoding) per audio second, in the worker
+    engine_busy: float  # the fraction of the wall time the engine was computing
+    per_cast: list[dict[str, Any]] = field(default_factory=list)
+
+
+def workload(quick: bool) -> list[CastSpec]:
+    """Long casts with short and medium ones between them: (sentences, kind). The short ones
+    arrive while a long one is still being made."""
+    shape = [(14, "long"), (1, "short"), (2, "short"), (4, "medium"), (1, "short"), (10, "long")]
+    if not quick:
+        shape += [(1, "short"), (2, "short"), (3, "medium"), (1, "short")]
+    return [
+        CastSpec(f"{n:02d}-{kind}", paragraph(sentences, 3 * n))
+        for n, (sentences, kind) in enumerate(shape)
+    ]
+
+
+def raw_loop(engine: Any, chunk_policy: Any, casts: list[CastSpec]) -> dict[str, float]:
+    """Every chunk of every cast, back to back, each cast planned as if alone."""
+    audio = gen = 0.0
+    times: list[float] = []
+    for spec in casts:
+        chunks = engine.plan(spec.text, VOICE, chunk_policy)
+        spec.audio_s = 0.0
+        for chunk in chunks:
+            begun = time.perf_counter()
+            synthesis = engine.synthesize(chunk, VOICE, 1.0, seed=chunk.index)
+            took = time.perf_counter() - begun
+            seconds = len(synthesis.pcm) / engine.sample_rate
+            spec.audio_s += seconds
+            audio += seconds
+            gen += took
+            times.append(took)
+    return {
+        "audio_s": audio,
+        "gen_s": gen,
+        "rtf": gen / audio,
+        "capacity": audio / gen,
+        "chunks": len(times),
+        "chunk_time_s": statistics.median(times),
+    }
+
+
+async def serve(
+    engine: Any,
+    chunk_policy: Any,
+    policy: Policy,
+    label: str,
+    casts: list[CastSpec],
+    rtf: float,
+    scenario: str,
+    chunk_time: float,
+) -> PolicyRun:
+    with tempfile.TemporaryDirectory(prefix="speechd-bench-") as data:
+        store = await open_store(data)
+        try:
+            worker = Worker(
+                store,
+                engine,
+                worker_id=f"bench-{policy.name}",
+                chunk_policy=chunk_policy,
+                encoders=new_encoder,
+                policy=policy,
+                times=ChunkTimes(prior_rtf=rtf),
+            )
+            stop = asyncio.Event()
+            running = asyncio.create_task(worker.run(stop))
+            began = time.monotonic()
+            listeners = await asyncio.gather(*(listen(store, spec, began) for spec in casts))
+            wall = max(x.ended or 0.0 for x in listeners) - began
+            stop.set()
+            await running
+            await worker.idle()
+            receipts = [
+                decode(r.body, Receipt) for r in (await store.read(PROGRESS_DONE, 0)).records
+            ]
+        finally:
+            await store.close()
+    ttfas = [x.ttfa for x in listeners]
+    audio = sum(x.audio_s for x in listeners)
+    gen_s = sum(r.gen_ms for r in receipts) / 1000
+    return PolicyRun(
+        policy=label,
+        scenario=scenario,
+        ttfa_p50_s=statistics.median(ttfas),
+        ttfa_max_s=max(ttfas),
+        ttfa_max_chunk_times=max(ttfas) / chunk_time,
+        underruns=sum(x.underruns for x in listeners),
+        gap_ms=1000 * sum(x.gap_s for x in listeners),
+        audio_s=audio,
+        wall_s=wall,
+        throughput=audio / wall,
+        worker_rtf=gen_s / audio,
+        engine_busy=gen_s / wall,
+        per_cast=[
+            {
+                "cast": spec.name,
+                "arrival_s": round(spec.arrival, 2),
+                "audio_s": round(x.audio_s, 2),
+                "ttfa_s": round(x.ttfa, 2),
+                "underruns": x.underruns,
+                "gap_ms": round(1000 * x.gap_s),
+                "failed": x.failed,
+                "records": x.timeline,
+            }
+            for spec, x in zip(casts, listeners, strict=True)
+        ],
+    )
+
+
+async def listen(store: Store, spec: CastSpec, began: float) -> Listener:
+    await asyncio.sleep(max(0.0, began + spec.arrival - time.monotonic()))
+    secret = b"bench"
+    cid = cast_id(secret, model="kokoro", voice=VOICE, speed=1.0, format=FORMAT, text=spec.text)
+    recipe = Recipe(
+        text=spec.text,
+        model="kokoro",
+        voice=VOICE,
+        speed=1.0,
+        format=FORMAT,
+        title=spec.name,
+        created_ms=int(time.time() * 1000),
+    )
+    listener = Listener(submitted=time.monotonic())
+    await submit(store, cid, recipe, sample_rate=24_000)
+    async for event in follow_cast(store, cid):
+        now = time.monotonic()
+        if isinstance(event, AudioChunk):
+            listener.receive(now, event)
+        elif isinstance(event, Eos | Failure):
+            listener.ended = now
+            if isinstance(event, Failure):
+                listener.failed = event.message
+    return listener
+
+
+def staggered(casts: list[CastSpec], load: float, capacity: float) -> list[CastSpec]:
+    """Arrivals evenly spaced so the audio requested per second is `load` of capacity: long
+    casts are still playing when the next ones arrive."""
+    gap = sum(c.audio_s for c in casts) / (load * capacity) / len(casts)
+    return [CastSpec(c.name, c.text, n * gap, c.audio_s) for n, c in enumerate(casts)]
+
+
+def print_run(run: PolicyRun, raw: dict[str, float]) -> None:
+    print(
+        f"  {run.policy:19s} first audio p50 {run.ttfa_p50_s:5.2f} s, max {run.ttfa_max_s:5.2f} s"
+        f" ({run.ttfa_max_chunk_times:4.1f} chunk-times); underruns {run.underruns:2d},"
+        f" gaps {run.gap_ms:6.0f} ms; {run.throughput:4.2f} audio s/s"
+        f" ({run.throughput / raw['capacity']:4.2f}x raw) in {run.wall_s:5.1f} s;"
+        f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", default=os.environ.get("SPEECHD_MODEL_DIR"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--load", type=float, default=0.7, help="offered load / capacity")
+    parser.add_argument("--quick", action="store_true", help="six casts instead of ten")
+    parser.add_argument("--casts", type=int, help="only the first N casts of the workload")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat raw loop + both policies (noisy hosts)"
+    )
+    parser.add_argument("--max-tokens", type=int, help="cap chunks (ChunkPolicy.max_tokens)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+
+    from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+
+    engine = load_engine(
+        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
+    )
+    casts = workload(args.quick)[: args.casts]
+    chunk_policy = ChunkPolicy()
+    if args.max_tokens:
+        chunk_policy = msgspec.structs.replace(
+            chunk_policy,
+            max_tokens=args.max_tokens,
+            sentence_tokens=min(chunk_policy.sentence_tokens, args.max_tokens),
+        )
+    # Warm up and take a first rtf: the raw loop plans each cast, as if alone, at that rtf.
+    engine.warm_up(VOICE)
+    begun, audio = time.perf_counter(), 0.0
+    for chunk in engine.plan(" ".join(SENTENCES[:2]), VOICE, chunk_policy):
+        audio += len(engine.synthesize(chunk, VOICE, 1.0).pcm) / engine.sample_rate
+    warm_rtf = (time.perf_counter() - begun) / audio
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
+        f" device {engine.device}, load average {os.getloadavg()[0]:.1f}"
+    )
+    report: dict[str, Any] = {"load": args.load, "rounds": []}
+    arrivals: list[CastSpec] = []
+    for number in range(args.rounds):
+        raw = raw_loop(engine, chunk_policy.with_rtf(warm_rtf), casts)
+        print(
+            f"round {number + 1}: raw engine loop: {raw['audio_s']:.1f} s of audio in"
+            f" {raw['gen_s']:.1f} s, rtf {raw['rtf']:.3f}, capacity {raw['capacity']:.2f}"
+            f" audio s/s, {raw['chunks']} chunks, median chunk-time {raw['chunk_time_s']:.2f} s"
+        )
+        if not arrivals:  # the same arrivals every round
+            arrivals = staggered(casts, args.load, raw["capacity"])
+        print(
+            f"  staggered: {len(casts)} casts, {sum(c.audio_s for c in casts):.0f} s of audio,"
+            f" arriving over {arrivals[-1].arrival:.0f} s"
+            f" (offered load {args.load:.0%} of the first round's capacity)"
+        )
+        runs: list[PolicyRun] = []
+        burst = [CastSpec(c.name, c.text, 0.0, c.audio_s) for c in casts]
+        for scenario, specs in (("staggered", arrivals), ("saturation", burst)):
+            policies: list[tuple[str, Policy]] = [
+                ("deadline", DeadlinePolicy()),
+                ("fifo", FifoPolicy()),
+            ]
+            if scenario == "saturation":
+                print("  saturation: every cast at once")
+                # The deadline policy paces a cast that is far ahead (it sleeps, keeping the
+                # device free for newcomers), so the last cast of a burst ends later than it
+                # could: without pacing, the run shows the scheduling overhead alone.
+                policies.append(("deadline, no pacing", DeadlinePolicy(comfortable_lead_s=1e9)))
+            for label, policy in policies:
+                run = asyncio.run(
+                    serve(
+                        engine,
+                        chunk_policy,
+                        policy,
+                        label,
+                        specs,
+                        raw["rtf"],
+                        scenario,
+                        raw["chunk_time_s"],
+                    )
+                )
+                runs.append(run)
+                print_run(run, raw)
+        report["rounds"].append({"raw": raw, "runs": [asdict(r) for r in runs]})
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()

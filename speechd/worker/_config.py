@@ -1,0 +1,45 @@
+"""The worker's settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from typing import Literal
+
+import msgspec
+
+from speechd.engine import EngineConfig  # torch-free: load_engine is what imports torch
+
+__all__ = ["WorkerConfig", "default_worker_id"]
+
+
+class WorkerConfig(msgspec.Struct, frozen=True):
+    """How a worker runs.
+
+    `max_active` is a hard cap on admitted casts on top of the capacity-based admission (None:
+    capacity only). `retries` is how many new attempts a cast gets after failing at the same
+    chunk before its job goes to `jobs/dead`. When every active cast is ahead by
+    `comfortable_lead_s` the worker sleeps briefly. On SIGTERM the chunk in flight is still
+    appended if it finishes within `stop_grace_s`, else abandoned (the next attempt redoes it).
+    `policy` picks the scheduler: "deadline", or "fifo" (the baseline).
+    """
+
+    store: str
+    engine: EngineConfig
+    worker_id: str | None = None
+    max_active: int | None = None
+    retries: int = 2
+    comfortable_lead_s: float = 8.0
+    heartbeat_s: float = 5.0
+    policy: Literal["deadline", "fifo"] = "deadline"
+    stop_grace_s: float = 3.0
+
+    def resolved_id(self) -> str:
+        return self.worker_id or default_worker_id()
+
+
+def default_worker_id() -> str:
+    """hostname-pid-random, made of the characters a stream name allows."""
+    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname())
+    return f"{host or 'host'}-{os.getpid()}-{secrets.token_hex(3)}"

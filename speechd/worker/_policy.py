@@ -1,0 +1,370 @@
+"""Scheduling policy: which cast gets the next chunk, when to sleep, whom to admit.
+
+Pure objects in the manner of vLLM's scheduler: fed the active casts (as `CastView`s with their
+predictions already made), the current time and the measured real-time factor, they return a
+decision and never do I/O. Times are seconds on one monotonic clock.
+
+The unit of fairness is one chunk. `DeadlinePolicy`:
+
+* **Earliest deadline next.** A cast's listener runs dry at `first_audio + audio appended`
+  (its *lead* is that minus now); the cast whose listener runs dry first gets the next chunk
+  (earliest deadline first: for one chunk each, the order that misses the fewest deadlines).
+* **Newcomers first.** A cast with no audio yet in its current attempt is the most urgent of
+  all (its first audio is its deadline; among several, the earliest in line), unless making
+  its first chunk now would let a listener run dry who would not otherwise, as predicted from
+  each cast's next chunk: then that listener goes first, and the newcomer right after.
+* **Sleep when comfortably ahead.** When every active cast's slack is `comfortable_lead_s` or
+  more (it leads by that plus its next chunk's predicted time), and no job waits for room,
+  sleep until the first of them drops to that (at most `max_sleep_s`; a new job wakes the
+  worker at once), instead of racing one cast to its end.
+* **Admission by capacity.** Admit one more cast only while the measured capacity still covers
+  every admitted listener and the newcomer in real time with a margin. Each chunk a listener
+  still needs is a job with a deadline (the moment playback reaches it: its lead, plus the
+  audio of the chunks before it) and a predicted generation time times `1 + margin`; the
+  newcomer, whose chunks are not planned yet, needs `rtf * (1 + margin)` compute seconds per
+  second of its audio from now on. Admit iff, in deadline order, the work due by every
+  deadline fits before it (Jackson's rule for one machine). On a small box two listeners who
+  play smoothly beat four who all stutter.
+* **Plans for the casts it shares the device with.** A newcomer's chunks are planned
+  (progressive chunking) for `rtf * n`, n counting itself and each active listener weighted by
+  the part of the newcomer's life that listener still needs audio in (the same demand): a
+  listener far enough ahead does not count against a short newcomer.
+
+`FifoPolicy` is the baseline: one cast at a time, each finished before the next starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "Candidate",
+    "CastView",
+    "ChunkTimes",
+    "DeadlinePolicy",
+    "Decision",
+    "FifoPolicy",
+    "Idle",
+    "Policy",
+    "Run",
+    "Sleep",
+    "make_policy",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CastView:
+    """An active cast as the policy sees it."""
+
+    id: str
+    order: int  # its place in line (the job's offset); lower came first
+    first_audio_s: float | None  # when its current attempt's first audio landed; None: none yet
+    audio_s: float  # seconds of audio appended in its current attempt
+    chunks: tuple[tuple[float, float], ...]  # (audio, generation) predicted per chunk left
+
+    @property
+    def next_gen_s(self) -> float:
+        """Predicted generation time of its next chunk."""
+        return self.chunks[0][1]
+
+    @property
+    def remaining_audio_s(self) -> float:
+        """Predicted audio still to generate, next chunk included."""
+        return sum(audio for audio, _ in self.chunks)
+
+    def lead(self, now: float) -> float | None:
+        """Seconds of audio its listener has buffered (negative: running dry), or None."""
+        if self.first_audio_s is None:
+            return None
+        return self.audio_s - (now - self.first_audio_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """The first cast waiting in line."""
+
+    id: str
+    audio_s: float  # predicted audio of the whole cast
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Synthesize exactly one chunk of this cast."""
+
+    cast_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Everyone is comfortably ahead: wait this long (or until a job arrives)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing to do until a job arrives."""
+
+
+Decision = Run | Sleep | Idle
+
+
+class Policy(Protocol):
+    name: str
+
+    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+        """The next step. `starved`: a cast waits in line for capacity (do not sleep then)."""
+        ...
+
+    def admit(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> bool:
+        """Whether `candidate` may join the active `casts` now."""
+        ...
+
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        """The real-time factor to plan `candidate`'s chunks for, given who shares the device."""
+        ...
+
+
+class DeadlinePolicy:
+    """Newcomers first, then earliest deadline; sleep when all are ahead; admit by capacity."""
+
+    name = "deadline"
+
+    def __init__(
+        self,
+        *,
+        comfortable_lead_s: float = 8.0,
+        margin: float = 0.25,
+        max_sleep_s: float = 1.0,
+        min_sleep_s: float = 0.02,
+    ) -> None:
+        self.comfortable_lead_s = comfortable_lead_s
+        self.margin = margin
+        self.max_sleep_s = max_sleep_s
+        self.min_sleep_s = min_sleep_s
+
+    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+        if not casts:
+            return Idle()
+        listeners = sorted(
+            (c for c in casts if c.first_audio_s is not None), key=lambda c: (_dry(c), c.order)
+        )
+        fresh = [c for c in casts if c.first_audio_s is None]
+        if fresh:
+            newcomer = min(fresh, key=lambda c: c.order)
+            # First audio is the most urgent deadline, unless making it now would let a
+            # listener run dry who would not otherwise: then that listener's chunk goes first.
+            if listeners and _late(now + newcomer.next_gen_s, listeners) > _late(now, listeners):
+                return Run(listeners[0].id)
+            return Run(newcomer.id)
+        spare = min(_dry(c) - now - c.next_gen_s for c in listeners) - self.comfortable_lead_s
+        if spare >= 0 and not starved:
+            return Sleep(min(max(spare, self.min_sleep_s), self.max_sleep_s))
+        return Run(listeners[0].id)
+
+    def admit(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> bool:
+        if not casts:
+            return True
+        # Every chunk still to make is a job due when its listener reaches it: a listener
+        # with lead L needs its next chunk by L, the one after by L + that chunk's audio, and
+        # so on. The newcomer's chunks are not planned yet: it needs `rtf` compute seconds
+        # per second of its audio, from now on.
+        cost = 1.0 + self.margin
+        jobs = sorted(job for cast in casts for job in _chunk_jobs(now, cast, cost))
+        fluid = rtf * cost
+        life = max(candidate.audio_s, 0.0)
+        # Jackson's rule: the jobs can all be made in time, in deadline order, iff at every
+        # deadline the work due by then fits before it; the newcomer's share counts too.
+        work = 0.0
+        for due, gen in jobs:
+            work += gen
+            if work + fluid * min(max(due, 0.0), life) > due:
+                return False
+        due_by_end = sum(gen for due, gen in jobs if due <= life)
+        return due_by_end + fluid * life <= life
+
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        """`rtf` times how many casts share the device during `candidate`'s life: itself,
+        plus each active listener weighted by the part of that life it still needs audio in
+        (a listener far enough ahead needs none of it)."""
+        life = max(candidate.audio_s, 1e-6)
+        return rtf * (1.0 + _need(_demands(now, casts), life) / life)
+
+
+def _chunk_jobs(now: float, cast: CastView, cost: float) -> list[tuple[float, float]]:
+    """(due in seconds from now, generation time * cost) of each chunk the cast has left. A
+    cast with no audio yet has its first chunk due when it can be made (its first audio) and
+    the rest from then on."""
+    lead = cast.lead(now)
+    due = lead if lead is not None else cast.next_gen_s * cost
+    out = []
+    for audio, gen in cast.chunks:
+        out.append((due, gen * cost))
+        due += audio
+    return out
+
+
+def _dry(cast: CastView) -> float:
+    """When the cast's listener runs out of audio."""
+    assert cast.first_audio_s is not None
+    return cast.first_audio_s + cast.audio_s
+
+
+def _late(start: float, listeners: Sequence[CastView]) -> int:
+    """How many of `listeners` (in order) run dry if each gets its next chunk from `start`."""
+    late = 0
+    for cast in listeners:
+        start += cast.next_gen_s
+        if start > _dry(cast):
+            late += 1
+    return late
+
+
+def _demands(now: float, casts: Sequence[CastView]) -> list[tuple[float, float]]:
+    """(lead, remaining audio) per listener; one with no audio yet starts about now."""
+    return [(c.lead(now) or 0.0, max(c.remaining_audio_s, 0.0)) for c in casts]
+
+
+def _need(demands: Sequence[tuple[float, float]], horizon: float) -> float:
+    """Audio seconds the listeners must be given by `horizon` seconds from now."""
+    return sum(min(max(horizon - lead, 0.0), remaining) for lead, remaining in demands)
+
+
+class FifoPolicy:
+    """The baseline: finish one cast, then start the next."""
+
+    name = "fifo"
+
+    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+        if not casts:
+            return Idle()
+        return Run(min(casts, key=lambda c: c.order).id)
+
+    def admit(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> bool:
+        return not casts
+
+    def plan_rtf(
+        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+    ) -> float:
+        return rtf  # a cast has the device to itself
+
+
+def make_policy(name: str, *, comfortable_lead_s: float = 8.0) -> Policy:
+    """The policy called `name` ("deadline" or "fifo")."""
+    if name == "deadline":
+        return DeadlinePolicy(comfortable_lead_s=comfortable_lead_s)
+    if name == "fifo":
+        return FifoPolicy()
+    raise ValueError(f"unknown scheduling policy {name!r} (deadline, fifo)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    units: int
+    chars: int
+    speed: float
+    gen_s: float
+    audio_s: float
+
+
+class ChunkTimes:
+    """Recent chunk measurements, and predictions from them by chunk length.
+
+    A chunk's length is its phoneme count (`units`). Its audio is predicted from the recent
+    audio per phoneme (at speed 1, divided by the speed), and its generation time from a
+    least-squares line `overhead + slope * audio` over the recent window, so short chunks
+    carry their fixed per-call cost. Until anything is measured, the priors answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int = 48,
+        prior_rtf: float = 1.0,
+        prior_audio_per_unit: float = 0.075,
+        prior_audio_per_char: float = 0.065,
+    ) -> None:
+        self._samples: deque[_Sample] = deque(maxlen=window)
+        self._prior_rtf = prior_rtf
+        self._prior_per_unit = prior_audio_per_unit
+        self._prior_per_char = prior_audio_per_char
+        self._fit: tuple[float, float] | None = None
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def observe(
+        self, *, units: int, chars: int, speed: float, gen_s: float, audio_s: float
+    ) -> None:
+        """Record one synthesized chunk: its length, speed, compute time and audio."""
+        self._samples.append(_Sample(units, chars, speed, gen_s, audio_s))
+        self._fit = None
+
+    @property
+    def rtf(self) -> float:
+        """Compute seconds per audio second over the recent window."""
+        audio = sum(s.audio_s for s in self._samples)
+        if audio <= 0:
+            return self._prior_rtf
+        return sum(s.gen_s for s in self._samples) / audio
+
+    def audio_s(self, units: int, speed: float) -> float:
+        """Predicted audio of a chunk of `units` phonemes at `speed`."""
+        units_total = sum(s.units for s in self._samples)
+        if units_total > 0:
+            per_unit = sum(s.audio_s * s.speed for s in self._samples) / units_total
+        else:
+            per_unit = self._prior_per_unit
+        return units * per_unit / speed
+
+    def audio_for_chars(self, chars: int, speed: float) -> float:
+        """Predicted audio of a whole text of `chars` characters at `speed`."""
+        chars_total = sum(s.chars for s in self._samples)
+        if chars_total > 0:
+            per_char = sum(s.audio_s * s.speed for s in self._samples) / chars_total
+        else:
+            per_char = self._prior_per_char
+        return chars * per_char / speed
+
+    def rtf_for(self, audio_s: float) -> float:
+        """Predicted compute seconds per audio second of a chunk of `audio_s` seconds (short
+        chunks pay the per-call overhead on less audio)."""
+        return self.gen_s(audio_s) / audio_s
+
+    def gen_s(self, audio_s: float) -> float:
+        """Predicted compute time of a chunk that makes `audio_s` seconds of audio."""
+        if self._fit is None:
+            self._fit = self._line()
+        overhead, slope = self._fit
+        return overhead + slope * audio_s
+
+    def _line(self) -> tuple[float, float]:
+        rtf = self.rtf
+        samples = self._samples
+        if len(samples) < 3:
+            return 0.0, rtf
+        n = len(samples)
+        mean_x = sum(s.audio_s for s in samples) / n
+        mean_y = sum(s.gen_s for s in samples) / n
+        var = sum((s.audio_s - mean_x) ** 2 for s in samples)
+        if var <= 1e-9 * max(mean_x * mean_x, 1e-9) * n:
+            return 0.0, rtf
+        slope = sum((s.audio_s - mean_x) * (s.gen_s - mean_y) for s in samples) / var
+        overhead = mean_y - slope * mean_x
+        if slope <= 0 or overhead < 0 or not math.isfinite(slope):
+            return 0.0, rtf
+        return overhead, slope

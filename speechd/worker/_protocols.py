@@ -1,0 +1,79 @@
+"""The engine and encoder surface the worker uses, as Protocols.
+
+`speechd.engine.Engine` and `speechd.audio.new_encoder` satisfy them; tests pass a cost-model
+engine and a trivial encoder instead. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+__all__ = [
+    "ChunkLike",
+    "ChunkPolicyLike",
+    "EncoderFactory",
+    "EncoderLike",
+    "EngineLike",
+    "SynthesisLike",
+    "VoicesLike",
+]
+
+
+class ChunkLike(Protocol):
+    @property
+    def index(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def phonemes(self) -> str: ...
+
+
+class ChunkPolicyLike(Protocol):
+    """The engine's progressive chunking policy; `rtf` bounds how fast chunks may grow, and
+    `speed` scales its estimate of a chunk's audio."""
+
+    @property
+    def rtf(self) -> float: ...
+    def with_rtf(self, rtf: float) -> ChunkPolicyLike: ...
+    def with_speed(self, speed: float) -> ChunkPolicyLike: ...
+
+
+class SynthesisLike(Protocol):
+    @property
+    def pcm(self) -> np.ndarray: ...
+
+
+class VoicesLike(Protocol):
+    @property
+    def installed(self) -> list[str]: ...
+
+
+class EngineLike(Protocol):
+    """A synchronous, single-threaded synthesizer (one model: one call at a time)."""
+
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def voices(self) -> VoicesLike: ...
+
+    def plan(self, text: str, voice: str, policy: ChunkPolicyLike) -> Sequence[ChunkLike]: ...
+
+    def synthesize(
+        self, chunk: ChunkLike, voice: str, speed: float, *, seed: int | None = None
+    ) -> SynthesisLike: ...
+
+
+class EncoderLike(Protocol):
+    """Encodes one cast chunk by chunk; the outputs concatenated are one valid file."""
+
+    @property
+    def format(self) -> str: ...
+    def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes: ...
+
+
+EncoderFactory = Callable[[str, int], EncoderLike]

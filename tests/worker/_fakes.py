@@ -1,0 +1,188 @@
+"""A cost-model engine and a trivial encoder: tests only, never in speechd/.
+
+The engine plans words progressively (2, 4, 8, ... words per chunk), sleeps as long as the real
+model would compute (`overhead_s + rtf * audio`), and returns seeded noise, so the same
+(chunk, seed) always gives the same samples. Texts can ask for trouble: a chunk containing
+POISON always raises, FLAKY raises the first time only (per engine), CRASH kills the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from speechd.worker import Parts
+
+SAMPLE_RATE = 24_000
+
+
+class FakeChunk(msgspec.Struct, frozen=True):
+    index: int
+    text: str
+    phonemes: str
+
+
+class FakeChunkPolicy(msgspec.Struct, frozen=True):
+    rtf: float = 1.0
+    first_words: int = 2
+    max_words: int = 16
+    speed: float = 1.0
+
+    def with_rtf(self, rtf: float) -> FakeChunkPolicy:
+        return msgspec.structs.replace(self, rtf=rtf)
+
+    def with_speed(self, speed: float) -> FakeChunkPolicy:
+        return msgspec.structs.replace(self, speed=speed)
+
+
+@dataclass(frozen=True)
+class FakeSynthesis:
+    pcm: np.ndarray
+
+
+class FakeVoices:
+    installed = ["af_heart", "am_adam"]
+
+
+class CostEngine:
+    sample_rate = SAMPLE_RATE
+    device = "cpu"
+    voices = FakeVoices()
+
+    def __init__(
+        self,
+        *,
+        overhead_s: float = 0.002,
+        rtf: float = 0.02,
+        audio_per_char: float = 0.02,
+        silent: str = "",
+    ) -> None:
+        self.overhead_s = overhead_s
+        self.rtf = rtf
+        self.audio_per_char = audio_per_char
+        self.silent = silent
+        self.calls: list[tuple[str, int | None]] = []
+        self.plans: list[float] = []
+        self._flaky_seen: set[str] = set()
+
+    def plan(self, text: str, voice: str, policy: FakeChunkPolicy) -> list[FakeChunk]:
+        if voice not in self.voices.installed:
+            raise ValueError(f"unknown voice {voice!r}")
+        self.plans.append(policy.rtf)
+        words = text.split() if text.strip() != self.silent else []
+        chunks: list[FakeChunk] = []
+        size = policy.first_words
+        while words:
+            part, words = words[:size], words[size:]
+            joined = " ".join(part)
+            chunks.append(FakeChunk(len(chunks), joined, joined.lower()))
+            size = min(size * 2, policy.max_words)
+        return chunks
+
+    def audio_s(self, text: str, speed: float) -> float:
+        return len(text) * self.audio_per_char / speed
+
+    def synthesize(
+        self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
+    ) -> FakeSynthesis:
+        self.calls.append((chunk.text, seed))
+        if "CRASH" in chunk.text:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if "POISON" in chunk.text:
+            raise RuntimeError("this chunk is poisoned")
+        if "FLAKY" in chunk.text and chunk.text not in self._flaky_seen:
+            self._flaky_seen.add(chunk.text)
+            raise RuntimeError("a transient failure")
+        audio_s = self.audio_s(chunk.text, speed)
+        time.sleep(self.overhead_s + self.rtf * audio_s)
+        return FakeSynthesis(noise(seed, round(audio_s * SAMPLE_RATE)))
+
+
+def noise(seed: int | None, samples: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(samples) * 0.1).astype(np.float32)
+
+
+class FakeEncoder:
+    """A header on the first output, 16-bit samples, a trailer on the final one."""
+
+    def __init__(self, fmt: str, sample_rate: int) -> None:
+        if fmt not in ("pcm", "wav", "mp3"):
+            raise ValueError(f"unknown format {fmt!r}")
+        self.format = fmt
+        self._started = False
+
+    def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
+        head = b"" if self._started else b"HEAD"
+        self._started = True
+        body = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
+        return head + body + (b"TAIL" if final else b"")
+
+
+def load_engine(config: object, **settings: float | str) -> CostEngine:
+    return CostEngine(**settings)  # type: ignore[arg-type]
+
+
+def parts(**settings: float | str) -> Parts:
+    """Parts for a worker process running the cost model (picklable for spawn)."""
+    return Parts(
+        load_engine=functools.partial(load_engine, **settings),
+        chunk_policy=FakeChunkPolicy,
+        encoders=FakeEncoder,
+    )
+
+
+def expected_audio(
+    cast_id: str,
+    text: str,
+    *,
+    speed: float = 1.0,
+    fmt: str = "pcm",
+    encoders: Callable[[str, int], Any] = FakeEncoder,
+    engine: CostEngine | None = None,
+) -> bytes:
+    """The bytes a cast of `text` must hold: the same plan, seeds and encoder as the worker."""
+    from speechd.worker import MAX_RECORD_S, chunk_seed
+
+    engine = engine or CostEngine()
+    chunks = engine.plan(text, "af_heart", FakeChunkPolicy())
+    encoder = encoders(fmt, SAMPLE_RATE)
+    if not chunks:
+        return encoder.encode(np.zeros(0, np.float32), final=True)
+    out = b""
+    for n, chunk in enumerate(chunks):
+        pcm = noise(
+            chunk_seed(cast_id, chunk.index), round(engine.audio_s(chunk.text, speed) * SAMPLE_RATE)
+        )
+        parts_ = max(1, -(-pcm.size // int(MAX_RECORD_S * SAMPLE_RATE)))
+        pieces = np.array_split(pcm, parts_)
+        for i, piece in enumerate(pieces):
+            out += encoder.encode(piece, final=n == len(chunks) - 1 and i == len(pieces) - 1)
+    return out
+
+
+class GatedEngine(CostEngine):
+    """Blocks in `synthesize` on chunks containing `block` until `gate` is set."""
+
+    def __init__(self, block: str, gate: threading.Event, **settings: float) -> None:
+        super().__init__(**settings)
+        self.block = block
+        self.gate = gate
+        self.blocked = threading.Event()
+
+    def synthesize(
+        self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
+    ) -> FakeSynthesis:
+        if self.block in chunk.text:
+            self.blocked.set()
+            self.gate.wait()
+        return super().synthesize(chunk, voice, speed, seed=seed)

@@ -1,0 +1,152 @@
+"""Helpers for the worker tests: submitting casts, running a worker, checking cast streams."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+from speechd.casts import (
+    JOBS_CURSOR,
+    Cursor,
+    Event,
+    Recipe,
+    audio_chunk,
+    cast_id,
+    cast_stream,
+    decode,
+    deployment_secret,
+    event_of,
+    submit,
+)
+from speechd.durable import Record, Store
+from speechd.worker import EncoderFactory, Policy, Worker
+
+from ._fakes import CostEngine, FakeChunkPolicy, FakeEncoder
+
+
+async def submit_text(
+    store: Store, text: str, *, speed: float = 1.0, voice: str = "af_heart", fmt: str = "pcm"
+) -> str:
+    secret = await deployment_secret(store)
+    cid = cast_id(secret, model="kokoro", voice=voice, speed=speed, format=fmt, text=text)
+    recipe = Recipe(
+        text=text,
+        model="kokoro",
+        voice=voice,
+        speed=speed,
+        format=fmt,
+        title=text[:20],
+        created_ms=int(time.time() * 1000),
+    )
+    await submit(store, cid, recipe, sample_rate=24_000)
+    return cid
+
+
+def make_worker(
+    store: Store,
+    engine: CostEngine | None = None,
+    *,
+    worker_id: str = "w1",
+    policy: Policy | None = None,
+    encoders: EncoderFactory = FakeEncoder,
+    **settings: object,
+) -> Worker:
+    return Worker(
+        store,
+        engine or CostEngine(),
+        worker_id=worker_id,
+        chunk_policy=FakeChunkPolicy(),
+        encoders=encoders,
+        policy=policy,
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Event]:
+    """Run `worker` in a task; on exit stop it and re-raise whatever ended it."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        yield stop
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await worker.idle()  # an abandoned chunk must not overlap the next user of the engine
+
+
+async def records(store: Store, stream: str) -> list[Record]:
+    out: list[Record] = []
+    while True:
+        batch = await store.read(stream, len(out))
+        out.extend(batch.records)
+        if len(out) >= batch.tail:
+            return out
+
+
+async def ended(store: Store, cid: str) -> str | None:
+    tail = await store.check_tail(cast_stream(cid))
+    if tail == 0:
+        return None
+    last = (await store.read(cast_stream(cid), tail - 1)).records[0]
+    event = event_of(last)
+    return event if event in (Event.EOS, Event.ERROR) else None
+
+
+async def wait_ended(store: Store, ids: list[str], within: float = 20.0) -> dict[str, str]:
+    deadline = time.monotonic() + within
+    while True:
+        ends = {cid: await ended(store, cid) for cid in ids}
+        if all(ends.values()):
+            return ends  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"casts did not end in {within} s: {ends}")
+        await asyncio.sleep(0.05)
+
+
+async def cursor(store: Store) -> int:
+    tail = await store.check_tail(JOBS_CURSOR)
+    if tail == 0:
+        return 0
+    return decode((await store.read(JOBS_CURSOR, tail - 1)).records[0].body, Cursor).offset
+
+
+def check_layout(stream: list[Record]) -> list[list[Record]]:
+    """Assert the cast stream's layout; return its attempts (each: start, audio...).
+
+    meta first; after each start only that attempt's audio, indices 0, 1, ... in order; at most
+    one terminal record, last, carrying the latest attempt.
+    """
+    assert event_of(stream[0]) == Event.META
+    attempts: list[list[Record]] = []
+    for record in stream[1:]:
+        event = event_of(record)
+        attempt = int(record.header(b"a") or b"0")
+        if event == Event.START:
+            assert not attempts or attempt > int(attempts[-1][0].header(b"a") or b"0")
+            attempts.append([record])
+        elif event == Event.AUDIO:
+            assert attempts, "audio before any start"
+            current = attempts[-1]
+            assert attempt == int(current[0].header(b"a") or b"0"), "audio of another attempt"
+            assert audio_chunk(record).index == len(current) - 1, "audio out of order"
+            current.append(record)
+        else:
+            assert event in (Event.EOS, Event.ERROR), event
+            assert record is stream[-1], "records after the terminal one"
+            if attempts:
+                assert attempt == int(attempts[-1][0].header(b"a") or b"0")
+    return attempts
+
+
+def complete_audio(stream: list[Record]) -> bytes:
+    """The latest attempt's audio: every chunk once, in order, ending in eos."""
+    attempts = check_layout(stream)
+    assert event_of(stream[-1]) == Event.EOS
+    latest = attempts[-1]
+    chunks = [audio_chunk(r) for r in latest[1:]]
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert all(c.planned == len(chunks) for c in chunks[-1:])
+    return b"".join(c.body for c in chunks)

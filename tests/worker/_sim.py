@@ -1,0 +1,142 @@
+"""A simulated clock and a cost model for driving scheduling policies (tests only).
+
+Each cast arrives at a time with a list of chunks (audio seconds, generation seconds). The
+simulation admits, chooses and "synthesizes" exactly as the worker loop does, with a real-time
+listener per cast that starts at the cast's first audio and stalls when a chunk is late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from speechd.worker import (
+    Candidate,
+    CastView,
+    ChunkTimes,
+    Idle,
+    Policy,
+    Run,
+    Sleep,
+)
+
+UNITS_PER_S = 10  # phonemes per second of audio in the simulated chunks
+
+
+@dataclass
+class SimCast:
+    id: str
+    arrival: float
+    total_audio: float
+    chunks: list[float] = field(default_factory=list)  # audio s per chunk, planned on admission
+    plan_rtf: float | None = None
+    next: int = 0
+    audio: float = 0.0
+    first_audio: float | None = None
+    deliveries: list[tuple[float, float, float]] = field(default_factory=list)  # t, offset, dur
+
+    def ttfa(self) -> float:
+        assert self.first_audio is not None
+        return self.first_audio - self.arrival
+
+    def gaps(self) -> list[float]:
+        """Stalls a real-time listener starting at the first audio would hear."""
+        gaps = []
+        shift = 0.0
+        start = self.deliveries[0][0]
+        for t, offset, _ in self.deliveries:
+            need = start + offset + shift
+            if t > need + 1e-9:
+                gaps.append(t - need)
+                shift += t - need
+        return gaps
+
+
+def plan(audio_s: float, rtf: float, max_chunk_s: float = 16.0) -> list[float]:
+    """Progressive chunking as the engine plans it (audio seconds per chunk): a short first
+    chunk, a sentence next, then up to `max_chunk_s` (~16 s: 250 tokens); while rtf < 1 each
+    chunk holds at most 0.8 * buffered / rtf, the buffer simulated from the first chunk on."""
+    chunks: list[float] = []
+    buffered = 0.0
+    left = audio_s
+    while left > 1e-9:
+        if not chunks:
+            cap = 1.5
+        else:
+            cap = min(7.8 if len(chunks) == 1 else 16.0, max_chunk_s)
+            if 0 < rtf < 1:
+                cap = min(cap, max(0.8 * buffered / rtf, 0.8))
+        part = min(cap, left)
+        buffered = part if not chunks else max(buffered - rtf * part, 0.0) + part
+        chunks.append(part)
+        left -= part
+    return chunks
+
+
+def simulate(
+    policy: Policy,
+    casts: list[SimCast],
+    *,
+    rtf: float,
+    overhead: float = 0.1,
+    max_chunk_s: float = 16.0,
+    max_active: int | None = None,
+) -> float:
+    """Run `casts` through `policy` on a device making audio at `rtf` plus `overhead` per
+    chunk; return the time the last one finished."""
+    times = ChunkTimes(prior_rtf=rtf)
+    t = 0.0
+    waiting = sorted(casts, key=lambda c: c.arrival)
+    active: list[SimCast] = []
+    order = {c.id: n for n, c in enumerate(waiting)}
+
+    def view(c: SimCast) -> CastView:
+        chunks = []
+        for audio in c.chunks[c.next :]:
+            predicted = times.audio_s(round(audio * UNITS_PER_S), 1.0)
+            chunks.append((predicted, times.gen_s(predicted)))
+        return CastView(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks))
+
+    while waiting or active:
+        starved = False
+        while waiting and waiting[0].arrival <= t:
+            if max_active is not None and len(active) >= max_active:
+                break
+            head = waiting[0]
+            views = [view(c) for c in active]
+            candidate = Candidate(head.id, head.total_audio)
+            if not policy.admit(t, views, candidate, rtf=times.rtf):
+                starved = True
+                break
+            head.plan_rtf = policy.plan_rtf(t, views, candidate, rtf=times.rtf)
+            head.chunks = plan(head.total_audio, head.plan_rtf, max_chunk_s)
+            active.append(waiting.pop(0))
+        decision = policy.choose(t, [view(c) for c in active], starved=starved)
+        next_arrival = waiting[0].arrival if waiting and waiting[0].arrival > t else None
+        if isinstance(decision, Run):
+            cast = next(c for c in active if c.id == decision.cast_id)
+            audio = cast.chunks[cast.next]
+            gen = overhead + rtf * audio
+            t += gen
+            times.observe(
+                units=round(audio * UNITS_PER_S), chars=0, speed=1.0, gen_s=gen, audio_s=audio
+            )
+            if cast.first_audio is None:
+                cast.first_audio = t
+            cast.deliveries.append((t, cast.audio, audio))
+            cast.audio += audio
+            cast.next += 1
+            if cast.next == len(cast.chunks):
+                active.remove(cast)
+        elif isinstance(decision, Sleep):
+            t += (
+                decision.seconds
+                if next_arrival is None
+                else min(decision.seconds, next_arrival - t)
+            )
+        else:
+            assert isinstance(decision, Idle)
+            if next_arrival is None:
+                assert not waiting, "idle with casts that never get in"
+                break
+            t = next_arrival
+    return t

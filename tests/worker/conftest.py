@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from speechd.durable import Store, open_store
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+async def store(store_dir: Path) -> AsyncIterator[Store]:
+    opened = await open_store(str(store_dir))
+    yield opened
+    await opened.close()

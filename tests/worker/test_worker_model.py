@@ -1,0 +1,70 @@
+"""The worker on the real Kokoro-82M: a cast end to end, and a resumed attempt that repeats the
+bytes of the one it replaces (what lets readers splice attempts at chunk boundaries)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from speechd.audio import new_encoder
+from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, decode, event_of
+from speechd.durable import Store
+from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+from speechd.worker import Worker
+
+from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
+
+pytestmark = pytest.mark.model
+
+TEXT = (
+    "The old lighthouse keeper climbed the spiral stairs every evening at dusk. "
+    "From the top, he could see the fishing boats returning to the harbour, one by one."
+)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Any:
+    return load_engine(EngineConfig(model_dir=str(model_dir), device="cpu"))
+
+
+def worker(store: Store, engine: Any, **settings: Any) -> Worker:
+    return Worker(
+        store,
+        engine,
+        worker_id="m1",
+        chunk_policy=ChunkPolicy(),
+        encoders=new_encoder,
+        **settings,
+    )
+
+
+async def test_a_stopped_cast_resumes_with_the_same_bytes(store: Store, engine: Any) -> None:
+    cid = await submit_text(store, TEXT, fmt="mp3")
+    first = worker(store, engine, stop_grace_s=0.0)
+    async with running(first):
+        for _ in range(1200):  # the first chunk lands, then the worker stops mid-cast
+            if any(event_of(r) == "audio" for r in await records(store, cast_stream(cid))):
+                break
+            await asyncio.sleep(0.05)
+    stream = await records(store, cast_stream(cid))
+    assert event_of(stream[-1]) == "audio"
+    async with running(worker(store, engine)):
+        assert await wait_ended(store, [cid], within=180) == {cid: "eos"}
+    stream = await records(store, cast_stream(cid))
+    attempts = check_layout(stream)
+    assert len(attempts) == 2
+    starts = [decode(a[0].body, Start) for a in attempts]
+    assert starts[1].rtf == starts[0].rtf and starts[1].failures == 0
+    # Every chunk the first attempt made, the second made again byte for byte.
+    made = attempts[0][1:]
+    assert made and [r.body for r in attempts[1][1 : 1 + len(made)]] == [r.body for r in made]
+    assert [audio_chunk(r).text for r in attempts[1][1 : 1 + len(made)]] == [
+        audio_chunk(r).text for r in made
+    ]
+    audio = complete_audio(stream)
+    assert b"".join([b async for b in cast_audio(store, cid)]) == audio
+    eos = decode(stream[-1].body, Eos)
+    assert 6_000 < eos.audio_ms < 20_000  # two sentences of speech
