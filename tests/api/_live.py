@@ -77,7 +77,7 @@ def start_server(
     env: dict[str, str] | None = None,
     ready: bool = True,
     timeout: float = 30.0,
-    module: str = "tests.api._launch",
+    module: str = "speechd",
 ) -> Iterator[LiveServer]:
     """Run `speechd ARGS --port P`; wait for /healthz (and /readyz if `ready`)."""
     port = free_port()

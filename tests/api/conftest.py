@@ -5,21 +5,17 @@ with `worker_process` (the fake worker as its own process)."""
 
 from __future__ import annotations
 
-from tests.api import _shims
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
-_shims.install()
+import pytest
+from litestar.testing import AsyncTestClient
 
-from collections.abc import AsyncIterator, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-from litestar.testing import AsyncTestClient  # noqa: E402
-
-from speechd.app import create_app  # noqa: E402
-from speechd.config import Settings  # noqa: E402
-from speechd.durable import EmbeddedStore, Store  # noqa: E402
-from tests.api._fakes import FakeWorker, running_fake_worker  # noqa: E402
-from tests.api._live import LiveServer, start_fake_worker, start_server  # noqa: E402
+from speechd.app import create_app
+from speechd.config import Settings
+from speechd.durable import EmbeddedStore, Store
+from tests.api._fakes import FakeWorker, running_fake_worker
+from tests.api._live import LiveServer, start_fake_worker, start_server
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 
 from speechd import casts
 from speechd.durable import EmbeddedStore
-from tests.api import _shims
 from tests.api._live import LiveServer, start_server
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -33,14 +32,12 @@ def serve_args(data: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if {"speechd.engine", "speechd.worker"} & set(_shims.INSTALLED):
-        pytest.skip("speechd.engine and speechd.worker have not landed on this branch yet")
     return tmp_path_factory.mktemp("serve") / "data"
 
 
 @pytest.fixture(scope="module")
 def served(data_dir: Path) -> Iterator[LiveServer]:
-    with start_server(serve_args(data_dir), module="speechd", timeout=240) as server:
+    with start_server(serve_args(data_dir), timeout=240) as server:
         yield server
 
 
@@ -79,7 +76,7 @@ def test_the_sdk_gets_speech_from_the_real_model(served: LiveServer) -> None:
 
 def test_sigterm_mid_cast_exits_0_and_the_next_start_finishes_the_cast(data_dir: Path) -> None:
     text = " ".join(["This cast is interrupted by a shutdown and finished by the next start."] * 6)
-    with start_server(serve_args(data_dir), module="speechd", timeout=240) as server:
+    with start_server(serve_args(data_dir), timeout=240) as server:
         with httpx.stream(
             "POST", server.v1 + "/audio/speech", json={"input": text, "voice": "am_adam"},
             timeout=120,
@@ -99,7 +96,7 @@ def test_sigterm_mid_cast_exits_0_and_the_next_start_finishes_the_cast(data_dir:
             await store.close()
 
     asyncio.run(check_well_formed())
-    with start_server(serve_args(data_dir), module="speechd", timeout=240) as server:
+    with start_server(serve_args(data_dir), timeout=240) as server:
         again = httpx.post(
             server.v1 + "/audio/speech", json={"input": text, "voice": "am_adam"}, timeout=300
         )

@@ -56,8 +56,6 @@ def test_serving_a_request_never_imports_torch(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from tests.api import _shims
-        _shims.install()
         from litestar.testing import TestClient
         from speechd.app import create_app
         from speechd.config import Settings
