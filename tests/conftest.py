@@ -5,8 +5,11 @@ scripts/test.sh and CI use). `gpu` tests run only where CUDA is present."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests.nats_support import NatsServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -34,3 +37,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 has_cuda = False
             if not has_cuda:
                 item.add_marker(pytest.mark.skip(reason="gpu test: no CUDA device here"))
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream server for the whole run (tests keep apart by store namespace)."""
+    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
+    yield server
+    server.stop()
