@@ -71,6 +71,7 @@ class NatsServer:
         port: int | None = None,
         cluster_port: int | None = None,
         routes: list[int] | None = None,
+        max_payload: str = "2MB",
         extra: str = "",
     ) -> None:
         self.root = root
@@ -82,6 +83,7 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         self.config = root / name / "nats.conf"
         self.log = root / name / "nats.log"
+        self.max_payload = max_payload
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -100,7 +102,7 @@ class NatsServer:
         self.config.write_text(
             f"server_name: {self.name}\n"
             f"listen: 127.0.0.1:{self.port}\n"
-            "max_payload: 2MB\n"
+            f"max_payload: {self.max_payload}\n"
             "jetstream {\n"
             f'  store_dir: "{self.store_dir}"\n'
             "  sync_interval: always\n"

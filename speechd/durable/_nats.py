@@ -425,24 +425,35 @@ class NatsStore(Store):
                 holder[0]._wake_all()  # wake-ups sent while away are lost: everyone re-reads
 
         async def on_disconnect() -> None:
-            if not (holder and holder[0]._closed):
-                log.info("nats: disconnected")
+            if holder:
+                # Answers to requests in flight cannot come over a new connection.
+                holder[0]._js.abandon("disconnected from NATS")
+                if not holder[0]._closed:
+                    log.info("nats: disconnected")
 
+        nc = Client()
         try:
-            nc = await nats.connect(
-                servers=servers,
-                name="speechd",
-                connect_timeout=max(1, round(timeout)),
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
-                pending_size=64 * 1024 * 1024,
-                error_cb=on_error,
-                reconnected_cb=on_reconnect,
-                disconnected_cb=on_disconnect,
+            # nats-py retries a first connection forever when reconnecting is allowed (as it
+            # must be later): bound it by the retry budget.
+            await asyncio.wait_for(
+                nc.connect(
+                    servers=servers,
+                    name="speechd",
+                    connect_timeout=max(1, round(timeout)),
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.25,
+                    pending_size=64 * 1024 * 1024,
+                    error_cb=on_error,
+                    reconnected_cb=on_reconnect,
+                    disconnected_cb=on_disconnect,
+                ),
+                retry_s,
             )
         except (nats.errors.Error, OSError, TimeoutError) as exc:
-            raise DurableError(f"cannot connect to NATS at {', '.join(servers)}: {exc}") from exc
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await nc.close()
+            raise DurableError(f"cannot connect to NATS at {', '.join(servers)}: {exc!r}") from exc
         try:
             if nc.max_payload < REQUIRED_MAX_PAYLOAD:
                 raise DurableError(

@@ -206,51 +206,81 @@ def _direct_msg(msg: Msg) -> DirectMsg:
     return DirectMsg(headers.get(SUBJECT, ""), int(headers.get(SEQUENCE, "0")), msg.data)
 
 
-class _Collector:
-    """The messages answering one multi-message request, until its end-of-batch status."""
+class _Pending:
+    """What answers one request: its first message, or (`multi`) every message up to the
+    end-of-batch status."""
 
-    __slots__ = ("done", "error", "msgs")
+    __slots__ = ("done", "msgs", "multi")
 
-    def __init__(self) -> None:
-        self.msgs: list[DirectMsg] = []
-        self.done = asyncio.get_running_loop().create_future()
-        self.error: str | None = None
+    def __init__(self, multi: bool) -> None:
+        self.multi = multi
+        self.msgs: list[Msg] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 class JetStream:
-    """Requests on one nats-py connection. `start()` subscribes the reply inbox once."""
+    """Requests on one nats-py connection, answered on one inbox subscription of our own.
+
+    `abandon()` (on a disconnect) fails every request in flight with `NoAnswer` at once, so
+    nobody waits out a timeout for an answer the connection can no longer bring.
+    """
 
     def __init__(self, nc: Client, *, timeout: float) -> None:
         self.nc = nc
         self.timeout = timeout
         self._inbox = nc.new_inbox()
-        self._collectors: dict[str, _Collector] = {}
+        self._pending: dict[str, _Pending] = {}
         self._inbox_sub: Subscription | None = None
 
     async def start(self) -> None:
         self._inbox_sub = await self.nc.subscribe(f"{self._inbox}.*", cb=self._on_reply)
 
     async def _on_reply(self, msg: Msg) -> None:
-        collector = self._collectors.get(msg.subject[len(self._inbox) + 1 :])
-        if collector is None or collector.done.done():
+        pending = self._pending.get(msg.subject[len(self._inbox) + 1 :])
+        if pending is None or pending.done.done():
             return
-        status = (msg.headers or {}).get(STATUS)
-        if status is None:
-            collector.msgs.append(_direct_msg(msg))
-            return
-        if status in (_STATUS_NO_RESULTS, _STATUS_END_OF_BATCH):
-            collector.done.set_result(None)
-        else:
-            collector.error = f"{status} {(msg.headers or {}).get(DESCRIPTION, '')}".strip()
-            collector.done.set_result(None)
+        pending.msgs.append(msg)
+        if not pending.multi or (msg.headers or {}).get(STATUS) is not None:
+            pending.done.set_result(None)
+
+    def abandon(self, why: str) -> None:
+        for pending in self._pending.values():
+            if not pending.done.done():
+                pending.done.set_exception(NoAnswer(why))
+
+    async def _request(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        headers: dict[str, str] | None = None,
+        multi: bool = False,
+        doing: str,
+    ) -> list[Msg]:
+        token = secrets.token_hex(8)
+        pending = self._pending[token] = _Pending(multi)
+        try:
+            with _no_answer(doing):
+                await self.nc.publish(
+                    subject, payload, reply=f"{self._inbox}.{token}", headers=headers
+                )
+                await asyncio.wait_for(asyncio.shield(pending.done), self.timeout)
+        finally:
+            del self._pending[token]
+            if not pending.done.done():
+                pending.done.cancel()
+        last = pending.msgs[-1].headers or {}
+        if last.get(STATUS) == _STATUS_NO_RESPONDERS:
+            raise NoAnswer(f"{doing}: no responders")
+        return pending.msgs
 
     # -- the JSON API --------------------------------------------------------------------
 
     async def api(self, subject: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         """`$JS.API.<subject>`: the JSON answer, or `ApiError` / `NoAnswer`."""
         payload = json.dumps(request).encode() if request is not None else b""
-        with _no_answer(f"JetStream {subject.split('.', 1)[0]}"):
-            msg = await self.nc.request(f"$JS.API.{subject}", payload, timeout=self.timeout)
+        doing = f"JetStream {subject.rsplit('.', 1)[0]}"
+        (msg,) = await self._request(f"$JS.API.{subject}", payload, doing=doing)
         return _check_api(json.loads(msg.data))
 
     async def msg_get(self, stream: str, last_by_subj: str) -> tuple[int, bytes] | None:
@@ -282,10 +312,9 @@ class JetStream:
 
     async def direct_last(self, stream: str, subject: str) -> DirectMsg | None:
         """The last message stored under `subject` (exact), from whichever replica answers."""
-        with _no_answer("JetStream direct get"):
-            msg = await self.nc.request(
-                f"$JS.API.DIRECT.GET.{stream}.{subject}", b"", timeout=self.timeout
-            )
+        (msg,) = await self._request(
+            f"$JS.API.DIRECT.GET.{stream}.{subject}", b"", doing="JetStream direct get"
+        )
         status = (msg.headers or {}).get(STATUS)
         if status == _STATUS_NO_RESULTS:
             return None
@@ -298,21 +327,15 @@ class JetStream:
     ) -> list[DirectMsg]:
         """The last message of each of `subjects` (exact, at most 1024), in stream order,
         from one snapshot; the server stops after the message that crosses `max_bytes`."""
-        token = secrets.token_hex(8)
-        collector = _Collector()
-        self._collectors[token] = collector
         request = msgspec.json.encode({"multi_last": list(subjects), "max_bytes": max_bytes})
-        try:
-            with _no_answer("JetStream direct get"):
-                await self.nc.publish(
-                    f"$JS.API.DIRECT.GET.{stream}", request, reply=f"{self._inbox}.{token}"
-                )
-                await asyncio.wait_for(asyncio.shield(collector.done), self.timeout)
-        finally:
-            del self._collectors[token]
-        if collector.error is not None:
-            raise NoAnswer(f"JetStream direct get: {collector.error}")
-        return collector.msgs
+        msgs = await self._request(
+            f"$JS.API.DIRECT.GET.{stream}", request, multi=True, doing="JetStream direct get"
+        )
+        status = (msgs[-1].headers or {}).get(STATUS)
+        if status not in (_STATUS_NO_RESULTS, _STATUS_END_OF_BATCH):
+            text = (msgs[-1].headers or {}).get(DESCRIPTION, "")
+            raise NoAnswer(f"JetStream direct get: status {status} {text}".rstrip())
+        return [_direct_msg(msg) for msg in msgs[:-1]]
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -332,13 +355,13 @@ class JetStream:
                 if i == 1:
                     headers.update(condition)
                 await self.nc.publish(subject, data, headers=headers)
-            subject, data = messages[-1]
-            headers = {BATCH_ID: batch_id, BATCH_SEQ: str(last), BATCH_COMMIT: "1"}
-            if last == 1:
-                headers.update(condition)
-            msg = await self.nc.request(subject, data, timeout=self.timeout, headers=headers)
-        if (msg.headers or {}).get(STATUS) == _STATUS_NO_RESPONDERS:
-            raise NoAnswer("JetStream atomic publish: no responders")
+        subject, data = messages[-1]
+        headers = {BATCH_ID: batch_id, BATCH_SEQ: str(last), BATCH_COMMIT: "1"}
+        if last == 1:
+            headers.update(condition)
+        (msg,) = await self._request(
+            subject, data, headers=headers, doing="JetStream atomic publish"
+        )
         response = _pub_ack_decoder.decode(msg.data)
         if response.error is not None:
             error = response.error
@@ -346,10 +369,7 @@ class JetStream:
         return PubAck(response.stream, response.seq, response.count)
 
     async def close(self) -> None:
-        for collector in self._collectors.values():
-            if not collector.done.done():
-                collector.error = "closed"
-                collector.done.set_result(None)
+        self.abandon("the store is closing")
         if self._inbox_sub is not None:
             with contextlib.suppress(nats.errors.Error):
                 await self._inbox_sub.unsubscribe()
