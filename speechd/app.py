@@ -1,0 +1,141 @@
+"""The api process: `create_app(settings)` builds the Litestar app.
+
+The app opens the store (unless one is given), reads the deployment secret and builds the
+`CastService` in its lifespan, and runs the retention sweep and the worker supervisor (under
+`speechd serve`) for as long as it lives. Routes get the service, the metrics and the settings
+injected; nothing lives in module globals, so tests build as many apps as they like. The api
+never imports torch: it validates, claims and reads streams, and workers do the rest.
+
+    GET /healthz     200 as soon as the api answers
+    GET /readyz      200 once a worker has its model loaded; 503 before
+    GET /metrics     Prometheus text (see `speechd.metrics` for what is measured where)
+    /v1/...          the OpenAI-compatible routes (`speechd.openai_compat`)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from litestar import Litestar, Response, get
+from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
+from litestar.types import Message, Scope
+
+from speechd import casts
+from speechd.config import Settings, engine_config
+from speechd.durable import Retention, Store, open_store, sweep_forever
+from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
+from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
+from speechd.service import CastService
+
+__all__ = ["WorkerSupervisor", "create_app"]
+
+RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX)
+
+
+class WorkerSupervisor(SupervisedWorker, Protocol):
+    """The worker process supervisor `speechd serve` hands to its app (speechd.worker's)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> object: ...
+
+
+@get("/healthz", sync_to_thread=False)
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@get("/readyz")
+async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
+    workers = await service.require_workers()
+    return {"status": "ready", "workers": [w.worker for w in workers]}
+
+
+@get("/metrics", media_type=CONTENT_TYPE)
+async def metrics_text(
+    service: NamedDependency[CastService], metrics: NamedDependency[ApiMetrics]
+) -> Response[bytes]:
+    await metrics.refresh(service)
+    return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+
+def _state_value(name: str) -> Callable[[State], Any]:
+    def provide(state: State) -> Any:
+        return state[name]
+
+    return provide
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    supervisor: WorkerSupervisor | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Litestar:
+    """The api app. `store`: use this open store (the caller closes it) instead of opening
+    `settings.store_url`; `supervisor`: start it with the app and stop it (after in-flight
+    responses) when the app shuts down."""
+    metrics = ApiMetrics(supervisor=supervisor)
+    engine = engine_config(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            the_store = store
+            if the_store is None:
+                the_store = await open_store(settings.store_url)
+                stack.push_async_callback(the_store.close)
+            secret = await casts.deployment_secret(the_store)
+            app.state.service = CastService(
+                the_store,
+                secret,
+                max_queue=settings.max_queue,
+                default_voice=engine.default_voice,
+                voice_map=engine.voice_map,
+                clock=clock,
+            )
+            if settings.retention is not None:
+                retention = Retention(settings.retention, RETAINED_PREFIXES)
+                sweeping = asyncio.create_task(sweep_forever(the_store, retention))
+                stack.push_async_callback(_cancel, sweeping)
+            if supervisor is not None:
+                await asyncio.to_thread(supervisor.start)
+                stack.push_async_callback(
+                    asyncio.to_thread, supervisor.stop, settings.shutdown_timeout
+                )
+            yield
+
+    async def count_response(message: Message, scope: Scope) -> None:
+        if message["type"] == "http.response.start":
+            route = scope.get("path_template") or "unmatched"
+            metrics.request(route, scope.get("method", ""), message["status"])
+
+    return Litestar(
+        route_handlers=[healthz, readyz, metrics_text, openai_router],
+        dependencies={
+            "service": Provide(_state_value("service"), sync_to_thread=False),
+            "metrics": Provide(_state_value("metrics"), sync_to_thread=False),
+            "settings": Provide(_state_value("settings"), sync_to_thread=False),
+        },
+        exception_handlers=exception_handlers,
+        lifespan=[lifespan],
+        before_send=[count_response],
+        request_max_body_size=settings.max_body_bytes,
+        state=State(
+            {"settings": settings, "metrics": metrics, "api_keys": ApiKeys(settings.api_keys)}
+        ),
+        logging_config=None,
+        openapi_config=None,
+    )

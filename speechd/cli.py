@@ -1,0 +1,186 @@
+"""The `speechd` command.
+
+    speechd serve    the api, a supervised worker and the embedded store, in one command
+    speechd api      the api alone, against a store that workers share
+    speechd worker   one worker alone (it loads the model), against the same store
+
+Every flag has a `SPEECHD_*` environment variable (see `speechd.config`). SIGTERM or SIGINT
+stops accepting connections, lets in-flight responses finish (up to `--shutdown-timeout`),
+stops the worker and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from speechd import __version__
+from speechd.config import Settings, SettingsError, engine_config, load_settings
+
+if TYPE_CHECKING:
+    from speechd.app import WorkerSupervisor
+    from speechd.worker import WorkerConfig
+
+__all__ = ["build_parser", "main", "run_api", "worker_config"]
+
+log = logging.getLogger("speechd")
+
+
+def _store_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("store")
+    group.add_argument(
+        "--data-dir", help="data folder of the embedded store (default ~/.local/share/speechd)"
+    )
+    group.add_argument(
+        "--store", help="store URL: a folder, or nats://host:port (default: data dir)"
+    )
+    parser.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"], help="(info)"
+    )
+
+
+def _api_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("api")
+    group.add_argument("--host", help="address to listen on (127.0.0.1)")
+    group.add_argument("--port", type=int, help="port to listen on (8000)")
+    group.add_argument(
+        "--api-key",
+        dest="api_keys",
+        action="append",
+        help="accept this Bearer key for speech requests (repeatable; none = open)",
+    )
+    group.add_argument("--max-queue", type=int, help="queued casts before 429 (64)")
+    group.add_argument(
+        "--retention", help="remove casts untouched this long, e.g. 30d (default: keep)"
+    )
+    group.add_argument("--public-url", help="base URL for cast links (default: the request's)")
+    group.add_argument(
+        "--shutdown-timeout", help="seconds in-flight responses get on shutdown (30)"
+    )
+    group.add_argument("--max-body-bytes", type=int, help="request body limit (1 MiB)")
+
+
+def _voice_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--default-voice", help="voice used when a request names none (af_heart)")
+
+
+def _worker_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("worker")
+    group.add_argument("--model-dir", help="local Kokoro-82M folder (default: Hugging Face)")
+    group.add_argument("--device", choices=["auto", "cpu", "cuda"], help="(auto)")
+    group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="speechd",
+        description="OpenAI-compatible speech server for Kokoro-82M; every synthesis is a "
+        "durable, shareable cast.",
+        epilog="Every flag can also be set as SPEECHD_<FLAG> in the environment.",
+    )
+    parser.add_argument("--version", action="version", version=f"speechd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="api + supervised worker + embedded store")
+    api = commands.add_parser("api", help="the api alone, against a shared store")
+    worker = commands.add_parser("worker", help="one worker alone, against a shared store")
+    for sub in (serve, api, worker):
+        _store_flags(sub)
+        _voice_flag(sub)
+    for sub in (serve, api):
+        _api_flags(sub)
+    for sub in (serve, worker):
+        _worker_flags(sub)
+    return parser
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def worker_config(settings: Settings) -> WorkerConfig:
+    """The worker's configuration, from the same settings the api reads."""
+    from speechd.worker import WorkerConfig
+
+    return WorkerConfig(store=settings.store_url, engine=engine_config(settings))
+
+
+@contextlib.contextmanager
+def _signals_end_the_server() -> Iterator[None]:
+    """uvicorn turns SIGTERM/SIGINT into a graceful shutdown, then re-raises the signal with
+    the handler it found; with this no-op installed that re-raise ends nothing, and the
+    command exits 0."""
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -> int:
+    """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
+    import uvicorn
+
+    from speechd.app import create_app
+
+    app = create_app(settings, supervisor=supervisor)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=settings.shutdown_timeout,  # type: ignore[arg-type]
+    )
+    server = uvicorn.Server(config)
+    log.info(
+        "speechd %s: api on http://%s:%d, store %s, %s",
+        __version__,
+        settings.host,
+        settings.port,
+        settings.store_url,
+        f"{len(settings.api_keys)} API key(s)" if settings.api_keys else "open (no API keys)",
+    )
+    with _signals_end_the_server():
+        server.run()
+    return 0 if server.started else 1
+
+
+def _serve(settings: Settings) -> int:
+    from speechd.worker import Supervisor
+
+    return run_api(settings, supervisor=Supervisor(worker_config(settings)))
+
+
+def _worker(settings: Settings) -> int:
+    from speechd.worker import run_worker
+
+    return run_worker(worker_config(settings))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
+    if flags.get("api_keys") is not None:
+        flags["api_keys"] = tuple(flags["api_keys"])
+    try:
+        settings = load_settings(flags)
+    except SettingsError as exc:
+        parser.error(str(exc))
+    _configure_logging(settings)
+    command = {"serve": _serve, "api": run_api, "worker": _worker}[args.command]
+    return command(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""speechd's settings: one msgspec Struct, built from command-line flags over `SPEECHD_*` env.
+
+Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
+it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
+default. `SPEECHD_API_KEY` holds one key or several separated by commas. Durations
+(`--retention`, `--shutdown-timeout`) take seconds or a number with a unit: `90s`, `15m`,
+`12h`, `30d`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from speechd.engine import EngineConfig
+
+__all__ = [
+    "ENV_PREFIX",
+    "Settings",
+    "SettingsError",
+    "default_data_dir",
+    "engine_config",
+    "load_settings",
+    "parse_duration",
+]
+
+ENV_PREFIX = "SPEECHD_"
+
+Port = Annotated[int, Meta(ge=0, le=65535)]
+PositiveInt = Annotated[int, Meta(ge=1)]
+Seconds = Annotated[float, Meta(gt=0)]
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> str:
+    """`$XDG_DATA_HOME/speechd`, else `~/.local/share/speechd`."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "speechd")
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Everything `speechd serve`, `speechd api` and `speechd worker` are configured with."""
+
+    # Where things live.
+    data_dir: str = msgspec.field(default_factory=default_data_dir)
+    store: str | None = None
+    """Store URL: a folder path (the embedded store) or `nats://host:port`; default data_dir."""
+    # The api.
+    host: str = "127.0.0.1"
+    port: Port = 8000
+    api_keys: tuple[str, ...] = ()
+    """Bearer keys accepted by `POST /v1/audio/speech`; none = open (local use)."""
+    max_queue: PositiveInt = 64
+    """Jobs waiting or running before new casts are refused with 429."""
+    max_body_bytes: PositiveInt = 1024 * 1024
+    retention: Seconds | None = None
+    """Seconds after which casts nobody appended to are removed; None keeps them."""
+    public_url: str | None = None
+    """Base URL for cast links (`X-Cast-Url`), e.g. behind a proxy; default the request's."""
+    shutdown_timeout: Seconds = 30.0
+    """On SIGTERM/SIGINT, how long in-flight responses may run before they are cut."""
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # The worker (and the voice names the api accepts).
+    model_dir: str | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: PositiveInt | None = None
+    default_voice: str = "af_heart"
+    voice_map: dict[str, str] = {}
+    """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
+
+    @property
+    def store_url(self) -> str:
+        return self.store or self.data_dir
+
+
+def engine_config(settings: Settings) -> EngineConfig:
+    """The engine's configuration: the worker loads the model with it, and the api resolves
+    voice names with the same default voice and alias table."""
+    engine = EngineConfig(
+        model_dir=settings.model_dir,
+        device=settings.device,
+        threads=settings.threads,
+        default_voice=settings.default_voice,
+    )
+    if not settings.voice_map:
+        return engine
+    return msgspec.structs.replace(engine, voice_map={**engine.voice_map, **settings.voice_map})
+
+
+class SettingsError(ValueError):
+    """A flag or `SPEECHD_*` variable has a value speechd cannot use."""
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*", re.IGNORECASE)
+
+
+def parse_duration(value: str | float) -> float:
+    """Seconds from `90`, `90s`, `15m`, `12h` or `30d`."""
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise SettingsError(f"{value!r} is not a duration (try 90s, 15m, 12h or 30d)")
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+_ENV_NAMES = {"api_keys": "API_KEY"}
+_DURATIONS = ("retention", "shutdown_timeout")
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for field in msgspec.structs.fields(Settings):
+        name = ENV_PREFIX + _ENV_NAMES.get(field.name, field.name.upper())
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            continue
+        if field.name == "api_keys":
+            values[field.name] = tuple(k.strip() for k in raw.split(",") if k.strip())
+        elif field.name == "voice_map":
+            values[field.name] = dict(pair.split("=", 1) for pair in raw.split(",") if "=" in pair)
+        else:
+            values[field.name] = raw
+    return values
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings from `flags` (None values = not given) over `environ` over the defaults."""
+    environ = os.environ if environ is None else environ
+    values = _from_env(environ)
+    if "data_dir" not in values:
+        values["data_dir"] = default_data_dir(environ)
+    values.update({k: v for k, v in (flags or {}).items() if v is not None})
+    for name in _DURATIONS:
+        if name in values:
+            values[name] = parse_duration(values[name])
+    try:
+        return msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(_describe(exc)) from exc
+
+
+def _describe(exc: msgspec.ValidationError) -> str:
+    message, _, path = str(exc).partition(" - at `$.")
+    field = path.rstrip("`").split(".")[0].split("[")[0]
+    if not field:
+        return message
+    flag = "--" + field.replace("_", "-").removesuffix("s" if field == "api_keys" else "")
+    env = ENV_PREFIX + _ENV_NAMES.get(field, field.upper())
+    return f"{flag} / {env}: {message}"

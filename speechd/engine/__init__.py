@@ -1,0 +1,54 @@
+"""Kokoro-82M for speechd: weights, voices, text normalisation, G2P, chunk planning and
+synthesis.
+
+Importing this package is cheap and torch-free (the api process uses `VoiceBook`,
+`installed_voices`, `normalize_text` and `EngineConfig`); torch and kokoro load inside
+`load_engine`, in the worker.
+
+    engine = load_engine(EngineConfig(model_dir="~/models/kokoro-82m"))
+    spec = engine.voices.resolve("af_bella(2)+af_sky(1)")   # "af_bella(0.667)+af_sky(0.333)"
+    for chunk in engine.plan(text, spec, ChunkPolicy().with_rtf(measured_rtf)):
+        audio = engine.synthesize(chunk, spec, 1.0, seed=seed_for(cast_id, chunk.index))
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._config import (
+    DEFAULT_VOICE_MAP,
+    LANGUAGES,
+    MAX_SPEED,
+    MIN_SPEED,
+    SAMPLE_RATE,
+    EngineConfig,
+)
+from ._engine import Engine, Synthesis, load_engine
+from ._normalize import normalize_text
+from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._voices import VoiceBook, installed_voices
+
+__all__ = [
+    "DEFAULT_VOICE_MAP",
+    "LANGUAGES",
+    "MAX_SPEED",
+    "MIN_SPEED",
+    "MODEL_MAX_TOKENS",
+    "SAMPLE_RATE",
+    "Chunk",
+    "ChunkPolicy",
+    "Engine",
+    "EngineConfig",
+    "Synthesis",
+    "VoiceBook",
+    "installed_voices",
+    "load_engine",
+    "normalize_text",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if hasattr(_obj, "__module__") and _obj.__module__.startswith(__name__ + "."):
+        with contextlib.suppress(AttributeError, TypeError):  # builtins refuse it
+            _obj.__module__ = __name__
+del _name, _obj, contextlib

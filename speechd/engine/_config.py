@@ -1,0 +1,80 @@
+"""The engine's settings: where the weights live, which device, and how voice names map.
+
+Everything here is torch-free: the api process reads the same config to validate voices.
+"""
+
+from types import MappingProxyType
+from typing import Annotated, Final, Literal
+
+import msgspec
+
+__all__ = [
+    "DEFAULT_VOICE_MAP",
+    "LANGUAGES",
+    "MAX_SPEED",
+    "MIN_SPEED",
+    "SAMPLE_RATE",
+    "EngineConfig",
+]
+
+#: Kokoro-82M's output rate, fixed by its iSTFT decoder.
+SAMPLE_RATE: Final = 24_000
+MIN_SPEED: Final = 0.25
+MAX_SPEED: Final = 4.0
+
+#: A voice's language is the first letter of its name, as in hexgrad/Kokoro-82M.
+LANGUAGES: Final = MappingProxyType(
+    {
+        "a": "American English",
+        "b": "British English",
+        "e": "Spanish",
+        "f": "French",
+        "h": "Hindi",
+        "i": "Italian",
+        "j": "Japanese",
+        "p": "Brazilian Portuguese",
+        "z": "Mandarin Chinese",
+    }
+)
+
+#: OpenAI's voice names -> Kokoro voices. OpenAI's names with a Kokoro namesake map to it
+#: (alloy, echo, fable, onyx, nova); the others go to a Kokoro voice of the same register
+#: (female: coral, marin, sage, shimmer; male: ash, ballad, cedar, verse). A mapped voice that
+#: the model folder lacks falls back to `EngineConfig.default_voice`. A value may be a blend.
+DEFAULT_VOICE_MAP: Final = MappingProxyType(
+    {
+        "alloy": "af_alloy",
+        "ash": "am_adam",
+        "ballad": "bm_george",
+        "cedar": "am_michael",
+        "coral": "af_heart",
+        "echo": "am_echo",
+        "fable": "bm_fable",
+        "marin": "af_bella",
+        "nova": "af_nova",
+        "onyx": "am_onyx",
+        "sage": "af_sarah",
+        "shimmer": "af_sky",
+        "verse": "am_puck",
+    }
+)
+
+
+def _default_voice_map() -> dict[str, str]:
+    return dict(DEFAULT_VOICE_MAP)
+
+
+class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the worker loads Kokoro-82M.
+
+    `model_dir` is a local folder laid out like the hexgrad/Kokoro-82M repository
+    (`config.json`, `kokoro-v1_0.pth`, `voices/*.pt`); None downloads that repository through
+    Hugging Face (and fails within seconds when offline). `threads` sets torch's intra-op
+    thread count (None keeps torch's default).
+    """
+
+    model_dir: str | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    default_voice: str = "af_heart"
+    voice_map: dict[str, str] = msgspec.field(default_factory=_default_voice_map)

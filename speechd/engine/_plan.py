@@ -1,0 +1,295 @@
+"""Progressive chunk planning: pure, fast, torch-free.
+
+The G2P turns text into *units* (a word in English, a short phrase where the G2P only takes
+whole phrases) each with its phonemes; `iter_chunks` groups units into chunks that the model
+synthesizes one at a time. A chunk is cut only between units, never inside a word, at the
+strongest boundary its token budget allows: a sentence end, then a clause (`;` `:`), then a
+comma or dash, then (English) a phrase start before a verb, preposition, conjunction or
+determiner, then between two words, and after a word that leans on the next ("the",
+"below", "narrow") only as a last resort. No chunk exceeds the model's 510-token context.
+
+Budgets grow as the listener's buffer does (`ChunkPolicy`): the first chunk is a clause or
+the first few words, so audio starts fast; the second is at most the rest of a sentence; later
+ones hold several sentences up to ~250 tokens. While the device is slower than the audio it
+makes, growth is also bounded by the buffer: simulating playback, the planner lets the next
+chunk hold at most `margin * buffered / rtf` seconds of audio, so it is ready before the audio
+already made runs out.
+"""
+
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Annotated, Final
+
+import msgspec
+
+__all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Unit", "iter_chunks"]
+
+log = logging.getLogger("speechd.engine")
+
+#: Kokoro-82M reads at most 512 tokens: 510 phonemes between its start and end markers.
+MODEL_MAX_TOKENS: Final = 510
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One unit of synthesis: its source text (a caption) and the phonemes the model reads."""
+
+    index: int
+    text: str
+    phonemes: str
+
+    @property
+    def tokens(self) -> int:
+        return len(self.phonemes)
+
+
+_Tokens = Annotated[int, msgspec.Meta(ge=1, le=MODEL_MAX_TOKENS)]
+
+
+class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How chunks grow. Token counts are phonemes (~18-20 per second of speech at speed 1).
+
+    first_tokens / first_max_tokens: the first chunk ends at the first clause boundary
+        between `min_tokens` and `first_max_tokens`; without one, at the phrase or word
+        boundary nearest `first_tokens`.
+    min_tokens: no cut at a comma or phrase boundary leaves a chunk shorter than this.
+    floor_tokens: no budget is smaller, however little audio is buffered: a tiny chunk
+        costs more compute per second of audio than it buys.
+    sentence_tokens: cap for the second chunk (the rest of the first sentence, or one sentence).
+    max_tokens: cap for every later chunk (several whole sentences when they fit).
+    rtf: compute seconds per audio second, as the worker measures it (for all the casts it
+        serves at once). Below 1, the next chunk holds at most `margin * buffered / rtf`
+        seconds of audio, `buffered` being the audio planned so far minus the compute time it
+        took, simulated from the first chunk on. At 1 or above the listener will wait anyway,
+        and the buffer bound is dropped in favour of fewer, longer chunks.
+    pad_s / tokens_per_s: the audio length model, `(pad_s + tokens / tokens_per_s) / speed`;
+        the defaults slightly underestimate Kokoro-82M's English (loadtest.bench_engine
+        prints the fit), so the simulated buffer errs on the short side.
+    """
+
+    first_tokens: _Tokens = 18
+    first_max_tokens: _Tokens = 40
+    min_tokens: _Tokens = 8
+    floor_tokens: _Tokens = 24
+    sentence_tokens: _Tokens = 120
+    max_tokens: _Tokens = 250
+    limit_tokens: _Tokens = MODEL_MAX_TOKENS
+    rtf: Annotated[float, msgspec.Meta(ge=0)] = 0.7
+    margin: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
+    pad_s: Annotated[float, msgspec.Meta(ge=0)] = 0.2
+    tokens_per_s: Annotated[float, msgspec.Meta(gt=0)] = 20.0
+    speed: Annotated[float, msgspec.Meta(ge=0.25, le=4.0)] = 1.0
+
+    def with_rtf(self, rtf: float) -> "ChunkPolicy":
+        """This policy for a device measured at `rtf` compute seconds per audio second."""
+        return msgspec.structs.replace(self, rtf=max(0.0, float(rtf)))
+
+    def with_speed(self, speed: float) -> "ChunkPolicy":
+        return msgspec.structs.replace(self, speed=float(speed))
+
+    def audio_s(self, tokens: int) -> float:
+        """Estimated seconds of audio for a chunk of `tokens` phonemes."""
+        return (self.pad_s + tokens / self.tokens_per_s) / self.speed
+
+    def budget(self, index: int, buffered_s: float) -> int:
+        """Most tokens chunk `index` may hold with `buffered_s` of audio ahead of the listener."""
+        if index == 0:
+            return min(self.first_max_tokens, self.limit_tokens)
+        cap = self.sentence_tokens if index == 1 else self.max_tokens
+        if 0 < self.rtf < 1:
+            seconds = self.margin * buffered_s / self.rtf
+            tokens = int((seconds * self.speed - self.pad_s) * self.tokens_per_s)
+            cap = min(cap, max(tokens, self.floor_tokens))
+        return min(cap, self.limit_tokens)
+
+    def after(self, index: int, buffered_s: float, tokens: int) -> float:
+        """Audio buffered once chunk `index` (`tokens` long) is appended, in the simulation."""
+        made = self.audio_s(tokens)
+        if index == 0:
+            return made
+        return max(buffered_s - self.rtf * made, 0.0) + made
+
+
+class Boundary(IntEnum):
+    """How good a place to cut the gap after a unit is (higher is better)."""
+
+    TIGHT = -1  # after a word that leans on the next (a determiner, preposition, adjective)
+    WORD = 0  # between two words
+    PHRASE = 1  # before a verb, preposition, conjunction or determiner (English POS tags)
+    COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
+    CLAUSE = 3  # ; :
+    SENTENCE = 4  # . ! ? … before a capital, or the end of a block
+
+
+@dataclass(slots=True)
+class Unit:
+    """A word (or phrase) of source text with its phonemes; both keep trailing spaces."""
+
+    text: str
+    phonemes: str
+    #: A phrase can start here (the G2P knows: a verb, preposition, conjunction, ...).
+    phrase_start: bool = False
+    #: This word leans on the next one ("the", "below", "narrow"): a cut right after it is
+    #: the last resort.
+    binds_next: bool = False
+    #: The last unit of a block (paragraph, heading, list item).
+    block_end: bool = False
+
+
+_CLOSERS: Final = "\"')]}\u201d\u2019\u00bb"
+_SENTENCE_END: Final = ".!?\u2026\u3002\uff01\uff1f"
+_CLAUSE_END: Final = ";:\uff1b\uff1a"
+_COMMA_END: Final = ",\u2014\u2013-)\u3001\uff0c"
+#: Abbreviations misaki reads itself (speechd's normaliser expands the rest), and initials.
+_NOT_SENTENCE = re.compile(r"(?:Mr|Mrs|Ms|Dr|St|Mt|vs|[A-Z])\.")
+_SPACES = re.compile(r" {2,}")
+
+
+def _boundary(unit: Unit, following: Unit | None) -> Boundary:
+    if following is None or unit.block_end:
+        return Boundary.SENTENCE
+    text = unit.text.rstrip()
+    bare = text.rstrip(_CLOSERS)
+    last = bare[-1:] or text[-1:]
+    nxt = following.text.lstrip(_CLOSERS + "\"'(\u201c\u2018\u00ab")[:1]
+    if last in _SENTENCE_END:
+        if _NOT_SENTENCE.fullmatch(bare.rsplit(" ", 1)[-1]):
+            return Boundary.WORD
+        return Boundary.COMMA if nxt.islower() else Boundary.SENTENCE
+    if last in _CLAUSE_END:
+        return Boundary.CLAUSE
+    if last in _COMMA_END or text[-1:] in _COMMA_END:
+        return Boundary.COMMA
+    if unit.binds_next:
+        return Boundary.TIGHT
+    return Boundary.PHRASE if following.phrase_start else Boundary.WORD
+
+
+def _join(units: Iterable[Unit]) -> tuple[str, str]:
+    text = "".join(u.text for u in units).strip()
+    phonemes = _SPACES.sub(" ", "".join(u.phonemes for u in units)).strip()
+    return text, phonemes
+
+
+def _truncate(phonemes: str, limit: int) -> str:
+    if len(phonemes) <= limit:
+        return phonemes
+    cut = phonemes.rfind(" ", 0, limit + 1)
+    log.warning("a single word reads as %d phonemes; truncated to %d", len(phonemes), limit)
+    return phonemes[: cut if cut > 0 else limit].rstrip()
+
+
+def _cut_first(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
+    """Units in the first chunk: the earliest clause end past `min_tokens`, else the phrase
+    (then word) boundary nearest `first_tokens`."""
+    fits = [i for i, c in enumerate(costs) if c <= budget] or [0]
+    for i in fits:
+        if marks[i] >= Boundary.COMMA and costs[i] >= policy.min_tokens:
+            return i + 1
+    roomy = policy.first_tokens + policy.first_tokens // 2
+    near = [i for i in fits if policy.min_tokens <= costs[i] <= roomy]
+    choices = (
+        [i for i in near if marks[i] >= Boundary.PHRASE]
+        or [i for i in fits if marks[i] >= Boundary.WORD]
+        or fits
+    )
+    return min(choices, key=lambda i: abs(costs[i] - policy.first_tokens)) + 1
+
+
+def _cut_sentence(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
+    """Units in the second chunk: up to the first sentence end that fits (the rest of the
+    sentence the first chunk began, or one sentence); failing that, as for later chunks."""
+    for i, cost in enumerate(costs):
+        if cost > budget:
+            break
+        if marks[i] >= Boundary.SENTENCE and cost >= policy.min_tokens:
+            return i + 1
+    return _cut_fill(costs, marks, policy, budget)
+
+
+def _cut_fill(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
+    """Units in a later chunk: the latest sentence end within `budget`; failing that, the
+    latest clause or comma (one that fills half the budget first), a short sentence, or a
+    phrase boundary; failing that, the last word that fits (not one leaning on the next)."""
+    fits = [i for i, c in enumerate(costs) if c <= budget]
+    if not fits:
+        return 1
+    half = max(budget // 2, policy.min_tokens)
+    for level, floor in (
+        (Boundary.SENTENCE, policy.min_tokens),
+        (Boundary.CLAUSE, half),
+        (Boundary.COMMA, half),
+        (Boundary.CLAUSE, policy.min_tokens),
+        (Boundary.COMMA, policy.min_tokens),
+        (Boundary.SENTENCE, 0),  # a short whole sentence beats a cut inside a clause
+        (Boundary.PHRASE, half),
+        (Boundary.PHRASE, policy.min_tokens),
+    ):
+        best = [i for i in fits if marks[i] >= level and costs[i] >= floor]
+        if best:
+            return best[-1] + 1
+    words = [i for i in fits if marks[i] >= Boundary.WORD]
+    return (words or fits)[-1] + 1
+
+
+def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
+    """Group units into chunks, lazily: each chunk is yielded as soon as it is decided."""
+    source = iter(units)
+    window: list[Unit] = []
+    window_tokens = 0
+    exhausted = False
+    index = 0
+    buffered = 0.0
+
+    def pull() -> None:
+        nonlocal exhausted, window_tokens
+        unit = next(source, None)
+        if unit is None:
+            exhausted = True
+        else:
+            window.append(unit)
+            window_tokens += len(unit.phonemes)
+
+    def fill(tokens: int) -> None:
+        while not exhausted and (window_tokens <= tokens or len(window) < 2):
+            pull()
+
+    while True:
+        budget = policy.budget(index, buffered)
+        fill(budget + 1)
+        if not window:
+            return
+        # One more unit than fits, so the boundary after the last candidate is known.
+        costs: list[int] = []
+        marks: list[Boundary] = []
+        total = 0
+        for i, unit in enumerate(window):
+            total += len(unit.phonemes)
+            following = window[i + 1] if i + 1 < len(window) else None
+            if following is None and not exhausted:
+                break
+            costs.append(total - (1 if unit.phonemes.endswith(" ") else 0))
+            marks.append(_boundary(unit, following))
+            if costs[-1] > budget:
+                break
+        cutter = _cut_first if index == 0 else _cut_sentence if index == 1 else _cut_fill
+        cut = cutter(costs, marks, policy, budget)
+        # Units without phonemes (a stray symbol) ride along with the chunk before them.
+        while True:
+            while cut >= len(window) and not exhausted:
+                pull()
+            if cut < len(window) and not window[cut].phonemes.strip():
+                cut += 1
+            else:
+                break
+        taken, window[:] = window[:cut], window[cut:]
+        window_tokens -= sum(len(u.phonemes) for u in taken)
+        text, phonemes = _join(taken)
+        if not phonemes:  # only possible when the whole rest of the text has no phonemes
+            continue
+        phonemes = _truncate(phonemes, policy.limit_tokens)
+        yield Chunk(index=index, text=text, phonemes=phonemes)
+        buffered = policy.after(index, buffered, len(phonemes))
+        index += 1

@@ -1,0 +1,361 @@
+"""The gateway service: what the routes call. It reads only `pub/casts/<id>` streams.
+
+Every public entry point checks the id with `is_cast_id` before naming a stream, and names
+streams only through `cast_stream`, so no request can reach `jobs`, `catalog/*`, cursors or
+receipts, whatever its path holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections.abc import Coroutine, Iterator
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+from litestar import Request
+
+from speechd.audio import FORMATS, content_type
+from speechd.casts import (
+    H_EVENT,
+    CastState,
+    Meta,
+    Submission,
+    cast_status,
+    cast_stream,
+    decode,
+    is_cast_id,
+)
+from speechd.durable import DurableError, SeqOutOfRange, Store
+from speechd.errors import (
+    AuthenticationFailed,
+    CastFailed,
+    CastNotFound,
+    InvalidRequest,
+    RateLimited,
+    SpeechdError,
+)
+
+from ._audio import (
+    AudioLayout,
+    ByteRange,
+    Layouts,
+    live_body,
+    parse_range,
+    range_body,
+)
+from ._limiter import ReadLimiter
+from ._settings import GatewaySettings
+from ._sse import Hubs, Subscriber, abort_frame, cast_frames
+from ._streaming import StreamApp
+from ._wire import CastCreated, CastView, NewCast, RecordsPage, cast_view, derive_title
+from ._wire import record_view as _record_view
+
+__all__ = ["AudioReply", "CastService", "Gateway"]
+
+T = TypeVar("T")
+
+
+class CastService(Protocol):
+    """Validates a cast request (voice, model, queue depth) and submits it (`speechd.casts`)."""
+
+    async def submit_cast(self, request: NewCast) -> Submission: ...
+
+
+class AudioReply(msgspec.Struct, frozen=True):
+    """A fixed (non-streaming) reply of the audio route: 304, 416 or a whole/partial file."""
+
+    status: int
+    headers: dict[str, str]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    try:
+        yield
+    except SeqOutOfRange as exc:
+        raise InvalidRequest(
+            f"seq_num {exc.seq_num} is past the end of the cast ({exc.tail} records).",
+            param="seq_num",
+        ) from exc
+    except DurableError as exc:
+        raise SpeechdError("The cast store could not be read.") from exc
+
+
+def _check_id(cast_id: str) -> str:
+    if not is_cast_id(cast_id):
+        raise CastNotFound("No cast with this id.", param="id")
+    return cast_id
+
+
+class Gateway:
+    """Cast API and public read path over one store. Build once per app; `close()` at shutdown."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: GatewaySettings | None = None,
+        *,
+        casts: CastService | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or GatewaySettings()
+        self.casts = casts
+        self.hubs = Hubs(store)
+        self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
+        self._layouts = Layouts(store)
+        self._closing = asyncio.Event()
+
+    async def close(self) -> None:
+        """End every open stream (SSE: an `abort` event; live audio: incomplete) and long-poll,
+        so a server shutting down never waits on a cast that is still generating."""
+        self._closing.set()
+        await self.hubs.close()
+
+    # -- who is asking ------------------------------------------------------------------
+
+    def client_key(self, request: Request) -> str:
+        header = self.settings.client_header
+        if header:
+            forwarded = request.headers.get(header)
+            if forwarded:
+                return forwarded.split(",", 1)[0].strip()
+        return request.client.host if request.client else "unknown"
+
+    def admit(self, request: Request) -> None:
+        """Charge one public read to the client; raise `RateLimited` past its quota."""
+        wait = self.limiter.take(self.client_key(request))
+        if wait is not None:
+            raise RateLimited(
+                "Too many reads from this client; slow down.",
+                retry_after=ReadLimiter.retry_after(wait),
+            )
+
+    def authorize(self, request: Request) -> None:
+        """Writes need one of the configured API keys (none configured: open)."""
+        keys = self.settings.api_keys
+        if not keys:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not any(
+            hmac.compare_digest(token.encode(), key.encode()) for key in keys
+        ):
+            raise AuthenticationFailed("A valid API key is required (Authorization: Bearer).")
+
+    def base_url(self, request: Request) -> str:
+        return (self.settings.public_url or str(request.base_url)).rstrip("/")
+
+    # -- the cast API -------------------------------------------------------------------
+
+    async def create(self, request: NewCast, base_url: str) -> tuple[CastCreated, bool]:
+        """Submit a cast (or find the same one); returns its link and whether it is new."""
+        if self.casts is None:
+            raise SpeechdError("This server does not accept casts.")
+        limit = self.settings.max_input_chars
+        if len(request.input) > limit:
+            raise InvalidRequest(f"input is longer than {limit} characters.", param="input")
+        if not request.input.strip():
+            raise InvalidRequest("input holds no text.", param="input")
+        title = (request.title or "").strip() or derive_title(request.input)
+        submission = await self.casts.submit_cast(msgspec.structs.replace(request, title=title))
+        state = CastState.QUEUED
+        if not submission.created:
+            with _store_errors():
+                state = (await cast_status(self.store, submission.id, now_ms=_now_ms())).state
+        created = CastCreated(submission.id, f"{base_url}/c/{submission.id}", state.value)
+        return created, submission.created
+
+    async def view(self, cast_id: str, base_url: str) -> CastView:
+        _check_id(cast_id)
+        with _store_errors():
+            status = await cast_status(self.store, cast_id, now_ms=_now_ms())
+        return cast_view(status, base_url)
+
+    async def meta(self, cast_id: str) -> Meta | None:
+        """A cast's public meta, or None if there is no such cast."""
+        if not is_cast_id(cast_id):
+            return None
+        with _store_errors():
+            batch = await self.store.read(cast_stream(cast_id), 0, max_records=1)
+        if not batch.records:
+            return None
+        return decode(batch.records[0].body, Meta)
+
+    # -- the public read path -----------------------------------------------------------
+
+    async def _tail(self, cast_id: str) -> int:
+        _check_id(cast_id)
+        with _store_errors():
+            tail = await self.store.check_tail(cast_stream(cast_id))
+        if tail == 0:
+            raise CastNotFound(f"No cast with id {cast_id!r}.", param="id")
+        return tail
+
+    async def records(
+        self, cast_id: str, seq_num: int, wait: float, max_records: int | None
+    ) -> RecordsPage:
+        tail = await self._tail(cast_id)
+        if seq_num > tail:
+            raise InvalidRequest(
+                f"seq_num {seq_num} is past the end of the cast ({tail} records).",
+                param="seq_num",
+            )
+        limit = min(max_records or self.settings.max_records, self.settings.max_records)
+        read = self.store.read(
+            cast_stream(cast_id),
+            seq_num,
+            max_records=limit,
+            max_bytes=self.settings.max_read_bytes,
+            wait=0 if self._closing.is_set() else min(max(wait, 0.0), self.settings.max_wait_s),
+        )
+        with _store_errors():
+            batch = await self._unless_closing(read)
+        if batch is None:  # closing: an empty page; the client polls again (elsewhere)
+            return RecordsPage([], tail)
+        return RecordsPage([_record_view(r) for r in batch.records], batch.tail)
+
+    async def _unless_closing(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """`work`'s result, or None if the gateway closes first (then `work` is cancelled)."""
+        task = asyncio.ensure_future(work)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
+
+    async def events(
+        self, cast_id: str, seq_num: int | None, last_event_id: str | None
+    ) -> StreamApp | None:
+        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever."""
+        tail = await self._tail(cast_id)
+        start = seq_num if seq_num is not None else 0
+        if seq_num is None and last_event_id:
+            try:
+                start = int(last_event_id) + 1
+            except ValueError:
+                raise InvalidRequest(
+                    "Last-Event-ID is not a record number.", param="Last-Event-ID"
+                ) from None
+        if start < 0 or start > tail:
+            raise InvalidRequest(
+                f"seq_num {start} is past the end of the cast ({tail} records).",
+                param="seq_num",
+            )
+        if start == tail:
+            with _store_errors():
+                last = (await self.store.read(cast_stream(cast_id), tail - 1)).records[0]
+            if last.header(H_EVENT) in (b"eos", b"error"):
+                return None
+        subscriber = Subscriber(self.settings.sse_buffer)
+        frames = cast_frames(
+            self.store,
+            self.hubs,
+            cast_id,
+            start,
+            subscriber,
+            keepalive_s=self.settings.sse_keepalive_s,
+        )
+        return StreamApp(
+            frames,
+            headers=[
+                (b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache, no-store"),
+                (b"x-accel-buffering", b"no"),
+            ],
+            stops={
+                subscriber.dropped: abort_frame(
+                    "too_slow", "This listener fell too far behind the live cast."
+                ),
+                self._closing: abort_frame("shutting_down", "The server is shutting down."),
+            },
+        )
+
+    async def audio(
+        self,
+        cast_id: str,
+        *,
+        range_header: str | None,
+        if_none_match: str | None,
+        if_range: str | None,
+    ) -> StreamApp | AudioReply:
+        """The cast's audio file: live and chunked while generating; an entity once done."""
+        tail = await self._tail(cast_id)
+        with _store_errors():
+            status = await cast_status(self.store, cast_id, now_ms=_now_ms())
+        meta = status.meta
+        kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
+        name = f"{cast_id}.{meta.format}"
+        base = {
+            "content-type": kind,
+            "content-disposition": f'inline; filename="{name}"',
+            "x-cast-id": cast_id,
+            "x-cast-status": status.state.value,
+        }
+        if status.state == CastState.FAILED:
+            raise CastFailed(f"The cast could not be synthesized: {status.error}")
+        if status.state != CastState.DONE:
+            headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
+            return StreamApp(
+                live_body(self.store, cast_id),
+                headers=_encode(headers),
+                stops={self._closing: None},  # an audio file has no in-band error: incomplete
+            )
+        with _store_errors():
+            layout = await self._layouts.get(cast_id, tail)
+        return self._entity(cast_id, layout, base, range_header, if_none_match, if_range)
+
+    def _entity(
+        self,
+        cast_id: str,
+        layout: AudioLayout,
+        base: dict[str, str],
+        range_header: str | None,
+        if_none_match: str | None,
+        if_range: str | None,
+    ) -> StreamApp | AudioReply:
+        size = layout.size
+        headers = {
+            **base,
+            "etag": layout.etag,
+            "accept-ranges": "bytes",
+            "cache-control": "public, max-age=86400",
+        }
+        if if_none_match is not None and _etag_matches(if_none_match, layout.etag):
+            return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
+        if if_range is not None and if_range.strip() != layout.etag:
+            range_header = None
+        span = parse_range(range_header, size)
+        if span is False:
+            return AudioReply(416, {**headers, "content-range": f"bytes */{size}"})
+        status = 200
+        if span is None:
+            span_ = (0, size)
+        else:
+            status = 206
+            span_ = (span.start, span.stop)
+            headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
+        headers["content-length"] = str(span_[1] - span_[0])
+        body = range_body(self.store, cast_id, layout, ByteRange(*span_))
+        return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]

@@ -1,0 +1,146 @@
+"""The gateway's routes: thin handlers over an injected `Gateway` (dependency `gateway`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import MediaType, Request, Response, Router, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.types import ASGIApp
+
+from ._gateway import AudioReply, Gateway
+from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
+from ._streaming import StreamApp
+from ._wire import CastCreated, CastView, NewCast, RecordsPage
+
+__all__ = ["gateway_router"]
+
+
+class _AppResponse(Response[bytes]):
+    """A handler's reply that is already an ASGI app (a stream that may end abruptly)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(b"")
+        self._app = app
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
+        return self._app
+
+
+def _reply(result: StreamApp | AudioReply) -> Response[Any]:
+    if isinstance(result, AudioReply):
+        return Response(b"", status_code=result.status, headers=result.headers)
+    return _AppResponse(result)
+
+
+@post("/v1/casts", status_code=201)
+async def create_cast(
+    data: JSONBody[NewCast], gateway: NamedDependency[Gateway], request: Request
+) -> Response[CastCreated]:
+    gateway.authorize(request)
+    created, new = await gateway.create(data, gateway.base_url(request))
+    return Response(created, status_code=201 if new else 200)
+
+
+@get("/v1/casts/{cast_id:str}")
+async def get_cast(
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request
+) -> CastView:
+    gateway.admit(request)
+    return await gateway.view(cast_id, gateway.base_url(request))
+
+
+@get("/v1/casts/{cast_id:str}/records")
+async def get_records(
+    cast_id: FromPath[str],
+    gateway: NamedDependency[Gateway],
+    request: Request,
+    seq_num: Annotated[int, QueryParameter(ge=0)] = 0,
+    wait: Annotated[float, QueryParameter(ge=0)] = 0.0,
+    max_records: Annotated[int | None, QueryParameter(ge=1)] = None,
+) -> Response[RecordsPage]:
+    gateway.admit(request)
+    page = await gateway.records(cast_id, seq_num, wait, max_records)
+    return Response(page, headers={"cache-control": "no-store"})
+
+
+@get("/v1/casts/{cast_id:str}/events")
+async def get_events(
+    cast_id: FromPath[str],
+    gateway: NamedDependency[Gateway],
+    request: Request,
+    seq_num: Annotated[int | None, QueryParameter(ge=0)] = None,
+    last_event_id: Annotated[str | None, HeaderParameter(name="last-event-id")] = None,
+) -> Response[Any]:
+    gateway.admit(request)
+    stream = await gateway.events(cast_id, seq_num, last_event_id)
+    if stream is None:  # a finished cast, read to its end: 204 tells EventSource to stop
+        return Response(b"", status_code=204)
+    return _AppResponse(stream)
+
+
+@get("/v1/casts/{cast_id:str}/audio")
+async def get_audio(
+    cast_id: FromPath[str],
+    gateway: NamedDependency[Gateway],
+    request: Request,
+    range_header: Annotated[str | None, HeaderParameter(name="range")] = None,
+    if_none_match: Annotated[str | None, HeaderParameter(name="if-none-match")] = None,
+    if_range: Annotated[str | None, HeaderParameter(name="if-range")] = None,
+) -> Response[Any]:
+    gateway.admit(request)
+    result = await gateway.audio(
+        cast_id, range_header=range_header, if_none_match=if_none_match, if_range=if_range
+    )
+    return _reply(result)
+
+
+@get("/", media_type=MediaType.HTML, include_in_schema=False)
+async def paste() -> Response[str]:
+    return Response(paste_page(), media_type=MediaType.HTML, headers=PAGE_HEADERS)
+
+
+@get("/c/{cast_id:str}", media_type=MediaType.HTML, include_in_schema=False)
+async def player(
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request
+) -> Response[str]:
+    gateway.admit(request)
+    meta = await gateway.meta(cast_id)
+    if meta is None:
+        return Response(
+            missing_page(), status_code=404, media_type=MediaType.HTML, headers=PAGE_HEADERS
+        )
+    return Response(
+        player_page(cast_id, meta.title), media_type=MediaType.HTML, headers=PAGE_HEADERS
+    )
+
+
+@get("/static/{name:str}", include_in_schema=False)
+async def static(name: FromPath[str]) -> Response[bytes]:
+    found = static_file(name)
+    if found is None:
+        return Response(b"Not found", status_code=404, media_type=MediaType.TEXT)
+    data, kind = found
+    return Response(
+        data,
+        media_type=kind,
+        headers={"cache-control": "public, max-age=300", "x-content-type-options": "nosniff"},
+    )
+
+
+def gateway_router(path: str = "/") -> Router:
+    """The gateway's routes. The app provides the dependency `gateway` (a `Gateway`)."""
+    return Router(
+        path,
+        route_handlers=[
+            create_cast,
+            get_cast,
+            get_records,
+            get_events,
+            get_audio,
+            paste,
+            player,
+            static,
+        ],
+    )

@@ -1,0 +1,314 @@
+// The player: reads the cast from seq 0 (records endpoint, long-poll), decodes each audio
+// record onto a gapless Web Audio timeline, shows captions as they play, follows the live
+// edge until eos, and restarts cleanly when a newer attempt starts.
+//
+// Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
+// complete, attempt, restarts, error, captions}; window.speechd.seek(chunkIndex).
+
+import { RecordDecoder, layoutOf } from "./decode.js";
+import { Timeline } from "./timeline.js";
+
+const castId = document.body.dataset.castId;
+const api = `/v1/casts/${encodeURIComponent(castId)}`;
+const $ = (id) => document.getElementById(id);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const POLL_WAIT_S = 20;
+
+let ctx = null;
+let timeline = null;
+let decoder = null;
+let meta = null;
+let latest = 0; // the newest attempt the status endpoint knew of when we opened
+let attempt = 0; // the attempt being played
+let planned = null;
+let queued = true;
+let failure = null;
+let restarts = 0;
+let shownCaption = -1;
+let captions = []; // {index, at (s), text}: one per audio record, placed by its `o` header
+
+function fmtTime(s) {
+  const t = Math.max(0, Math.floor(s));
+  const h = Math.floor(t / 3600);
+  const m = Math.floor((t % 3600) / 60);
+  const sec = String(t % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${sec}` : `${m}:${sec}`;
+}
+
+function headersOf(record) {
+  return Object.fromEntries(record.headers);
+}
+
+function bytesOf(b64) {
+  const text = atob(b64);
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
+  return out;
+}
+
+function jsonOf(record) {
+  return JSON.parse(new TextDecoder().decode(bytesOf(record.body)));
+}
+
+function showFailure(message) {
+  const box = $("failure");
+  box.textContent = message;
+  box.hidden = false;
+}
+
+function fail(message) {
+  failure = message;
+  showFailure(message);
+  update();
+}
+
+function state() {
+  if (failure) return "failed";
+  if (!timeline) return queued ? "queued" : "loading";
+  if (ctx.state !== "running" && timeline.wanted) return "suspended";
+  if (timeline.chunks.length === 0) return queued && !captions.length ? "queued" : "buffering";
+  return timeline.state;
+}
+
+// The caption playing at cast time `pos` (-1 before any).
+function captionAt(pos) {
+  let found = -1;
+  for (let i = 0; i < captions.length && captions[i].at <= pos + 1e-6; i++) found = i;
+  return found;
+}
+
+function snapshot() {
+  const clock = timeline ? timeline.position() : 0;
+  return {
+    state: state(),
+    clock,
+    audioTime: ctx ? ctx.currentTime : 0,
+    caption: timeline && timeline.chunks.length ? captionAt(clock) : -1,
+    chunks: captions.length,
+    planned,
+    duration: timeline ? timeline.end : 0,
+    complete: timeline ? timeline.complete : false,
+    attempt,
+    restarts,
+    error: failure,
+    captions: captions.map((c) => c.text),
+  };
+}
+
+// The timeline's samples joined (for tests that compare it with a whole-file decode).
+function timelinePcm() {
+  const chunks = timeline ? timeline.chunks : [];
+  const out = new Float32Array(chunks.reduce((n, c) => n + c.buffer.length, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk.buffer.getChannelData(0), at);
+    at += chunk.buffer.length;
+  }
+  return out;
+}
+
+window.speechd = { snapshot, seek: (index) => seekTo(index), timelinePcm };
+
+function statusLine(s) {
+  if (failure) return "This cast failed.";
+  const chunks = captions.length;
+  const of = planned ? ` of ${planned}` : "";
+  const generating = timeline && !timeline.complete;
+  switch (s.state) {
+    case "queued":
+      return "Queued: waiting for the speech worker to start…";
+    case "loading":
+      return "Loading…";
+    case "suspended":
+      return "Ready: press Play to listen.";
+    case "buffering":
+      return generating ? `Generating… ${chunks}${of} parts ready` : "Buffering…";
+    case "ended":
+      return `Finished · ${chunks} parts`;
+    default: {
+      if (!generating) return `${s.state === "paused" ? "Paused" : "Playing"} · complete`;
+      const ahead = Math.max(0, s.duration - s.clock);
+      return `${s.state === "paused" ? "Paused" : "Playing"} · generating ${chunks}${of} parts, ${Math.round(ahead)} s ahead`;
+    }
+  }
+}
+
+function update() {
+  const s = snapshot();
+  $("clock").textContent = fmtTime(s.clock);
+  $("duration").textContent = fmtTime(s.duration) + (s.complete || failure ? "" : "+");
+  const estimate = s.complete
+    ? s.duration
+    : planned && s.chunks
+      ? (s.duration * planned) / s.chunks
+      : s.duration;
+  $("bar-ready").style.width = `${estimate ? (100 * s.duration) / estimate : 0}%`;
+  $("bar-played").style.width = `${estimate ? (100 * s.clock) / estimate : 0}%`;
+  $("status").textContent = statusLine(s);
+  $("play").disabled = !timeline || s.chunks === 0;
+  $("play").textContent = s.state === "playing" || s.state === "buffering" ? "Pause" : "Play";
+  document.body.dataset.state = s.state;
+  if (s.caption !== shownCaption) {
+    const items = $("captions").children;
+    if (shownCaption >= 0 && items[shownCaption]) items[shownCaption].classList.remove("current");
+    if (s.caption >= 0 && items[s.caption]) {
+      items[s.caption].classList.add("current");
+      items[s.caption].scrollIntoView({ block: "nearest" });
+      $("now").textContent = captions[s.caption].text;
+    }
+    shownCaption = s.caption;
+  }
+}
+
+function seekTo(index) {
+  if (!timeline || !captions[index]) return;
+  ctx.resume();
+  timeline.wanted = true;
+  timeline.seek(captions[index].at);
+  update();
+}
+
+function addCaption(chunk, index) {
+  captions.push(chunk);
+  const item = document.createElement("li");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "caption";
+  button.textContent = chunk.text;
+  button.title = `Play from ${fmtTime(chunk.at)}`;
+  button.addEventListener("click", () => seekTo(index));
+  item.append(button);
+  $("captions").append(item);
+}
+
+function clearCaptions() {
+  $("captions").replaceChildren();
+  $("now").textContent = "";
+  captions = [];
+  shownCaption = -1;
+}
+
+function openAudio(m) {
+  meta = m;
+  const layout = layoutOf(m.format);
+  if (!layout) throw new Error(`this player cannot decode ${m.format}`);
+  // Run at the decode rate: decodeAudioData resamples each file on its own, which would put
+  // errors at every record's edges.
+  ctx = new AudioContext({ sampleRate: layout.decode_rate, latencyHint: "playback" });
+  timeline = new Timeline(ctx);
+  decoder = new RecordDecoder(ctx, m.format, layout);
+  ctx.resume();
+  const details = [m.voice, `${m.speed}×`, m.format].join(" · ");
+  $("meta").textContent = details;
+}
+
+async function handle(record) {
+  const h = headersOf(record);
+  const event = h.e;
+  const recordAttempt = Number(h.a || 0);
+  if (event === "meta") {
+    openAudio(jsonOf(record));
+    return;
+  }
+  if (recordAttempt < Math.max(latest, attempt)) return; // an abandoned attempt
+  if (event === "start") {
+    queued = false;
+    if (attempt && recordAttempt > attempt) {
+      timeline.reset();
+      decoder.reset();
+      clearCaptions();
+      restarts++;
+    }
+    attempt = recordAttempt;
+    planned = jsonOf(record).chunks || null;
+  } else if (event === "audio") {
+    queued = false;
+    const index = Number(h.i);
+    if (index !== captions.length) return; // a repeat (or out of order): keep ours
+    planned = Number(h.n) || planned;
+    const at = Number(h.o) / 1000;
+    const last = index === planned - 1;
+    const end = last ? Math.round(((Number(h.o) + Number(h.d)) * decoder.rate) / 1000) : null;
+    const buffer = await decoder.decode(bytesOf(record.body), end);
+    if (buffer) timeline.append(buffer);
+    addCaption({ index, at, text: h.t || "" }, index);
+  } else if (event === "eos") {
+    timeline.complete = true;
+  } else if (event === "error") {
+    const why = jsonOf(record);
+    timeline.complete = true;
+    fail(`This cast could not be finished: ${why.message}`);
+  }
+  update();
+}
+
+async function fetchJson(url) {
+  for (let backoff = 500; ; backoff = Math.min(backoff * 2, 10000)) {
+    let response;
+    try {
+      response = await fetch(url, { cache: "no-store" });
+    } catch {
+      $("status").textContent = "Connection lost; retrying…";
+      await sleep(backoff);
+      continue;
+    }
+    if (response.ok) return await response.json();
+    if (response.status === 429) {
+      await sleep(1000 * Number(response.headers.get("retry-after") || 1));
+      continue;
+    }
+    if (response.status >= 500 && response.status !== 501) {
+      await sleep(backoff);
+      continue;
+    }
+    let message = `HTTP ${response.status}`;
+    try {
+      message = (await response.json()).error.message || message;
+    } catch {
+      // not our JSON
+    }
+    throw new Error(message);
+  }
+}
+
+async function follow() {
+  const status = await fetchJson(api);
+  latest = status.attempt;
+  queued = status.status === "queued";
+  let seq = 0;
+  while (!failure && !(timeline && timeline.complete)) {
+    const page = await fetchJson(`${api}/records?seq_num=${seq}&wait=${POLL_WAIT_S}`);
+    for (const record of page.records) {
+      await handle(record);
+      seq = record.seq_num + 1;
+      if (failure || (timeline && timeline.complete)) break;
+    }
+  }
+}
+
+$("play").addEventListener("click", () => {
+  if (!timeline) return;
+  ctx.resume();
+  const s = state();
+  if (s === "playing" || s === "buffering") timeline.pause();
+  else timeline.play();
+  update();
+});
+
+$("bar").addEventListener("click", (event) => {
+  if (!timeline || !timeline.chunks.length) return;
+  const rect = event.currentTarget.getBoundingClientRect();
+  const s = snapshot();
+  const estimate = s.complete ? s.duration : planned ? (s.duration * planned) / s.chunks : s.duration;
+  ctx.resume();
+  timeline.wanted = true;
+  timeline.seek(((event.clientX - rect.left) / rect.width) * estimate);
+  update();
+});
+
+setInterval(() => {
+  if (timeline) timeline.tick();
+  update();
+}, 100);
+
+follow().catch((error) => fail(`This cast cannot be played: ${error.message}`));

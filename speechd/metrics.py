@@ -1,0 +1,184 @@
+"""Prometheus metrics of the api process (`GET /metrics`), one registry per app.
+
+What is measured where:
+
+* In the api, as requests run: `speechd_http_requests_total{route,method,status}`,
+  `speechd_time_to_first_audio_seconds` (request received -> first audio byte ready, as a
+  caller of `/v1/audio/speech` experiences it), `speechd_casts_submitted_total{outcome}`.
+* Read from the store at each scrape, so any api replica reports the same figures:
+  `speechd_queue_depth` (jobs past the workers' cursor), `speechd_workers_ready`,
+  `speechd_active_casts` and `speechd_cast_lead_seconds{cast}` (casts generating now, and how
+  far each one's audio is ahead of real time), and from the `progress/done` receipts of finished
+  casts `speechd_casts_completed_total`, `speechd_chunks_generated_total`,
+  `speechd_audio_generated_seconds_total` and `speechd_generation_seconds_total`. Chunks count
+  once their cast finishes; the counters restart from the store's whole history with the api.
+* From the supervisor, under `speechd serve` only: `speechd_worker_restarts_total` and
+  `speechd_worker_alive`.
+
+The worker's own scheduler figures (per-chunk generation time, real-time factor, admission
+decisions) live in the worker process and reach the api only through its receipts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from speechd import casts
+from speechd.durable import SeqOutOfRange, Store
+from speechd.errors import CastNotFound
+from speechd.service import CastService
+
+__all__ = ["CONTENT_TYPE", "ApiMetrics", "SupervisedWorker"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_TTFA_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+_MAX_SCANNED_CASTS = 256
+
+
+class SupervisedWorker(Protocol):
+    """What the api sees of the worker supervisor it runs under `speechd serve`."""
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+
+class _SupervisorCollector(Collector):
+    def __init__(self, supervisor: SupervisedWorker) -> None:
+        self._supervisor = supervisor
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "speechd_worker_restarts",
+            "Times the supervisor restarted the worker process.",
+            value=self._supervisor.restarts,
+        )
+        yield GaugeMetricFamily(
+            "speechd_worker_alive",
+            "1 while the supervised worker process runs.",
+            value=1 if self._supervisor.alive else 0,
+        )
+
+
+class ApiMetrics:
+    """The api's metrics. Built by `create_app`; `refresh` reads the store before a scrape."""
+
+    def __init__(self, *, supervisor: SupervisedWorker | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._requests = Counter(
+            "speechd_http_requests",
+            "HTTP requests by route template, method and status.",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self._ttfa = Histogram(
+            "speechd_time_to_first_audio_seconds",
+            "From a speech request's arrival to its first audio bytes.",
+            buckets=_TTFA_BUCKETS,
+            registry=r,
+        )
+        self._submitted = Counter(
+            "speechd_casts_submitted",
+            "Speech requests by outcome: a new cast, or one an identical request made.",
+            ["outcome"],
+            registry=r,
+        )
+        self._queue = Gauge(
+            "speechd_queue_depth", "Jobs appended and not yet finished.", registry=r
+        )
+        self._ready = Gauge(
+            "speechd_workers_ready",
+            "Workers with the model loaded and a fresh heartbeat.",
+            registry=r,
+        )
+        self._active = Gauge("speechd_active_casts", "Casts generating now.", registry=r)
+        self._lead = Gauge(
+            "speechd_cast_lead_seconds",
+            "Per generating cast: seconds of audio appended minus seconds since its first audio.",
+            ["cast"],
+            registry=r,
+        )
+        self._completed = Counter(
+            "speechd_casts_completed", "Casts finished (receipts).", registry=r
+        )
+        self._chunks = Counter(
+            "speechd_chunks_generated", "Audio chunks of finished casts.", registry=r
+        )
+        self._audio_s = Counter(
+            "speechd_audio_generated_seconds", "Seconds of audio of finished casts.", registry=r
+        )
+        self._gen_s = Counter(
+            "speechd_generation_seconds",
+            "Worker seconds spent generating finished casts.",
+            registry=r,
+        )
+        if supervisor is not None:
+            r.register(_SupervisorCollector(supervisor))
+        self._receipts_next = 0
+
+    # -- recorded by the api as it serves -----------------------------------------------
+
+    def request(self, route: str, method: str, status: int) -> None:
+        self._requests.labels(route, method, str(status)).inc()
+
+    def first_audio(self, seconds: float) -> None:
+        self._ttfa.observe(seconds)
+
+    def submitted(self, created: bool) -> None:
+        self._submitted.labels("created" if created else "existing").inc()
+
+    # -- read from the store at scrape time ---------------------------------------------
+
+    async def refresh(self, service: CastService) -> None:
+        """Update the store-derived figures (called by `GET /metrics` before rendering)."""
+        self._queue.set(await service.queue_depth())
+        self._ready.set(len(await service.workers()))
+        self._lead.clear()
+        active = 0
+        for cast_id in await service.pending_casts(limit=_MAX_SCANNED_CASTS):
+            try:
+                status = await service.status(cast_id)
+            except CastNotFound:  # removed by retention while its job waited
+                continue
+            if status.state == casts.CastState.GENERATING:
+                active += 1
+                if status.lead_ms is not None:
+                    self._lead.labels(cast_id).set(status.lead_ms / 1000)
+        self._active.set(active)
+        await self._read_receipts(service.store)
+
+    async def _read_receipts(self, store: Store) -> None:
+        while True:
+            try:
+                batch = await store.read(casts.PROGRESS_DONE, self._receipts_next)
+            except SeqOutOfRange:  # the store was emptied under us: count afresh
+                self._receipts_next = 0
+                continue
+            for record in batch.records:
+                receipt = casts.decode(record.body, casts.Receipt)
+                self._completed.inc()
+                self._chunks.inc(receipt.chunks)
+                self._audio_s.inc(receipt.audio_ms / 1000)
+                self._gen_s.inc(receipt.gen_ms / 1000)
+            if not batch.records:
+                return
+            self._receipts_next = batch.records[-1].seq_num + 1
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

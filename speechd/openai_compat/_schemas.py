@@ -1,0 +1,84 @@
+"""Wire shapes of the OpenAI-compatible endpoints (msgspec Structs, checked on decode).
+
+`SpeechRequest` follows OpenAI's `POST /v1/audio/speech`: the SDK omits every field its caller
+did not set, so all but `input` have defaults (and `null` reads as "not set"). Unknown fields
+are ignored, as other OpenAI-compatible servers' extensions are. `stream` is speechd's
+extension: `false` answers the whole file at once, with `Content-Length`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from speechd.engine import MAX_SPEED, MIN_SPEED
+
+__all__ = [
+    "MAX_INPUT_CHARS",
+    "AudioModel",
+    "AudioModelList",
+    "Model",
+    "ModelList",
+    "SpeechRequest",
+    "VoiceEntry",
+    "VoiceList",
+    "VoiceRef",
+]
+
+MAX_INPUT_CHARS = 4096
+
+Name = Annotated[str, Meta(min_length=1, max_length=256)]
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+
+class VoiceRef(msgspec.Struct, frozen=True):
+    """OpenAI's object form of a voice: `{"id": "..."}`."""
+
+    id: Name
+
+
+class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
+    input: Annotated[str, Meta(min_length=1, max_length=MAX_INPUT_CHARS)]
+    model: Name | None = None
+    voice: Name | VoiceRef | None = None
+    instructions: Annotated[str, Meta(max_length=MAX_INPUT_CHARS)] | None = None
+    """Accepted for compatibility and ignored: Kokoro takes no style prompt."""
+    response_format: ResponseFormat | None = None
+    speed: Annotated[float, Meta(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
+    stream_format: Literal["audio", "sse"] | None = None
+    stream: bool | None = None
+
+    @property
+    def voice_name(self) -> str | None:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+class Model(msgspec.Struct, frozen=True):
+    id: str
+    created: int
+    object: str = "model"
+    owned_by: str = "speechd"
+
+
+class ModelList(msgspec.Struct, frozen=True):
+    data: list[Model]
+    object: str = "list"
+
+
+class VoiceEntry(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+
+
+class VoiceList(msgspec.Struct, frozen=True):
+    voices: list[VoiceEntry]
+
+
+class AudioModel(msgspec.Struct, frozen=True):
+    id: str
+
+
+class AudioModelList(msgspec.Struct, frozen=True):
+    models: list[AudioModel]

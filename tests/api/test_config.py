@@ -1,0 +1,76 @@
+"""Settings: flags over `SPEECHD_*` env over defaults, checked by msgspec."""
+
+from __future__ import annotations
+
+import pytest
+
+from speechd.cli import build_parser
+from speechd.config import Settings, SettingsError, load_settings, parse_duration
+
+
+def test_defaults_follow_xdg_and_store_defaults_to_the_data_dir() -> None:
+    settings = load_settings({}, {"XDG_DATA_HOME": "/x/share"})
+    assert settings.data_dir == "/x/share/speechd"
+    assert settings.store_url == "/x/share/speechd"
+    assert (settings.host, settings.port, settings.api_keys) == ("127.0.0.1", 8000, ())
+    assert settings.retention is None
+
+
+def test_flags_win_over_env_and_env_over_defaults() -> None:
+    env = {
+        "SPEECHD_PORT": "9000",
+        "SPEECHD_HOST": "0.0.0.0",
+        "SPEECHD_API_KEY": "k1, k2",
+        "SPEECHD_RETENTION": "30d",
+        "SPEECHD_STORE": "nats://127.0.0.1:4222",
+        "SPEECHD_DEVICE": "cpu",
+        "SPEECHD_VOICE_MAP": "alloy=af_bella,echo=am_adam",
+    }
+    settings = load_settings({"port": 8123, "host": None}, env)
+    assert settings.port == 8123
+    assert settings.host == "0.0.0.0"
+    assert settings.api_keys == ("k1", "k2")
+    assert settings.retention == 30 * 86400
+    assert settings.store_url == "nats://127.0.0.1:4222"
+    assert settings.device == "cpu"
+    assert settings.voice_map == {"alloy": "af_bella", "echo": "am_adam"}
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("12h", 43200), ("1.5d", 129600)]
+)
+def test_durations(value: str, seconds: float) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "names"),
+    [
+        ({"port": 70000}, {}, "--port / SPEECHD_PORT"),
+        ({}, {"SPEECHD_PORT": "eighty"}, "--port / SPEECHD_PORT"),
+        ({}, {"SPEECHD_DEVICE": "tpu"}, "--device / SPEECHD_DEVICE"),
+        ({"max_queue": 0}, {}, "--max-queue / SPEECHD_MAX_QUEUE"),
+        ({"retention": "soon"}, {}, "soon"),
+    ],
+)
+def test_bad_values_name_the_flag_and_the_variable(
+    flags: dict[str, object], env: dict[str, str], names: str
+) -> None:
+    with pytest.raises(SettingsError, match=names):
+        load_settings(flags, env)
+
+
+def test_the_parser_collects_repeated_api_keys_and_each_command_its_own_flags() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["serve", "--api-key", "a", "--api-key", "b", "--threads", "2"])
+    assert args.api_keys == ["a", "b"] and args.threads == 2
+    assert parser.parse_args(["api", "--max-queue", "5"]).max_queue == 5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["worker", "--port", "1"])  # the worker serves no HTTP
+
+
+def test_settings_reject_unknown_fields() -> None:
+    import msgspec
+
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"prot": 1}, Settings)

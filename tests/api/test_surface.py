@@ -1,0 +1,79 @@
+"""The api's public surfaces: each module's `__all__`, and no torch in the api process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+import speechd.app
+import speechd.cli
+import speechd.config
+import speechd.metrics
+import speechd.openai_compat
+import speechd.service
+from tests.api._live import ROOT
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        speechd.app,
+        speechd.cli,
+        speechd.config,
+        speechd.metrics,
+        speechd.openai_compat,
+        speechd.service,
+    ],
+)
+def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
+    exported = module.__all__
+    assert len(set(exported)) == len(exported)
+    assert all(hasattr(module, name) for name in exported)
+    # Every public class or function the module defines is exported; nothing else is.
+    defined = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and isinstance(value, type | types.FunctionType)
+        and value.__module__.startswith(module.__name__)
+    }
+    assert defined <= set(exported), defined - set(exported)
+
+
+def test_openai_compat_keeps_its_modules_private() -> None:
+    import pkgutil
+
+    names = [m.name for m in pkgutil.iter_modules(speechd.openai_compat.__path__)]
+    assert names and all(name.startswith("_") for name in names)
+
+
+def test_serving_a_request_never_imports_torch(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from tests.api import _shims
+        _shims.install()
+        from litestar.testing import TestClient
+        from speechd.app import create_app
+        from speechd.config import Settings
+        from tests.api._fakes import running_fake_worker
+        with running_fake_worker({str(tmp_path)!r}):
+            with TestClient(create_app(Settings(data_dir={str(tmp_path)!r}))) as client:
+                assert client.get("/v1/audio/voices").status_code == 200
+                speech = client.post("/v1/audio/speech", json={{"input": "hi", "voice": "alloy"}})
+                assert speech.status_code == 200 and speech.content, speech.text
+                assert client.get("/metrics").status_code == 200
+        heavy = {{"torch", "kokoro", "misaki", "transformers", "spacy"}}
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+        assert not loaded, loaded
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,109 @@
+"""The real Kokoro-82M weights (tier `model`): speech of the right length and loudness, and
+words an offline recogniser can read back.
+
+Two voices, on purpose. The issue asks for jf_alpha: its English is heavily accented (word
+recall 15-47% in ../shared/kokoro-weights/README.md), so it gets the duration and energy
+checks only. Recognition runs with am_adam (and af_heart), where pocketsphinx recovers
+85-100% of the words, so a failure means broken audio rather than an accent. Both read
+phonemes planned by the English G2P: planning follows the plan voice's language, and
+misaki[ja] is not installed here, while synthesis takes any voice for any chunk.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from speechd.engine import ChunkPolicy, Engine, EngineConfig, load_engine
+
+pytestmark = pytest.mark.model
+
+SENTENCE_15 = "The old man walked slowly along the quiet beach as the sun went down tonight."
+CANDIDATES = [
+    SENTENCE_15,
+    "My sister bought a red bicycle at the market near the train station yesterday.",
+    "Please remember to water the plants and feed the cat before you leave the house.",
+    "Scientists discovered a new species of frog living deep inside the rainforest.",
+]
+#: A device like this CPU, measured (compute seconds per audio second).
+CPU_POLICY = ChunkPolicy().with_rtf(0.6)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Iterator[Engine]:
+    yield load_engine(EngineConfig(model_dir=str(model_dir), device="cpu"))
+
+
+def speak(engine: Engine, text: str, voice: str, policy: ChunkPolicy) -> npt.NDArray[np.float32]:
+    chunks = engine.plan(text, "af_heart", policy)
+    assert len(chunks) >= 2  # the joins between chunks are part of what is checked
+    pcm = [engine.synthesize(c, voice, 1.0, seed=c.index).pcm for c in chunks]
+    return np.concatenate(pcm)
+
+
+def test_jf_alpha_speaks_a_15_word_sentence_in_3_5_to_7_5_seconds(engine: Engine) -> None:
+    assert len(SENTENCE_15.split()) == 15
+    pcm = speak(engine, SENTENCE_15, "jf_alpha", CPU_POLICY)
+    duration = len(pcm) / engine.sample_rate
+    assert 3.5 <= duration <= 7.5
+    rms = float(np.sqrt(np.mean(pcm**2)))
+    assert 0.01 < rms < 0.5
+    assert float(np.max(np.abs(pcm))) <= 1.0
+    power = np.abs(np.fft.rfft(pcm)) ** 2
+    freqs = np.fft.rfftfreq(len(pcm), 1 / engine.sample_rate)
+    speech_band = power[(freqs >= 300) & (freqs <= 3400)].sum() / power.sum()
+    assert speech_band > 0.35  # most of the energy where speech is; noise would be flat
+    # Speech pauses: not one long hum, and no dead air longer than a sentence break.
+    frames = pcm[: len(pcm) // 480 * 480].reshape(-1, 480)  # 20 ms
+    loud = np.sqrt(np.mean(frames**2, axis=1)) > 0.1 * rms
+    assert 0.4 < loud.mean() < 0.98
+    assert _longest_run(~loud) * 0.02 < 0.8
+
+
+def test_a_recogniser_picks_the_right_sentence(engine: Engine) -> None:
+    for target, voice in ((0, "am_adam"), (1, "af_heart")):
+        pcm = speak(engine, CANDIDATES[target], voice, CPU_POLICY)
+        heard = _transcribe(pcm, engine.sample_rate)
+        recalls = [_recall(candidate, heard) for candidate in CANDIDATES]
+        assert int(np.argmax(recalls)) == target, (voice, heard, recalls)
+        assert recalls[target] >= 0.7, (voice, heard, recalls)
+
+
+def _longest_run(mask: npt.NDArray[np.bool_]) -> int:
+    best = run = 0
+    for value in mask:
+        run = run + 1 if value else 0
+        best = max(best, run)
+    return best
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def _recall(reference: str, heard: str) -> float:
+    got = set(_words(heard))
+    words = _words(reference)
+    return sum(w in got for w in words) / len(words)
+
+
+def _transcribe(pcm: npt.NDArray[np.float32], rate: int) -> str:
+    """pocketsphinx's bundled en-us model on 16 kHz signed 16-bit mono."""
+    from pocketsphinx import Decoder
+
+    n = len(pcm)
+    m = n * 16_000 // rate
+    spectrum = np.fft.rfft(pcm.astype(np.float64))  # band-limited resampling to 16 kHz
+    resampled = np.fft.irfft(spectrum[: m // 2 + 1], m) * (m / n)
+    raw = (np.clip(resampled, -1, 1) * 32767).astype("<i2").tobytes()
+    decoder = Decoder(samprate=16_000, loglevel="FATAL")
+    decoder.start_utt()
+    decoder.process_raw(raw, full_utt=True)
+    decoder.end_utt()
+    hypothesis = decoder.hyp()
+    return hypothesis.hypstr if hypothesis is not None else ""
