@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -25,6 +27,7 @@ __all__ = [
     "NatsServer",
     "delete_namespace",
     "free_port",
+    "namespace_for",
     "nats_server_binary",
 ]
 
@@ -173,6 +176,11 @@ class NatsCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def namespace_for(label: str) -> str:
+    """A store namespace of its own (JetStream streams nobody else uses), named after `label`."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", label)[:40] + "_" + secrets.token_hex(3)
 
 
 async def delete_namespace(url: str, namespace: str) -> None:

@@ -20,8 +20,6 @@ belongs to one backend (the embedded store's wake sockets, its files) lives in
 from __future__ import annotations
 
 import asyncio
-import re
-import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from speechd.durable import Store, open_store
-from tests.nats_support import delete_namespace
+from tests.nats_support import delete_namespace, namespace_for
 
 from ._support import OpenHandle
 
@@ -44,11 +42,6 @@ class Backend:
 
 def _embedded_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "store")
-
-
-def nats_namespace(tmp_path: Path) -> str:
-    """A store namespace of its own for one test: JetStream streams nobody else uses."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", tmp_path.name)[:40] + "_" + secrets.token_hex(3)
 
 
 def _in_thread(coro: object) -> None:
@@ -68,7 +61,7 @@ def _in_thread(coro: object) -> None:
 
 def _nats_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     server = request.getfixturevalue("nats_server")
-    namespace = nats_namespace(tmp_path)
+    namespace = namespace_for(tmp_path.name)
     # Two shards, so every contract test also crosses JetStream streams.
     url = f"{server.url}/?namespace={namespace}&shards=2"
     request.addfinalizer(lambda: _in_thread(delete_namespace(server.url, namespace)))
