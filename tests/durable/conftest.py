@@ -19,6 +19,8 @@ belongs to one backend (the embedded store's wake sockets, its files) lives in
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from speechd.durable import Store, open_store
+from tests.nats_support import delete_namespace, namespace_for
 
 from ._support import OpenHandle
 
@@ -41,8 +44,33 @@ def _embedded_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "store")
 
 
+def _in_thread(coro: object) -> None:
+    # Teardown may run while a test's event loop is still set on this thread.
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coro)  # type: ignore[arg-type]
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+
+
+def _nats_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    server = request.getfixturevalue("nats_server")
+    namespace = namespace_for(tmp_path.name)
+    # Two shards, so every contract test also crosses JetStream streams.
+    url = f"{server.url}/?namespace={namespace}&shards=2"
+    request.addfinalizer(lambda: _in_thread(delete_namespace(server.url, namespace)))
+    return url
+
+
 BACKENDS: dict[str, Backend] = {
     "embedded": Backend("embedded", _embedded_url),
+    "nats": Backend("nats", _nats_url, marks=(pytest.mark.nats,)),
 }
 
 
