@@ -34,7 +34,7 @@ from speechd.service import CastService
 
 __all__ = ["WorkerSupervisor", "create_app"]
 
-RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX)
+RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX, casts.LEASES_PREFIX)
 
 
 class WorkerSupervisor(SupervisedWorker, Protocol):
