@@ -109,6 +109,7 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
             retries=config.retries,
             max_active=config.max_active,
             heartbeat_s=config.heartbeat_s,
+            lease_s=config.lease_s,
             stop_grace_s=config.stop_grace_s,
         )
         await worker.warm_up(config.engine.default_voice)
