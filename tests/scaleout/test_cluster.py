@@ -17,7 +17,14 @@ from speechd.durable import open_store
 from tests.durable.test_nats_cluster import leader_of
 from tests.nats_support import NatsCluster
 from tests.worker._fakes import expected_audio
-from tests.worker._helpers import complete_audio, cursor, ended, records, submit_text, wait_ended
+from tests.worker._helpers import (
+    complete_audio,
+    ended,
+    records,
+    submit_text,
+    wait_cursor,
+    wait_ended,
+)
 
 from ._workers import owners, wait_ready, worker_processes
 
@@ -48,18 +55,16 @@ async def test_a_node_killed_mid_cast_loses_nothing(cluster: NatsCluster) -> Non
             doomed = next(n for n in cluster.nodes if n.name == leader)
             doomed.kill()  # the stream's leader, with appends in flight
             ends = await wait_ended(store, casts, within=120)
+            await wait_cursor(store, len(casts))
         assert set(ends.values()) == {"eos"}
         for cid, text in zip(casts, TEXTS, strict=True):
             assert complete_audio(await records(store, cast_stream(cid))) == expected_audio(
                 cid, text
             )
-        assert await cursor(store) == len(casts)
     doomed.start()
     async with await open_store(f"{doomed.url}/?namespace=r3casts") as late:
         # Catching up is Raft's business, not an append: nothing to wait on but time.
-        deadline = time.monotonic() + 30
-        while await cursor(late) < len(casts) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
+        await wait_cursor(late, len(casts), within=30)
         for cid, text in zip(casts, TEXTS, strict=True):
             assert complete_audio(await records(late, cast_stream(cid))) == expected_audio(
                 cid, text

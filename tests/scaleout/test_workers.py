@@ -16,10 +16,10 @@ from tests.worker._fakes import expected_audio
 from tests.worker._helpers import (
     check_layout,
     complete_audio,
-    cursor,
     ended,
     records,
     submit_text,
+    wait_cursor,
     wait_ended,
 )
 
@@ -55,6 +55,7 @@ async def test_workers_share_jobs_and_a_killed_ones_casts_complete_elsewhere(
             orphaned = by_worker[victim]
             procs[victim].kill()
             ends = await wait_ended(store, casts, within=120)
+            await wait_cursor(store, len(casts))
             survivors = [w for w in ids if w != victim]
         assert set(ends.values()) == {"eos"}
         workers_seen = set()
@@ -66,4 +67,3 @@ async def test_workers_share_jobs_and_a_killed_ones_casts_complete_elsewhere(
             if cid in orphaned:
                 assert attempts[-1].worker in survivors, (cid, attempts)
         assert len(workers_seen) == count  # every worker made some of the casts
-        assert await cursor(store) == len(casts)

@@ -114,6 +114,17 @@ async def cursor(store: Store) -> int:
     return decode((await store.read(JOBS_CURSOR, tail - 1)).records[0].body, Cursor).offset
 
 
+async def wait_cursor(store: Store, offset: int, within: float = 20.0) -> None:
+    """Wait until the committed cursor reaches `offset`: a worker commits it just after the
+    eos that ended a job's cast, or on its next look at a job another worker finished."""
+    deadline = time.monotonic() + within
+    while (found := await cursor(store)) < offset:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the cursor stayed at {found} < {offset} for {within} s")
+        await asyncio.sleep(0.05)
+    assert found == offset, f"the cursor went past the jobs: {found} > {offset}"
+
+
 def check_layout(stream: list[Record]) -> list[list[Record]]:
     """Assert the cast stream's layout; return its attempts (each: start, audio...).
 
