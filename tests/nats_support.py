@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -200,6 +201,24 @@ async def delete_namespace(url: str, namespace: str) -> None:
                 await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", 10)
     finally:
         await nc.close()
+
+
+def drop_namespace(url: str, namespace: str) -> None:
+    """`delete_namespace` from synchronous code, e.g. a fixture's teardown, which may run while
+    a test's event loop is still set on this thread: on a thread of its own."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(delete_namespace(url, namespace))
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="drop-namespace")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 
 def _main() -> None:
