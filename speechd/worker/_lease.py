@@ -8,10 +8,12 @@ takes the cast over, with a new attempt, only once the lease has run out: `lease
 `LEASE_SKEW_MS` after the last renewal, by the reader's clock. Record timestamps are their
 writers' clocks, so hosts must agree within `LEASE_SKEW_MS`.
 
-The owner fences itself by its own monotonic clock: it renews at a third of the lease, and a
-worker that cannot reach the store for a whole lease stops (its side task's error ends it) —
-so two workers never make one cast at once, but for at most the one chunk in flight when the
-owner lost the store. A stale owner's next append fails its condition and it drops the cast.
+The owner fences itself by its own monotonic clock: it renews at a third of the lease, and
+before rendering a chunk on a lease half gone it renews first (waiting on the store, so a
+worker cut off from the store renders nothing more); a renewal the store gives up on ends the
+worker. So two workers never make one cast at once, but for at most the one chunk in flight
+when the owner lost the store; that stale owner's next append fails its condition and it
+drops the cast.
 """
 
 from __future__ import annotations
