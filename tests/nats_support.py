@@ -27,6 +27,7 @@ __all__ = [
     "NatsCluster",
     "NatsServer",
     "delete_namespace",
+    "drop_namespace",
     "free_port",
     "namespace_for",
     "nats_server_binary",
