@@ -645,6 +645,9 @@ class NatsStore(Store):
         deadline = self._loop.time() + self._retry_s
         backoff = _Backoff()
         trusted = False  # whether `at` came from the leader just now
+        # Every batch this call sent: one whose answer was lost may have landed (even after a
+        # later try was refused because of it), and then the head carries its token.
+        sent: set[str] = set()
         if stream in self._heads:
             at = self._heads[stream]
         else:
@@ -652,6 +655,9 @@ class NatsStore(Store):
         while True:
             self._check_open()
             head = at.head if at is not None else None
+            if head is not None and head.token in sent:
+                next_seq, ts = head.next - len(records), head.ts
+                break
             next_seq = head.next if head is not None else 0
             if match is not None and match != next_seq:
                 if not trusted:
@@ -661,6 +667,7 @@ class NatsStore(Store):
             gen = head.gen if head is not None else secrets.token_hex(6)
             ts = max(_now_ms(), head.ts if head is not None else 0)
             token = secrets.token_hex(8)
+            sent.add(token)
             new_head = _Head(gen, next_seq + len(records), ts, token)
             messages = [
                 (
@@ -693,8 +700,6 @@ class NatsStore(Store):
                 # The batch may or may not have been stored: the head says which.
                 await backoff.wait(deadline, f"appending to {stream} (outcome unknown)", exc)
                 at, trusted = await self._leader_head(stream), True
-                if at is not None and at.head.token == token:
-                    break
                 continue
             at = _At(new_head, ack.seq)
             self._remember(stream, at)

@@ -152,6 +152,37 @@ async def test_an_append_whose_acknowledgement_is_lost_lands_once(
         assert _bodies(await read_all(store, "s")) == [b"0", b"1", b"2", b"3"]
 
 
+@pytest.mark.parametrize("conditional", [False, True])
+async def test_an_append_whose_batch_lands_late_lands_once(
+    url: str, monkeypatch: pytest.MonkeyPatch, conditional: bool
+) -> None:
+    """The first batch's answer is lost and it is stored only later (a server slow to commit
+    it): the head read after the loss is still the old one, so the append tries again, and
+    that try is refused because the late batch took its place. The append must see its own
+    earlier batch in the head then, not try a third time or call it a lost race."""
+    original = JetStream.publish_atomic
+    late: list[tuple[object, ...]] = []
+
+    async def lands_late(self: JetStream, *args: object, **kwargs: object) -> object:
+        if not late:
+            late.append(args)
+            raise NoAnswer("simulated: no answer yet")
+        if len(late) == 1:
+            late.append(args)
+            await original(self, *late[0])  # type: ignore[arg-type]
+        return await original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    async with await open_store(url) as store:
+        await store.append("s", [rec(b"0")])
+        monkeypatch.setattr(JetStream, "publish_atomic", lands_late)
+        ack = await store.append(
+            "s", [rec(b"1"), rec(b"2")], match_seq_num=1 if conditional else None
+        )
+        assert (ack.start_seq, ack.next_seq) == (1, 3)
+        assert len(late) == 2  # the lost try and the refused one
+        assert _bodies(await read_all(store, "s")) == [b"0", b"1", b"2"]
+
+
 # -- configuration ----------------------------------------------------------------------
 
 
