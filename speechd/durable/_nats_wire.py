@@ -47,6 +47,7 @@ __all__ = [
     "ERR_LAST_SEQ_NOT_READY",
     "ERR_NOT_LEADER",
     "ERR_NO_MESSAGE",
+    "ERR_SEQUENCE_NOT_FOUND",
     "ERR_STREAM_NAME_IN_USE",
     "ERR_STREAM_NOT_FOUND",
     "ERR_WRONG_LAST_SEQ",
@@ -100,6 +101,7 @@ ERR_CLUSTER_NOT_AVAILABLE: Final = 10008
 ERR_NOT_LEADER: Final = 10009
 ERR_INSUFFICIENT_RESOURCES: Final = 10023
 ERR_NO_MESSAGE: Final = 10037
+ERR_SEQUENCE_NOT_FOUND: Final = 10043  # a message delete's: no message (any more) at that seq
 ERR_STREAM_NAME_IN_USE: Final = 10058  # exists with another configuration
 ERR_STREAM_NOT_FOUND: Final = 10059
 ERR_WRONG_LAST_SEQ: Final = 10071  # description ends with the actual sequence
@@ -299,7 +301,8 @@ class JetStream:
         try:
             response = await self.api(f"STREAM.MSG.DELETE.{stream}", {"seq": seq, "no_erase": True})
         except ApiError as exc:
-            if exc.err_code == ERR_NO_MESSAGE or "no message found" in exc.description:
+            gone = exc.err_code in (ERR_NO_MESSAGE, ERR_SEQUENCE_NOT_FOUND)
+            if gone or "no message found" in exc.description:
                 return False
             raise
         return bool(response.get("success"))

@@ -183,6 +183,30 @@ async def test_an_append_whose_batch_lands_late_lands_once(
         assert _bodies(await read_all(store, "s")) == [b"0", b"1", b"2"]
 
 
+async def test_a_delete_racing_an_append_deletes_the_newer_life(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process appends between the delete's read of the head and its removal of that
+    head's message (gone: the server keeps one message per head subject): the delete looks
+    again and removes the newer life instead of failing."""
+    original = JetStream.msg_delete
+    raced: list[int] = []
+    async with await open_store(url) as store, await open_store(url) as other:
+
+        async def append_first(self: JetStream, stream: str, seq: int) -> bool:
+            if not raced:
+                raced.append(seq)
+                await other.append("s", [rec(b"1")])
+            return await original(self, stream, seq)
+
+        await store.append("s", [rec(b"0")])
+        monkeypatch.setattr(JetStream, "msg_delete", append_first)
+        assert await store.delete("s")
+        assert raced
+        assert await store.check_tail("s") == 0
+        assert await other.list() == []
+
+
 # -- configuration ----------------------------------------------------------------------
 
 
