@@ -2,7 +2,8 @@
 
 In the manner of vLLM's busy loop: admit what the policy lets in, ask the policy for one step
 (`Run` a chunk, `Sleep`, or stay `Idle`), do it, repeat. Everything that changes the worker's
-state runs on this one loop; two side tasks only read `jobs` (long-poll) and beat the heart.
+state runs on this one loop; side tasks only read `jobs` (long-poll), beat the heart and
+renew the leases of active casts (see `_lease`).
 The engine runs on its own thread, one call at a time.
 
 Progress is durable and idempotent (DESIGN.md §3):
@@ -44,7 +45,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
@@ -150,6 +151,7 @@ class _Cast:
     gen_s: float = 0.0
     renewed: float = 0.0  # when the last append that renewed the lease was sent (our clock)
     lease_records: int = 0  # renewals written in `leases/<id>`
+    lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # renewal vs release
 
     @property
     def id(self) -> str:
@@ -358,18 +360,23 @@ class Worker:
                     await self._renew(cast)
 
     async def _renew(self, cast: _Cast) -> None:
-        sent = self._clock()
-        lease = Lease(cast.attempt, self.id, self._lease_ms)
-        await self._store.append(lease_stream(cast.id), [AppendRecord(encode(lease))])
-        cast.renewed = max(cast.renewed, sent)
-        cast.lease_records += 1
+        async with cast.lease_lock:
+            if self._active.get(cast.id) is not cast:
+                return  # it ended (or was lost) meanwhile: a renewal now would outlive it
+            sent = self._clock()
+            lease = Lease(cast.attempt, self.id, self._lease_ms)
+            await self._store.append(lease_stream(cast.id), [AppendRecord(encode(lease))])
+            cast.renewed = max(cast.renewed, sent)
+            cast.lease_records += 1
 
     async def _release(self, cast: _Cast) -> None:
         """Drop the renewals of a finished cast (nobody needs them once it ended): this
-        worker's, or an earlier owner's (a cast past its first attempt may have some)."""
-        if cast.lease_records or cast.attempt > 1:
-            await self._store.delete(lease_stream(cast.id))
-            cast.lease_records = 0
+        worker's, or an earlier owner's (a cast past its first attempt may have some). The
+        cast is no longer active, so a renewal waiting on the lock writes nothing after."""
+        async with cast.lease_lock:
+            if cast.lease_records or cast.attempt > 1:
+                await self._store.delete(lease_stream(cast.id))
+                cast.lease_records = 0
 
     @property
     def _lease_ms(self) -> int:

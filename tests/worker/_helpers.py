@@ -165,22 +165,27 @@ def complete_audio(stream: list[Record]) -> bytes:
 
 
 class Partitioned(Store):
-    """Another store seen through a network partition that `cut()` opens: from then on,
-    appends to streams under `prefix` never return (nothing else is affected)."""
+    """Another store seen through a bad network link that `cut()` opens: from then on,
+    appends to streams under `prefix` never return, or with `lag_s`, take that long to go
+    out (nothing else is affected)."""
 
     def __init__(self, inner: Store, prefix: str) -> None:
         self.inner = inner
         self.prefix = prefix
         self.is_cut = False
+        self.lag_s: float | None = None
 
-    def cut(self) -> None:
+    def cut(self, lag_s: float | None = None) -> None:
         self.is_cut = True
+        self.lag_s = lag_s
 
     async def append(
         self, stream: str, records: Sequence[AppendRecord], *, match_seq_num: int | None = None
     ) -> AppendAck:
         if self.is_cut and stream.startswith(self.prefix):
-            await asyncio.Event().wait()
+            if self.lag_s is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.lag_s)
         return await self.inner.append(stream, records, match_seq_num=match_seq_num)
 
     async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:

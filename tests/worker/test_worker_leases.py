@@ -8,6 +8,7 @@ import threading
 import time
 
 from speechd.casts import (
+    LEASES_PREFIX,
     Lease,
     Start,
     cast_stream,
@@ -24,6 +25,7 @@ from speechd.worker._history import read_cast
 
 from ._fakes import GatedEngine, expected_audio
 from ._helpers import (
+    Partitioned,
     check_layout,
     complete_audio,
     make_worker,
@@ -93,6 +95,25 @@ async def test_an_owner_ahead_of_its_listener_renews_and_then_releases(store: St
                 break
             await asyncio.sleep(0.02)
     assert await store.check_tail(lease_stream(cid)) == 0  # released once the cast ended
+    assert complete_audio(await records(store, cast_stream(cid))) == expected_audio(cid, long_text)
+
+
+async def test_a_renewal_in_flight_as_the_cast_ends_leaves_no_lease_behind(
+    store: Store,
+) -> None:
+    """Renewals are slow to land (a laggy link) and the lease short, so one is on its way
+    when the cast ends: the release waits for it, then removes `leases/<id>`."""
+    laggy = Partitioned(store, LEASES_PREFIX)
+    laggy.cut(lag_s=0.2)
+    long_text = " ".join(f"word{i}" for i in range(30))
+    cid = await submit_text(store, long_text)
+    worker = make_worker(
+        laggy, policy=DeadlinePolicy(comfortable_lead_s=0.3), lease_s=0.3, heartbeat_s=0.1
+    )
+    async with running(worker):
+        await wait_ended(store, [cid], within=60)
+        await asyncio.sleep(0.5)  # longer than a renewal takes to land
+    assert await store.check_tail(lease_stream(cid)) == 0
     assert complete_audio(await records(store, cast_stream(cid))) == expected_audio(cid, long_text)
 
 
