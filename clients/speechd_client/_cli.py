@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_text(args: argparse.Namespace) -> str:
+    text = _given_text(args)
+    if not text.strip():
+        raise UsageError("no text to speak: the text is empty")
+    return text
+
+
+def _given_text(args: argparse.Namespace) -> str:
     if args.text is not None and args.file is not None:
         raise UsageError("give the text or --file, not both")
     if args.text is not None:

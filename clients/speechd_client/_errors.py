@@ -25,6 +25,8 @@ httpx's errors are translated in one place (`transport_errors`), and error answe
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -221,9 +223,14 @@ def transport_errors(url: str, *, streaming: bool = False) -> Iterator[None]:
         raise TransportError(f"Talking to {url} failed ({_reason(exc)}).") from exc
 
 
-def _reason(exc: Exception) -> str:
-    text = str(exc).strip()
-    # httpx wraps OS errors as "[Errno 111] Connection refused": keep the words.
-    if text.startswith("[Errno") and "]" in text:
-        text = text.split("]", 1)[1].strip()
-    return text or type(exc).__name__
+def _reason(exc: BaseException) -> str:
+    # The OS's words ("connection refused") sit under httpx's and anyio's wrappers ("All
+    # connection attempts failed"); asyncio keeps only the errno ("Connect call failed").
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, socket.gaierror) and cause.strerror:
+            return cause.strerror.lower()
+        if isinstance(cause, OSError) and cause.errno and cause.errno > 0:
+            return os.strerror(cause.errno).lower()
+        cause = cause.__cause__ or cause.__context__
+    return str(exc).strip() or type(exc).__name__

@@ -97,8 +97,8 @@ def _drain(fd: int, into: list[bytes]) -> None:
 def run_cli_on_terminal(
     *args: str, url: str, key: str | None = None, stdout_too: bool = False, timeout: float = 120
 ) -> Run:
-    """Run the command with stderr (and, with `stdout_too`, stdout) on a pseudo-terminal;
-    what the terminal showed comes back as `stderr`."""
+    """Run the command with stdin and stderr (and, with `stdout_too`, stdout) on a
+    pseudo-terminal; what the terminal showed comes back as `stderr`."""
     main, side = pty.openpty()
     received: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(main, received), daemon=True)
@@ -106,7 +106,7 @@ def run_cli_on_terminal(
     try:
         process = subprocess.Popen(
             [*CLI, *args],
-            stdin=subprocess.DEVNULL,
+            stdin=side,
             stdout=side if stdout_too else subprocess.PIPE,
             stderr=side,
             env=cli_env(url, key),

@@ -126,7 +126,8 @@ def test_no_server_says_where_and_how_to_start_one() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with Client(url) as client, pytest.raises(ServerUnreachable) as caught:
         client.voices()
-    assert url in caught.value.message and "speechd serve" in caught.value.message
+    message = caught.value.message
+    assert url in message and "connection refused" in message and "speechd serve" in message
 
 
 def test_a_cast_that_fails_before_any_audio(client: Client) -> None:
