@@ -26,8 +26,8 @@ echo "cast: $cast"
 curl -sf "$url/v1/casts/$id"; echo
 # Its audio as one file, growing while the cast is generated.
 curl -sfN "$url/v1/casts/$id/audio" -o "$out/cast.wav"
-# Its records (meta, start, audio..., eos) as JSON from seq_num; at the end of the stream,
-# wait up to 5 s for new ones (a long poll).
-curl -sf "$url/v1/casts/$id/records?seq_num=0&wait=5" | head -c 300; echo
+# Its records (meta, start, audio..., eos; bodies in base64) as JSON, up to max_records from
+# seq_num; at the end of a cast still being made, wait up to 5 s for new ones (a long poll).
+curl -sf "$url/v1/casts/$id/records?seq_num=0&max_records=2&wait=5"; echo
 
 curl -sf "$url/v1/audio/voices"; echo

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import itertools
+import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,8 +15,10 @@ from speechd_client import (
     CastFailed,
     CastNotFound,
     Client,
+    ServerError,
     ServerUnreachable,
     StreamInterrupted,
+    UnexpectedResponse,
     UnknownVoice,
 )
 from tests.api._live import LiveServer, free_port
@@ -152,3 +157,49 @@ def test_an_unknown_cast(client: Client) -> None:
     with pytest.raises(CastNotFound) as caught:
         client.cast_status("AAAAAAAAAAAAAAAAAAAAAA")
     assert caught.value.status == 404
+
+
+@pytest.fixture
+def not_speechd() -> Iterator[str]:
+    """A web server that is not speechd: pages for GETs, a proxy's 502 page for POSTs."""
+
+    class Pages(http.server.BaseHTTPRequestHandler):
+        def _page(self, status: int) -> None:
+            body = b"<html><body>Bad gateway, or a blog.</body></html>"
+            self.send_response(status)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._page(200)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self._page(502)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_that_is_not_speechd(not_speechd: str) -> None:
+    with Client(not_speechd) as client:
+        with pytest.raises(UnexpectedResponse) as caught:
+            client.voices()
+        assert "not speechd's API" in caught.value.message
+        with pytest.raises(ServerError) as failed, client.speech("Hello."):
+            pass
+    assert failed.value.status == 502
+    assert (
+        failed.value.message.startswith("HTTP 502 from ") and "Bad gateway" in failed.value.message
+    )
