@@ -17,8 +17,6 @@ Needs only httpx and msgspec: never the server, never torch.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient, AudioStream, Client
 from ._errors import (
@@ -39,6 +37,7 @@ from ._errors import (
     UnexpectedResponse,
     UnknownVoice,
 )
+from ._version import __version__ as __version__
 from ._wire import (
     FORMATS,
     AudioFormat,

@@ -11,6 +11,7 @@ import httpx
 import msgspec
 
 from ._errors import UnexpectedResponse
+from ._version import __version__
 from ._wire import (
     AudioFormat,
     CastCreated,
@@ -70,8 +71,6 @@ def base_url_from(url: str | None) -> str:
 
 
 def headers_for(api_key: str | None) -> dict[str, str]:
-    from . import __version__
-
     headers = {"user-agent": f"speechd-client/{__version__}"}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from . import __version__
 from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient
 from ._errors import SpeechdClientError, StreamInterrupted
 from ._progress import ProgressBar
+from ._version import __version__
 from ._wire import FORMATS, AudioFormat, CastView
 
 __all__ = ["build_parser", "main"]
@@ -214,21 +214,28 @@ async def _final_status(client: AsyncClient, cast_id: str) -> CastView | None:
 
 
 async def _receive(
-    client: AsyncClient, audio: AsyncAudioStream, cast_id: str, sink: BinaryIO, label: str | None
+    client: AsyncClient,
+    audio: AsyncAudioStream,
+    cast_id: str | None,
+    sink: BinaryIO,
+    label: str | None,
 ) -> None:
     """Copy the audio to `sink` as it arrives; with a label, show progress under that name."""
     bar = ProgressBar(sys.stderr, label) if label else None
-    watcher = asyncio.create_task(_watch(client, cast_id, bar)) if bar else None
+    watcher = asyncio.create_task(_watch(client, cast_id, bar)) if bar and cast_id else None
     try:
         async for data in audio:
             sink.write(data)
             sink.flush()
             if bar:
                 bar.received(len(data))
-    except StreamInterrupted as exc:
-        view = await _final_status(client, cast_id)
-        if view is not None and view.status == "failed":
-            raise StreamInterrupted(f"The cast failed: {view.error}") from exc
+    except BaseException as exc:
+        if bar:
+            bar.close()  # end the line, so an error prints on one of its own
+        if isinstance(exc, StreamInterrupted) and cast_id:  # say why, if the cast knows
+            view = await _final_status(client, cast_id)
+            if view is not None and view.status == "failed":
+                raise StreamInterrupted(f"The cast failed: {view.error}") from exc
         raise
     finally:
         if watcher:
@@ -236,7 +243,7 @@ async def _receive(
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
     if bar:
-        bar.close(await _final_status(client, cast_id))
+        bar.close(await _final_status(client, cast_id) if cast_id else None)
 
 
 def _label(args: argparse.Namespace, name: str) -> str | None:
@@ -256,8 +263,7 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     with _output(args.output) as sink:
         if len(text) <= MAX_SPEECH_CHARS:
             async with client.speech(text, **options) as audio:  # type: ignore[arg-type]
-                cast_id = audio.cast_id or ""
-                await _receive(client, audio, cast_id, sink, label)
+                await _receive(client, audio, audio.cast_id, sink, label)
         else:  # longer than the OpenAI route takes: the same cast through the cast API
             created = await client.submit_cast(text, **options)  # type: ignore[arg-type]
             async with client.follow(created.id) as audio:
@@ -265,14 +271,12 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
 
 
 async def _cast(client: AsyncClient, args: argparse.Namespace) -> None:
-    text = _read_text(args)
-    fmt = args.format or "mp3"
     created = await client.submit_cast(
-        text,
+        _read_text(args),
         voice=args.voice,
         model=args.model,
         speed=args.speed,
-        response_format=fmt,
+        response_format=args.format,
         title=args.title,
     )
     print(created.url)

@@ -5,7 +5,6 @@ newer server that adds some still decodes."""
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any, Literal
 
 import msgspec
@@ -125,7 +124,7 @@ class CastRecord(msgspec.Struct, frozen=True):
 
     def json(self) -> Any:
         """The body of a meta, start, eos or error record."""
-        return json.loads(self.body)
+        return msgspec.json.decode(self.body)
 
 
 class RecordsPage(msgspec.Struct, frozen=True):

@@ -186,3 +186,11 @@ def test_progress_on_a_terminal(server: LiveServer, tmp_path: Path) -> None:
         "say", text(), "-q", "-o", str(tmp_path / "b.mp3"), url=server.url, key=KEY
     )
     assert quiet.code == 0 and quiet.stderr == ""
+
+
+def test_an_error_after_progress_prints_on_its_own_line(server: LiveServer, tmp_path: Path) -> None:
+    said = f"{text(2)} one two POISON three"
+    run = run_cli_on_terminal("say", said, "-o", str(tmp_path / "a.wav"), url=server.url, key=KEY)
+    shown = run.stderr.replace("\r\n", "\n").rstrip("\n").split("\n")
+    assert run.code == 1 and len(shown) >= 2, run.stderr
+    assert shown[0].startswith("\rsay  ") and shown[-1].startswith("speechd-client: "), shown
