@@ -44,9 +44,7 @@ async def _wait_ready(store: Store, worker_id: str, alive: Callable[[], bool]) -
 
 
 @contextlib.contextmanager
-def running_worker(
-    store_dir: Path, engine: CostEngine | None = None, *, worker_id: str = WORKER_ID
-) -> Iterator[Worker]:
+def running_worker(store_dir: Path) -> Iterator[Worker]:
     """A `Worker` on its own thread; ready once this yields, stopped (and idle) after."""
     holder: dict[str, object] = {}
     ready = threading.Event()
@@ -56,15 +54,15 @@ def running_worker(
         try:
             worker = Worker(
                 store,
-                engine or CostEngine(),
-                worker_id=worker_id,
+                CostEngine(),
+                worker_id=WORKER_ID,
                 chunk_policy=FakeChunkPolicy(),
                 encoders=new_encoder,
             )
             stop = asyncio.Event()
             holder.update(worker=worker, stop=stop, loop=asyncio.get_running_loop())
             run = asyncio.create_task(worker.run(stop))
-            await _wait_ready(store, worker_id, lambda: not run.done())
+            await _wait_ready(store, WORKER_ID, lambda: not run.done())
             ready.set()
             await run
             await worker.idle()

@@ -25,6 +25,23 @@ import numpy as np
 
 from speechd.worker import EncoderFactory, Parts
 
+__all__ = [
+    "SAMPLE_RATE",
+    "VOICES",
+    "CostEngine",
+    "FakeChunk",
+    "FakeChunkPolicy",
+    "FakeEncoder",
+    "FakeSynthesis",
+    "FakeVoices",
+    "GatedEngine",
+    "chunked_text",
+    "expected_audio",
+    "load_engine",
+    "noise",
+    "parts",
+]
+
 SAMPLE_RATE = 24_000
 VOICES = ("af_bella", "af_heart", "am_adam", "bf_emma")  # what the engine says is installed
 
@@ -146,14 +163,14 @@ def parts(*, encoders: EncoderFactory = FakeEncoder, **settings: float | str) ->
     )
 
 
-def chunked_text(chunks: int, word: str = "word") -> str:
+def chunked_text(chunks: int) -> str:
     """A text the engine plans into exactly `chunks` chunks (with the default policy)."""
     policy = FakeChunkPolicy()
     sizes, size = [], policy.first_words
     for _ in range(chunks):
         sizes.append(size)
         size = min(size * 2, policy.max_words)
-    return " ".join(f"{word}{n}" for n in range(sum(sizes)))
+    return " ".join(f"word{n}" for n in range(sum(sizes)))
 
 
 def expected_audio(
