@@ -22,8 +22,7 @@ from speechd.casts import (
 )
 from speechd.durable import Record, Store
 from speechd.worker import EncoderFactory, Policy, Worker
-
-from ._fakes import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
 
 async def submit_text(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from speechd.casts import Start, cast_stream, decode, worker_stream
 from speechd.durable import Store, open_store
+from tests.support.engines import CostEngine, GatedEngine, expected_audio
 
-from ._fakes import CostEngine, GatedEngine, expected_audio
 from ._helpers import (
     check_layout,
     complete_audio,
