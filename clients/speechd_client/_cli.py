@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
@@ -149,7 +149,7 @@ def _given_text(args: argparse.Namespace) -> str:
 
 def _format(args: argparse.Namespace) -> AudioFormat:
     if args.format:
-        return args.format  # type: ignore[no-any-return]
+        return args.format
     suffix = Path(args.output or "").suffix.lstrip(".").lower()
     return next((f for f in FORMATS if f == suffix), "mp3")
 
@@ -253,7 +253,7 @@ def _label(args: argparse.Namespace, name: str) -> str | None:
 async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     _check_output(args.output)
     text = _read_text(args)
-    options = {
+    options: dict[str, Any] = {
         "voice": args.voice,
         "model": args.model,
         "speed": args.speed,
@@ -262,10 +262,10 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     label = _label(args, "say")
     with _output(args.output) as sink:
         if len(text) <= MAX_SPEECH_CHARS:
-            async with client.speech(text, **options) as audio:  # type: ignore[arg-type]
+            async with client.speech(text, **options) as audio:
                 await _receive(client, audio, audio.cast_id, sink, label)
         else:  # longer than the OpenAI route takes: the same cast through the cast API
-            created = await client.submit_cast(text, **options)  # type: ignore[arg-type]
+            created = await client.submit_cast(text, **options)
             async with client.follow(created.id) as audio:
                 await _receive(client, audio, created.id, sink, label)
 

@@ -65,9 +65,7 @@ class _Base:
         """The server's root (without `/v1`)."""
         self.api_key = api_key if api_key is not None else os.environ.get("SPEECHD_API_KEY")
         self.timeout = timeout
-
-    def _options(self) -> dict[str, object]:
-        return {"base_url": self.base_url, "headers": calls.headers_for(self.api_key)}
+        self._headers = calls.headers_for(self.api_key)
 
 
 class Client(_Base):
@@ -86,7 +84,9 @@ class Client(_Base):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(base_url, api_key, timeout)
-        self._http = httpx.Client(transport=transport, **self._options())  # type: ignore[arg-type]
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=self._headers, transport=transport
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -212,7 +212,9 @@ class AsyncClient(_Base):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(base_url, api_key, timeout)
-        self._http = httpx.AsyncClient(transport=transport, **self._options())  # type: ignore[arg-type]
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers, transport=transport
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self

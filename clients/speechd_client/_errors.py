@@ -127,9 +127,8 @@ class CastNotFound(NotFound):
 
 
 class RateLimited(APIError):
-    def __init__(self, message: str, *, retry_after: float | None = None, **fields: object) -> None:
-        super().__init__(message, **fields)  # type: ignore[arg-type]
-        self.retry_after = retry_after
+    retry_after: float | None = None
+    """Seconds the server asks to wait before trying again (its `Retry-After`)."""
 
 
 class ServerError(APIError):
@@ -194,10 +193,10 @@ def error_from_response(response: httpx.Response) -> APIError:
             message = f"{message} Check {KEY_FLAGS}."
         else:
             message = f"This server needs an API key: pass {KEY_FLAGS}."
-    fields = {"status": status, "type": detail.type, "code": detail.code, "param": detail.param}
-    if cls is RateLimited:
-        return RateLimited(message, retry_after=_retry_after(response), **fields)
-    return cls(message, **fields)  # type: ignore[arg-type]
+    error = cls(message, status=status, type=detail.type, code=detail.code, param=detail.param)
+    if isinstance(error, RateLimited):
+        error.retry_after = _retry_after(response)
+    return error
 
 
 @contextlib.contextmanager

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import itertools
+import json
 import threading
 from collections.abc import Iterator
+from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -15,9 +19,11 @@ from speechd_client import (
     CastFailed,
     CastNotFound,
     Client,
+    RateLimited,
     ServerError,
     ServerUnreachable,
     StreamInterrupted,
+    Unavailable,
     UnexpectedResponse,
     UnknownVoice,
 )
@@ -160,30 +166,36 @@ def test_an_unknown_cast(client: Client) -> None:
     assert caught.value.status == 404
 
 
-@pytest.fixture
-def not_speechd() -> Iterator[str]:
-    """A web server that is not speechd: pages for GETs, a proxy's 502 page for POSTs."""
+class Answer(NamedTuple):
+    status: int
+    body: bytes
+    headers: dict[str, str]
 
-    class Pages(http.server.BaseHTTPRequestHandler):
-        def _page(self, status: int) -> None:
-            body = b"<html><body>Bad gateway, or a blog.</body></html>"
-            self.send_response(status)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
+
+@contextlib.contextmanager
+def answering(answers: dict[str, Answer]) -> Iterator[str]:
+    """A plain web server (not speechd) giving each request path its canned answer."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            answer = answers[urlsplit(self.path).path]
+            self.send_response(answer.status)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(answer.body)))
             self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            self._page(200)
+            self.wfile.write(answer.body)
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
-            self._page(502)
+            self._answer()
+
+        do_GET = _answer
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -193,8 +205,16 @@ def not_speechd() -> Iterator[str]:
         server.server_close()
 
 
-def test_a_server_that_is_not_speechd(not_speechd: str) -> None:
-    with Client(not_speechd) as client:
+HTML = {"content-type": "text/html"}
+PAGE = b"<html><body>Bad gateway, or a blog.</body></html>"
+
+
+def test_a_server_that_is_not_speechd() -> None:
+    answers = {
+        "/v1/audio/voices": Answer(200, PAGE, HTML),
+        "/v1/audio/speech": Answer(502, PAGE, HTML),
+    }
+    with answering(answers) as url, Client(url) as client:
         with pytest.raises(UnexpectedResponse) as caught:
             client.voices()
         assert "not speechd's API" in caught.value.message
@@ -204,3 +224,37 @@ def test_a_server_that_is_not_speechd(not_speechd: str) -> None:
     assert (
         failed.value.message.startswith("HTTP 502 from ") and "Bad gateway" in failed.value.message
     )
+
+
+def error(message: str, type: str, code: str) -> bytes:
+    return json.dumps(
+        {"error": {"message": message, "type": type, "param": None, "code": code}}
+    ).encode()
+
+
+async def test_a_full_queue_says_when_to_retry() -> None:
+    # speechd's 429 (tests/api shows the server's side): OpenAI's shape and Retry-After.
+    full = error("The synthesis queue is full.", "rate_limit_exceeded", "queue_full")
+    answers = {"/v1/casts": Answer(429, full, {"retry-after": "7"})}
+    with answering(answers) as url:
+        async with AsyncClient(url) as client:
+            with pytest.raises(RateLimited) as caught:
+                await client.submit_cast("Hello.")
+    assert (caught.value.status, caught.value.code, caught.value.retry_after) == (
+        429,
+        "queue_full",
+        7,
+    )
+    assert caught.value.message == "The synthesis queue is full."
+
+
+def test_no_worker_ready() -> None:
+    busy = error("No worker is ready yet.", "server_error", "no_worker_ready")
+    with (
+        answering({"/v1/audio/speech": Answer(503, busy, {})}) as url,
+        Client(url) as client,
+        pytest.raises(Unavailable) as caught,
+        client.speech("Hello."),
+    ):
+        pass
+    assert caught.value.status == 503 and caught.value.code == "no_worker_ready"
