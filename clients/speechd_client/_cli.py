@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -35,8 +36,16 @@ PROG = "speechd-client"
 _POLL_S = 0.5
 
 
-class UsageError(Exception):
-    """A command line that cannot be carried out (exit 2)."""
+class CommandError(Exception):
+    """A failure of the command's own (not the server's): its message, its exit status."""
+
+    status = 1
+
+
+class UsageError(CommandError):
+    """A command line that cannot be carried out."""
+
+    status = 2
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -144,7 +153,10 @@ def _given_text(args: argparse.Namespace) -> str:
             raise UsageError(f"cannot read {args.file}: {exc}") from exc
     if args.file is None and sys.stdin.isatty():
         raise UsageError("give the text as an argument, with --file, or on stdin")
-    return sys.stdin.read()
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"stdin is not UTF-8 text: {exc}") from exc
 
 
 def _format(args: argparse.Namespace) -> AudioFormat:
@@ -168,15 +180,20 @@ def _output(output: str | None) -> Iterator[BinaryIO]:
         return
     path = Path(output)
     try:
-        sink = path.open("wb")
+        sink = path.open("wb", buffering=0)  # each piece reaches the file as it arrives
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    # Only a regular file is ours to remove: never /dev/null, a FIFO or a terminal.
+    removable = stat.S_ISREG(os.fstat(sink.fileno()).st_mode)
     with sink:
         try:
             yield sink
-        except BaseException:
+        except BaseException as exc:
             sink.close()
-            path.unlink(missing_ok=True)
+            if removable:
+                path.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from exc
             raise
 
 
@@ -308,9 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         asyncio.run(_run(args))
-    except UsageError as exc:
+    except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     except SpeechdClientError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         return 1
@@ -318,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Whoever read stdout (a player) went away; say nothing, and keep Python's exit
         # flush from failing on the closed pipe too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # writing to stdout failed (a full disk behind a redirect, say)
+        print(f"{PROG}: cannot write stdout: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

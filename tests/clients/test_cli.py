@@ -157,6 +157,18 @@ def test_empty_text_is_refused_before_asking(tmp_path: Path) -> None:
     assert run.code == 2 and "no text" in run.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_output_that_cannot_be_written(server: LiveServer) -> None:
+    run = run_cli("say", text(), "-o", "/dev/full", url=server.url, key=KEY)
+    assert run.code == 1 and "cannot write /dev/full: No space left" in run.error_line
+    assert Path("/dev/full").exists()  # a device is never removed
+
+
+def test_text_that_is_not_utf8(tmp_path: Path) -> None:
+    run = run_cli("say", "-o", str(tmp_path / "x.mp3"), url="http://127.0.0.1:9", stdin=b"\xff\xfe")
+    assert run.code == 2 and "stdin is not UTF-8 text" in run.error_line
+
+
 def test_audio_never_goes_to_a_terminal(server: LiveServer) -> None:
     run = run_cli_on_terminal("say", text(), url=server.url, key=KEY, stdout_too=True)
     assert run.code == 2 and "stdout is a terminal" in run.stderr
