@@ -159,6 +159,10 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         log_level=settings.log_level,
         lifespan="on",
         timeout_graceful_shutdown=settings.shutdown_timeout,  # type: ignore[arg-type]
+        # Who the client is (per-client read limits) and where links point are explicit
+        # settings (--client-header, --public-url), not whatever X-Forwarded-* a loopback
+        # peer sends.
+        proxy_headers=False,
     )
     server = Server(config)
     log.info(
