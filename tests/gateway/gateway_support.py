@@ -94,7 +94,9 @@ class StepEngine(CostEngine):
 
     def durations(self, text: str, speed: float = 1.0) -> list[float]:
         """Each chunk's audio seconds, as the worker will make them."""
-        return [round(self.audio_s(t, speed) * SAMPLE_RATE) / SAMPLE_RATE for t in chunk_texts(text)]
+        return [
+            round(self.audio_s(t, speed) * SAMPLE_RATE) / SAMPLE_RATE for t in chunk_texts(text)
+        ]
 
 
 def chunk_texts(text: str) -> list[str]:

@@ -226,4 +226,3 @@ async def test_the_queue_limit_is_the_speech_routes(
         # The cast already made is no new work: asking for it again is fine.
         again = await http.post("/v1/casts", json={"input": "The first cast takes the only place."})
         assert again.status_code == 200
-

@@ -76,9 +76,7 @@ async def test_reads_past_the_quota_get_429_with_retry_after(store: Store, worke
         assert created.status_code == 201
 
 
-async def test_clients_behind_a_trusted_proxy_are_told_apart(
-    store: Store, worker: Worker
-) -> None:
+async def test_clients_behind_a_trusted_proxy_are_told_apart(store: Store, worker: Worker) -> None:
     settings = Settings(
         data_dir="unused", read_rate=0.1, read_burst=1, client_header="x-forwarded-for"
     )
@@ -123,9 +121,7 @@ def test_rate_limits_are_settings_flags_and_env() -> None:
         load_settings({"read_burst": -1}, {})
 
 
-async def test_long_polls_are_capped(
-    store: Store, engine: StepEngine, worker: Worker
-) -> None:
+async def test_long_polls_are_capped(store: Store, engine: StepEngine, worker: Worker) -> None:
     engine.hold()
     async with (
         serve(store, gateway=GatewaySettings(max_wait_s=0.2)) as live,
