@@ -1,7 +1,8 @@
 """Fixtures for the gateway tests, chained from real parts: `store` (an embedded store in a
 temp dir) -> `engine` (the cost model at the test's pace) -> `worker` (the real worker loop
 on the store) -> `server` (`create_app` on loopback, open, default settings) -> `http` (a
-client of it). Tests that need other settings start their own with `serve(...)`."""
+client of it). Tests that need other settings start their own with `serve(...)`. `browser`
+is headless Chromium (browser tests only)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser_support import launch_browser
 from gateway_support import LiveServer, StepEngine, running_worker, serve
+from playwright.async_api import Browser
 
 from speechd.durable import EmbeddedStore, Store
 from speechd.worker import Worker
@@ -46,3 +49,9 @@ async def server(store: Store, worker: Worker) -> AsyncIterator[LiveServer]:
 async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         yield client
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with launch_browser() as browser:
+        yield browser

@@ -5,11 +5,10 @@ the page's snapshots while the worker publishes chunks."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from browser_support import ARTIFACTS, Player, launch_browser, open_player
+from browser_support import ARTIFACTS, Player, open_player
 from gateway_support import LiveServer, StepEngine, chunk_texts, status_when, submit
 from playwright.async_api import Browser
 
@@ -18,12 +17,6 @@ from speechd.casts import CastState
 from speechd.durable import Store
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with launch_browser() as browser:
-        yield browser
 
 
 def words(count: int, stem: str = "word") -> str:
