@@ -49,6 +49,9 @@ async def test_identical_requests_share_one_cast_with_speech(http: httpx.AsyncCl
     )
     assert speech.status_code == 200
     assert speech.headers["x-cast-id"] == first.json()["id"]
+    metrics = (await http.get("/metrics")).text
+    assert 'speechd_casts_submitted_total{outcome="created"} 2.0' in metrics
+    assert 'speechd_casts_submitted_total{outcome="existing"} 2.0' in metrics
 
 
 async def test_status_shows_public_facts_and_a_derived_title(
