@@ -12,30 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import av
-import pytest
 
-from speechd.app import create_app
-from speechd.config import Settings
 from tests.api._live import ROOT
 
 __all__ = [
-    "CAST_API",
     "Run",
     "audio_of",
     "cli_env",
-    "needs_cast_api",
     "run_cli",
     "run_cli_on_terminal",
 ]
 
 CLI = [sys.executable, "-m", "speechd_client"]
-
-# The gateway's /v1/casts routes exist in speechd.gateway; until create_app serves them, the
-# tests of what needs them are skipped (and run, unchanged, once it does).
-CAST_API = "/v1/casts" in create_app(Settings()).route_handler_method_map
-needs_cast_api = pytest.mark.skipif(
-    not CAST_API, reason="create_app does not serve the gateway's /v1/casts yet"
-)
 
 
 def cli_env(url: str | None, key: str | None) -> dict[str, str]:

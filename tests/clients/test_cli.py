@@ -12,7 +12,7 @@ import pytest
 from speechd_client import MAX_SPEECH_CHARS
 from tests.api._live import LiveServer, free_port
 
-from ._support import audio_of, needs_cast_api, run_cli, run_cli_on_terminal
+from ._support import audio_of, run_cli, run_cli_on_terminal
 from .conftest import AUDIO_PER_CHAR, KEY, VOICES
 
 _texts = itertools.count()
@@ -64,7 +64,6 @@ def test_say_from_a_file_with_the_flags(server: LiveServer, tmp_path: Path) -> N
     assert run.stdout.startswith(b"fLaC")
 
 
-@needs_cast_api
 def test_say_a_text_longer_than_the_openai_route_takes(server: LiveServer, tmp_path: Path) -> None:
     long = " ".join(itertools.repeat(text(5), 200))
     assert len(long) > MAX_SPEECH_CHARS
@@ -75,7 +74,6 @@ def test_say_a_text_longer_than_the_openai_route_takes(server: LiveServer, tmp_p
     assert seconds == pytest.approx(len(long) * AUDIO_PER_CHAR, abs=0.2)
 
 
-@needs_cast_api
 def test_cast_prints_the_link_and_follow_saves_or_pipes_it(
     server: LiveServer, tmp_path: Path
 ) -> None:
@@ -179,7 +177,6 @@ def test_no_progress_when_stderr_is_piped(server: LiveServer, tmp_path: Path) ->
     assert run.code == 0 and run.stderr == ""
 
 
-@needs_cast_api
 def test_progress_on_a_terminal(server: LiveServer, tmp_path: Path) -> None:
     run = run_cli_on_terminal(
         "say", text(40), "-o", str(tmp_path / "a.mp3"), url=server.url, key=KEY

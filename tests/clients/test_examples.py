@@ -12,7 +12,7 @@ import httpx
 
 from tests.api._live import ROOT, LiveServer
 
-from ._support import audio_of, cli_env, needs_cast_api
+from ._support import audio_of, cli_env
 from .conftest import KEY, VOICES
 
 EXAMPLES = ROOT / "clients" / "examples"
@@ -39,7 +39,6 @@ def test_the_library_example(server: LiveServer, tmp_path: Path) -> None:
     assert audio_of((tmp_path / "out.wav").read_bytes())[0] == 24000
 
 
-@needs_cast_api
 def test_curl(server: LiveServer, tmp_path: Path) -> None:
     out = run(["bash", str(EXAMPLES / "curl.sh"), str(tmp_path)], server, tmp_path)
     assert re.search(r"(?i)^x-cast-url: " + re.escape(server.url), out, re.MULTILINE)

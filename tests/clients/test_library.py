@@ -29,7 +29,7 @@ from speechd_client import (
 )
 from tests.api._live import LiveServer, free_port
 
-from ._support import audio_of, needs_cast_api
+from ._support import audio_of
 from .conftest import AUDIO_PER_CHAR, KEY, VOICES
 
 _texts = itertools.count()
@@ -82,7 +82,6 @@ async def test_the_async_client_gets_the_same_cast(client: Client, server: LiveS
     assert second == first
 
 
-@needs_cast_api
 def test_a_cast_submitted_then_followed_and_read_as_records(client: Client) -> None:
     said = text(40)
     created = client.submit_cast(said, response_format="mp3", title="A test cast")
@@ -104,7 +103,6 @@ def test_a_cast_submitted_then_followed_and_read_as_records(client: Client) -> N
     assert client.submit_cast(said, response_format="mp3", title="A test cast").id == created.id
 
 
-@needs_cast_api
 async def test_records_long_poll_at_the_tail(client: Client, server: LiveServer) -> None:
     created = client.submit_cast(text())
     async with AsyncClient(server.url, api_key=KEY) as async_client:
@@ -159,7 +157,6 @@ def test_a_cast_that_fails_mid_stream_is_never_a_whole_file(client: Client) -> N
     assert received  # the first chunk came
 
 
-@needs_cast_api
 def test_an_unknown_cast(client: Client) -> None:
     with pytest.raises(CastNotFound) as caught:
         client.cast_status("AAAAAAAAAAAAAAAAAAAAAA")

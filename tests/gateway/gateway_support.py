@@ -32,7 +32,7 @@ from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.gateway import Gateway, GatewaySettings
 from speechd.worker import FifoPolicy, Worker
-from tests.worker._fakes import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
+from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
 __all__ = [
     "VOICES",
