@@ -74,7 +74,7 @@ from speechd.durable import (
 )
 from speechd.worker import Worker, make_policy, ready_workers
 from tests.nats_support import NatsCluster, NatsServer, namespace_for
-from tests.worker._fakes import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
 SPAWN = multiprocessing.get_context("spawn")
 # A GPU-like cost model: ~0.2 s of compute for a cast of ~4 s of audio, in 4 chunks.

@@ -1,15 +1,22 @@
 """The api process: `create_app(settings)` builds the Litestar app.
 
 The app opens the store (unless one is given), reads the deployment secret and builds the
-`CastService` in its lifespan, and runs the retention sweep and the worker supervisor (under
-`speechd serve`) for as long as it lives. Routes get the service, the metrics and the settings
-injected; nothing lives in module globals, so tests build as many apps as they like. The api
-never imports torch: it validates, claims and reads streams, and workers do the rest.
+`CastService` and the `Gateway` over it in its lifespan, and runs the retention sweep and the
+worker supervisor (under `speechd serve`) for as long as it lives. Routes get the service, the
+gateway, the metrics and the settings injected; nothing lives in module globals, so tests
+build as many apps as they like. The api never imports torch: it validates, claims and reads
+streams, and workers do the rest.
 
     GET /healthz     200 as soon as the api answers
     GET /readyz      200 once a worker has its model loaded; 503 before
     GET /metrics     Prometheus text (see `speechd.metrics` for what is measured where)
     /v1/...          the OpenAI-compatible routes (`speechd.openai_compat`)
+    /v1/casts, /, /c/<id>, /static/...
+                     the cast API, the public read path and the pages (`speechd.gateway`)
+
+A shutting-down server calls `close_streams(app)` before it waits on in-flight responses:
+followers of a cast still generating (SSE, long-polls, live audio) would otherwise hold it up
+until the cast ends.
 """
 
 from __future__ import annotations
@@ -28,11 +35,12 @@ from litestar.types import Message, Scope
 from speechd import casts
 from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
+from speechd.gateway import Gateway, GatewaySettings, gateway_router
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
 from speechd.service import CastService
 
-__all__ = ["WorkerSupervisor", "create_app"]
+__all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
 RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX, casts.LEASES_PREFIX)
 
@@ -71,6 +79,24 @@ def _state_value(name: str) -> Callable[[State], Any]:
     return provide
 
 
+def gateway_settings(settings: Settings) -> GatewaySettings:
+    """The public read path's settings: its rate limit from `settings`, the rest its own."""
+    return GatewaySettings(
+        read_rate=settings.read_rate,
+        read_burst=settings.read_burst,
+        client_header=settings.client_header,
+    )
+
+
+async def close_streams(app: Litestar) -> None:
+    """End the gateway's open-ended responses (SSE, long-polls, live audio) now; a no-op
+    before the app has started. Call it when shutdown begins, before waiting on in-flight
+    responses."""
+    gateway: Gateway | None = app.state.get("gateway")
+    if gateway is not None:
+        await gateway.close()
+
+
 async def _cancel(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -82,11 +108,13 @@ def create_app(
     *,
     store: Store | None = None,
     supervisor: WorkerSupervisor | None = None,
+    gateway: GatewaySettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Litestar:
     """The api app. `store`: use this open store (the caller closes it) instead of opening
     `settings.store_url`; `supervisor`: start it with the app and stop it (after in-flight
-    responses) when the app shuts down."""
+    responses) when the app shuts down; `gateway`: the public read path's settings, instead
+    of `gateway_settings(settings)`."""
     metrics = ApiMetrics(supervisor=supervisor)
     engine = engine_config(settings)
 
@@ -98,7 +126,7 @@ def create_app(
                 the_store = await open_store(settings.store_url)
                 stack.push_async_callback(the_store.close)
             secret = await casts.deployment_secret(the_store)
-            app.state.service = CastService(
+            service = CastService(
                 the_store,
                 secret,
                 max_queue=settings.max_queue,
@@ -106,6 +134,9 @@ def create_app(
                 voice_map=engine.voice_map,
                 clock=clock,
             )
+            app.state.service = service
+            app.state.gateway = Gateway(service, gateway or gateway_settings(settings))
+            stack.push_async_callback(app.state.gateway.close)
             if settings.retention is not None:
                 retention = Retention(settings.retention, RETAINED_PREFIXES)
                 sweeping = asyncio.create_task(sweep_forever(the_store, retention))
@@ -123,9 +154,10 @@ def create_app(
             metrics.request(route, scope.get("method", ""), message["status"])
 
     return Litestar(
-        route_handlers=[healthz, readyz, metrics_text, openai_router],
+        route_handlers=[healthz, readyz, metrics_text, openai_router, gateway_router()],
         dependencies={
             "service": Provide(_state_value("service"), sync_to_thread=False),
+            "gateway": Provide(_state_value("gateway"), sync_to_thread=False),
             "metrics": Provide(_state_value("metrics"), sync_to_thread=False),
             "settings": Provide(_state_value("settings"), sync_to_thread=False),
         },

@@ -5,8 +5,9 @@
     speechd worker   one worker alone (it loads the model), against the same store
 
 Every flag has a `SPEECHD_*` environment variable (see `speechd.config`). SIGTERM or SIGINT
-stops accepting connections, lets in-flight responses finish (up to `--shutdown-timeout`),
-stops the worker and exits 0.
+ends the streams that follow live casts (SSE, long-polls, live audio), stops accepting
+connections, lets the other in-flight responses finish (up to `--shutdown-timeout`), stops
+the worker and exits 0.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -63,6 +65,15 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "--shutdown-timeout", help="seconds in-flight responses get on shutdown (30)"
     )
     group.add_argument("--max-body-bytes", type=int, help="request body limit (1 MiB)")
+    group.add_argument(
+        "--read-rate", type=float, help="public reads per second per client, after the burst (20)"
+    )
+    group.add_argument("--read-burst", type=int, help="public reads a client may make at once (60)")
+    group.add_argument(
+        "--client-header",
+        help="header a trusted proxy sets to the client address, e.g. x-forwarded-for "
+        "(default: the peer address)",
+    )
 
 
 def _voice_flag(parser: argparse.ArgumentParser) -> None:
@@ -148,13 +159,21 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
     import uvicorn
 
-    from speechd.app import create_app
+    from speechd.app import close_streams, create_app
 
     failure = _store_error(settings.store_url)
     if failure is not None:
         log.error("cannot open the store: %s", failure)
         return 1
     app = create_app(settings, supervisor=supervisor)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn waits on in-flight responses before the app's own shutdown runs; a
+            # listener following a cast still generating must not hold that wait up.
+            await close_streams(app)
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -162,8 +181,12 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         log_level=settings.log_level,
         lifespan="on",
         timeout_graceful_shutdown=settings.shutdown_timeout,  # type: ignore[arg-type]
+        # Who the client is (per-client read limits) and where links point are explicit
+        # settings (--client-header, --public-url), not whatever X-Forwarded-* a loopback
+        # peer sends.
+        proxy_headers=False,
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     log.info(
         "speechd %s: api on http://%s:%d, store %s, %s",
         __version__,

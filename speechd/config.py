@@ -35,6 +35,7 @@ ENV_PREFIX = "SPEECHD_"
 Port = Annotated[int, Meta(ge=0, le=65535)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 Seconds = Annotated[float, Meta(gt=0)]
+PerSecond = Annotated[float, Meta(gt=0)]
 
 
 def default_data_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -55,10 +56,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     host: str = "127.0.0.1"
     port: Port = 8000
     api_keys: tuple[str, ...] = ()
-    """Bearer keys accepted by `POST /v1/audio/speech`; none = open (local use)."""
+    """Bearer keys that `POST /v1/audio/speech` and `POST /v1/casts` need; none = open."""
     max_queue: PositiveInt = 64
     """Jobs waiting or running before new casts are refused with 429."""
     max_body_bytes: PositiveInt = 1024 * 1024
+    """Request body limit; `POST /v1/casts` has its own, sized for its 200,000 characters."""
     retention: Seconds | None = None
     """Seconds after which casts nobody appended to are removed; None keeps them."""
     public_url: str | None = None
@@ -66,6 +68,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     shutdown_timeout: Seconds = 30.0
     """On SIGTERM/SIGINT, how long in-flight responses may run before they are cut."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # The public read path (cast status, records, events, audio and the player page).
+    read_rate: PerSecond = 20.0
+    """Public reads each client may make per second, after a burst of `read_burst`; 429 above."""
+    read_burst: PositiveInt = 60
+    client_header: str | None = None
+    """Header a trusted reverse proxy sets to the client's address (`x-forwarded-for`); its
+    first address is the client rate limits count by. None: the connection's peer address."""
     # The worker (and the voice names the api accepts).
     model_dir: str | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -95,7 +95,8 @@ class ApiMetrics:
         )
         self._submitted = Counter(
             "speechd_casts_submitted",
-            "Speech requests by outcome: a new cast, or one an identical request made.",
+            "Casts asked for (speech and POST /v1/casts) by outcome: a new cast, or one an "
+            "identical request made.",
             ["outcome"],
             registry=r,
         )

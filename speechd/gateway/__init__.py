@@ -1,7 +1,8 @@
 """The cast API, the public read path, and the paste page and player (DESIGN.md §4).
 
 Routes (`gateway_router()`; the app provides the dependency `gateway`, a `Gateway` built in
-its lifespan over the store, `GatewaySettings` and the shared submit service):
+its lifespan over the shared `speechd.service.CastService` and `GatewaySettings`, besides
+its `settings` and `metrics`):
 
     POST /v1/casts                      submit {input, voice?, speed?, response_format?, title?}
     GET  /v1/casts/{id}                 status, progress, voice, title, created
@@ -12,21 +13,33 @@ its lifespan over the store, `GatewaySettings` and the shared submit service):
     GET  /c/{id}                        the player
     GET  /static/{name}                 the pages' scripts and styles (shipped, allowlisted)
 
-Only `pub/casts/<id>` streams are ever read, and only after `is_cast_id(id)`. Errors are
-raised from `speechd.errors`; the app's handlers shape them.
+Casts are submitted by `CastService.submit`, as `/v1/audio/speech` submits them (up to
+`MAX_CAST_CHARS`; the route has its own body limit, `MAX_CAST_BODY_BYTES`); writes take
+`openai_compat.require_api_key`, reads are public (a cast's link is its capability) and rate
+limited per client. Only `pub/casts/<id>` streams are ever read, and only after
+`is_cast_id(id)`. Errors are raised from `speechd.errors`; the app's handlers shape them.
 """
 
 from __future__ import annotations
 
-from ._gateway import CastService, Gateway
+from ._gateway import Gateway
 from ._limiter import ReadLimiter
 from ._routes import gateway_router
 from ._settings import GatewaySettings
-from ._wire import CastCreated, CastView, NewCast, RecordsPage, RecordView, derive_title
+from ._wire import (
+    MAX_CAST_BODY_BYTES,
+    MAX_CAST_CHARS,
+    CastCreated,
+    CastView,
+    NewCast,
+    RecordsPage,
+    RecordView,
+)
 
 __all__ = [
+    "MAX_CAST_BODY_BYTES",
+    "MAX_CAST_CHARS",
     "CastCreated",
-    "CastService",
     "CastView",
     "Gateway",
     "GatewaySettings",
@@ -34,6 +47,5 @@ __all__ = [
     "ReadLimiter",
     "RecordView",
     "RecordsPage",
-    "derive_title",
     "gateway_router",
 ]

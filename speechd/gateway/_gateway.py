@@ -9,34 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import time
 from collections.abc import Coroutine, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
 
 from speechd.audio import FORMATS, content_type
-from speechd.casts import (
-    H_EVENT,
-    CastState,
-    Meta,
-    Submission,
-    cast_status,
-    cast_stream,
-    decode,
-    is_cast_id,
-)
-from speechd.durable import DurableError, SeqOutOfRange, Store
-from speechd.errors import (
-    AuthenticationFailed,
-    CastFailed,
-    CastNotFound,
-    InvalidRequest,
-    RateLimited,
-    SpeechdError,
-)
+from speechd.casts import H_EVENT, CastState, CastStatus, Meta, cast_stream, decode, is_cast_id
+from speechd.durable import DurableError, SeqOutOfRange
+from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, SpeechdError
+from speechd.openai_compat import resolve_model
+from speechd.service import CastRequest, CastService, SubmittedCast
 
 from ._audio import (
     AudioLayout,
@@ -50,18 +34,12 @@ from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
 from ._streaming import StreamApp
-from ._wire import CastCreated, CastView, NewCast, RecordsPage, cast_view, derive_title
+from ._wire import MAX_CAST_CHARS, CastView, NewCast, RecordsPage, cast_view
 from ._wire import record_view as _record_view
 
-__all__ = ["AudioReply", "CastService", "Gateway"]
+__all__ = ["AudioReply", "Gateway"]
 
 T = TypeVar("T")
-
-
-class CastService(Protocol):
-    """Validates a cast request (voice, model, queue depth) and submits it (`speechd.casts`)."""
-
-    async def submit_cast(self, request: NewCast) -> Submission: ...
 
 
 class AudioReply(msgspec.Struct, frozen=True):
@@ -69,10 +47,6 @@ class AudioReply(msgspec.Struct, frozen=True):
 
     status: int
     headers: dict[str, str]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @contextlib.contextmanager
@@ -95,21 +69,16 @@ def _check_id(cast_id: str) -> str:
 
 
 class Gateway:
-    """Cast API and public read path over one store. Build once per app; `close()` at shutdown."""
+    """Cast API and public read path over the cast service's store. Build once per app (in
+    its lifespan); `close()` as the server starts shutting down, and again at the end."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: GatewaySettings | None = None,
-        *,
-        casts: CastService | None = None,
-    ) -> None:
-        self.store = store
+    def __init__(self, service: CastService, settings: GatewaySettings | None = None) -> None:
+        self.service = service
+        self.store = service.store
         self.settings = settings or GatewaySettings()
-        self.casts = casts
-        self.hubs = Hubs(store)
+        self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
-        self._layouts = Layouts(store)
+        self._layouts = Layouts(self.store)
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
@@ -120,7 +89,7 @@ class Gateway:
 
     # -- who is asking ------------------------------------------------------------------
 
-    def client_key(self, request: Request) -> str:
+    def client_key(self, request: Request[Any, Any, Any]) -> str:
         header = self.settings.client_header
         if header:
             forwarded = request.headers.get(header)
@@ -128,7 +97,7 @@ class Gateway:
                 return forwarded.split(",", 1)[0].strip()
         return request.client.host if request.client else "unknown"
 
-    def admit(self, request: Request) -> None:
+    def admit(self, request: Request[Any, Any, Any]) -> None:
         """Charge one public read to the client; raise `RateLimited` past its quota."""
         wait = self.limiter.take(self.client_key(request))
         if wait is not None:
@@ -137,46 +106,32 @@ class Gateway:
                 retry_after=ReadLimiter.retry_after(wait),
             )
 
-    def authorize(self, request: Request) -> None:
-        """Writes need one of the configured API keys (none configured: open)."""
-        keys = self.settings.api_keys
-        if not keys:
-            return
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not any(
-            hmac.compare_digest(token.encode(), key.encode()) for key in keys
-        ):
-            raise AuthenticationFailed("A valid API key is required (Authorization: Bearer).")
-
-    def base_url(self, request: Request) -> str:
-        return (self.settings.public_url or str(request.base_url)).rstrip("/")
-
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(self, request: NewCast, base_url: str) -> tuple[CastCreated, bool]:
-        """Submit a cast (or find the same one); returns its link and whether it is new."""
-        if self.casts is None:
-            raise SpeechdError("This server does not accept casts.")
-        limit = self.settings.max_input_chars
-        if len(request.input) > limit:
-            raise InvalidRequest(f"input is longer than {limit} characters.", param="input")
-        if not request.input.strip():
-            raise InvalidRequest("input holds no text.", param="input")
-        title = (request.title or "").strip() or derive_title(request.input)
-        submission = await self.casts.submit_cast(msgspec.structs.replace(request, title=title))
-        state = CastState.QUEUED
-        if not submission.created:
-            with _store_errors():
-                state = (await cast_status(self.store, submission.id, now_ms=_now_ms())).state
-        created = CastCreated(submission.id, f"{base_url}/c/{submission.id}", state.value)
-        return created, submission.created
+    async def create(self, request: NewCast) -> tuple[SubmittedCast, CastState]:
+        """Submit a cast through the shared service (the same checks, ids and queue limit as
+        `/v1/audio/speech`), or find the identical one; returns it and where it stands."""
+        resolve_model(request.model)
+        cast = await self.service.submit(
+            CastRequest(
+                text=request.input,
+                voice=request.voice,
+                speed=request.speed,
+                format=request.response_format,
+                title=(request.title or "").strip() or None,
+            ),
+            max_chars=MAX_CAST_CHARS,
+        )
+        if cast.created:
+            return cast, CastState.QUEUED
+        return cast, (await self._status(cast.id)).state
+
+    async def _status(self, cast_id: str) -> CastStatus:
+        with _store_errors():
+            return await self.service.status(cast_id)
 
     async def view(self, cast_id: str, base_url: str) -> CastView:
-        _check_id(cast_id)
-        with _store_errors():
-            status = await cast_status(self.store, cast_id, now_ms=_now_ms())
-        return cast_view(status, base_url)
+        return cast_view(await self._status(_check_id(cast_id)), base_url)
 
     async def meta(self, cast_id: str) -> Meta | None:
         """A cast's public meta, or None if there is no such cast."""
@@ -293,8 +248,7 @@ class Gateway:
     ) -> StreamApp | AudioReply:
         """The cast's audio file: live and chunked while generating; an entity once done."""
         tail = await self._tail(cast_id)
-        with _store_errors():
-            status = await cast_status(self.store, cast_id, now_ms=_now_ms())
+        status = await self._status(cast_id)
         meta = status.meta
         kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
         name = f"{cast_id}.{meta.format}"

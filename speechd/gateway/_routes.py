@@ -1,4 +1,5 @@
-"""The gateway's routes: thin handlers over an injected `Gateway` (dependency `gateway`)."""
+"""The gateway's routes: thin handlers over the injected `gateway` (a `Gateway`), with the
+app's `settings` (links) and `metrics` (submissions)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.types import ASGIApp
 
+from speechd.config import Settings
+from speechd.metrics import ApiMetrics
+from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
+
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
 from ._streaming import StreamApp
-from ._wire import CastCreated, CastView, NewCast, RecordsPage
+from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
 
@@ -34,28 +39,46 @@ def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     return _AppResponse(result)
 
 
-@post("/v1/casts", status_code=201)
+@post(
+    "/v1/casts",
+    guards=[require_api_key],
+    status_code=201,
+    request_max_body_size=MAX_CAST_BODY_BYTES,
+)
 async def create_cast(
-    data: JSONBody[NewCast], gateway: NamedDependency[Gateway], request: Request
+    data: JSONBody[NewCast],
+    gateway: NamedDependency[Gateway],
+    settings: NamedDependency[Settings],
+    metrics: NamedDependency[ApiMetrics],
+    request: Request[Any, Any, Any],
 ) -> Response[CastCreated]:
-    gateway.authorize(request)
-    created, new = await gateway.create(data, gateway.base_url(request))
-    return Response(created, status_code=201 if new else 200)
+    """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
+    cast, state = await gateway.create(data)
+    metrics.submitted(cast.created)
+    created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
+    return Response(
+        created,
+        status_code=201 if cast.created else 200,
+        headers=cast_headers(settings, request, cast.id),
+    )
 
 
 @get("/v1/casts/{cast_id:str}")
 async def get_cast(
-    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request
+    cast_id: FromPath[str],
+    gateway: NamedDependency[Gateway],
+    settings: NamedDependency[Settings],
+    request: Request[Any, Any, Any],
 ) -> CastView:
     gateway.admit(request)
-    return await gateway.view(cast_id, gateway.base_url(request))
+    return await gateway.view(cast_id, public_base_url(settings, request))
 
 
 @get("/v1/casts/{cast_id:str}/records")
 async def get_records(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
-    request: Request,
+    request: Request[Any, Any, Any],
     seq_num: Annotated[int, QueryParameter(ge=0)] = 0,
     wait: Annotated[float, QueryParameter(ge=0)] = 0.0,
     max_records: Annotated[int | None, QueryParameter(ge=1)] = None,
@@ -69,7 +92,7 @@ async def get_records(
 async def get_events(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
-    request: Request,
+    request: Request[Any, Any, Any],
     seq_num: Annotated[int | None, QueryParameter(ge=0)] = None,
     last_event_id: Annotated[str | None, HeaderParameter(name="last-event-id")] = None,
 ) -> Response[Any]:
@@ -84,7 +107,7 @@ async def get_events(
 async def get_audio(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
-    request: Request,
+    request: Request[Any, Any, Any],
     range_header: Annotated[str | None, HeaderParameter(name="range")] = None,
     if_none_match: Annotated[str | None, HeaderParameter(name="if-none-match")] = None,
     if_range: Annotated[str | None, HeaderParameter(name="if-range")] = None,
@@ -103,7 +126,7 @@ async def paste() -> Response[str]:
 
 @get("/c/{cast_id:str}", media_type=MediaType.HTML, include_in_schema=False)
 async def player(
-    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
 ) -> Response[str]:
     gateway.admit(request)
     meta = await gateway.meta(cast_id)

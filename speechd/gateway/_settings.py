@@ -1,4 +1,6 @@
-"""The gateway's knobs, one frozen struct (the app maps `speechd.config.Settings` onto it)."""
+"""The gateway's knobs, one frozen struct. `create_app` fills the rate limit from
+`speechd.config.Settings` (`--read-rate`, `--read-burst`, `--client-header`); the rest are
+the gateway's own defaults."""
 
 from __future__ import annotations
 
@@ -22,10 +24,6 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     max_records, max_read_bytes: the most one records read returns.
     sse_buffer: records a live SSE subscriber may fall behind before it is disconnected.
     sse_keepalive_s: idle time after which an SSE stream sends a comment line.
-    max_input_chars: the longest text `POST /v1/casts` accepts.
-    api_keys: bearer keys that writes (`POST /v1/casts`) need; empty means open.
-    public_url: the base of links handed out (`https://speech.example.org`); None uses the
-        request's own base URL.
     """
 
     read_rate: _Positive = 20.0
@@ -36,6 +34,3 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     max_read_bytes: Annotated[int, msgspec.Meta(ge=1)] = 2 * 1024 * 1024
     sse_buffer: Annotated[int, msgspec.Meta(ge=1)] = 64
     sse_keepalive_s: _Positive = 15.0
-    max_input_chars: Annotated[int, msgspec.Meta(ge=1)] = 200_000
-    api_keys: frozenset[str] = frozenset()
-    public_url: str | None = None

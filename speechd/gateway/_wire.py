@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import base64
-import re
 from typing import Annotated, Literal
 
 import msgspec
 
 from speechd.casts import CastStatus
 from speechd.durable import Record
+from speechd.engine import MAX_SPEED, MIN_SPEED
 
 __all__ = [
+    "MAX_CAST_BODY_BYTES",
+    "MAX_CAST_CHARS",
     "CastCreated",
     "CastView",
     "NewCast",
@@ -19,21 +21,26 @@ __all__ = [
     "RecordView",
     "RecordsPage",
     "cast_view",
-    "derive_title",
     "record_view",
 ]
 
 AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]  # speechd.audio.FORMATS
 
-TITLE_CHARS = 80
+MAX_CAST_CHARS = 200_000
+"""The longest text `POST /v1/casts` takes (`CastService.submit` checks it)."""
+
+MAX_CAST_BODY_BYTES = 12 * MAX_CAST_CHARS + 64 * 1024
+"""`POST /v1/casts`'s body limit, above the app's: room for the longest text even when every
+character is JSON-escaped as a surrogate pair (`\\ud83d\\ude00`, 12 bytes), as clients that
+escape all non-ASCII send it, plus the other fields."""
 
 
 class NewCast(msgspec.Struct, frozen=True, kw_only=True):
-    """`POST /v1/casts`. The input's upper bound is `GatewaySettings.max_input_chars`."""
+    """`POST /v1/casts`. A missing title is derived from the text (`derive_title`)."""
 
     input: Annotated[str, msgspec.Meta(min_length=1)]
     voice: str | None = None
-    speed: Annotated[float, msgspec.Meta(ge=0.25, le=4.0)] = 1.0
+    speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
     response_format: AudioFormat = "mp3"
     model: str | None = None
     title: Annotated[str, msgspec.Meta(max_length=200)] | None = None
@@ -124,21 +131,3 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
         records_url=f"{api}/records",
         events_url=f"{api}/events",
     )
-
-
-_SPACE = re.compile(r"\s+")
-_SENTENCE_END = re.compile("(?<=[.!?\u2026\u3002\uff01\uff1f])\\s")
-
-
-def derive_title(text: str, limit: int = TITLE_CHARS) -> str:
-    """A title from the opening of `text`: its first sentence or line, cut at a word."""
-    stripped = text.strip()
-    first_line = stripped.split("\n", 1)[0]
-    first = _SENTENCE_END.split(first_line, maxsplit=1)[0]
-    title = _SPACE.sub(" ", first).strip()
-    if len(title) <= limit:
-        return title or "Untitled cast"
-    cut = title[: limit - 1]
-    if " " in cut[limit // 2 :]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:-") + "…"

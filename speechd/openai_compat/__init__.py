@@ -2,7 +2,7 @@
 
 `openai_router` holds the `/v1` routes; `exception_handlers` is the app-wide error map (only
 this package turns `speechd.errors` into HTTP); `require_api_key` guards routes that make
-casts; `cast_headers` names a cast in any response.
+casts; `cast_headers` names a cast in any response, `public_base_url` is where links point.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._auth import ApiKeys, require_api_key
 from ._errors import error_body, error_body_for, exception_handlers
 from ._models import MODEL_NAMES, resolve_model
-from ._routes import cast_headers, cast_url, openai_router
+from ._routes import cast_headers, cast_url, openai_router, public_base_url
 from ._schemas import MAX_INPUT_CHARS, SpeechRequest, VoiceRef
 from ._speech import OUTPUT_TOKENS_PER_SECOND
 
@@ -27,6 +27,7 @@ __all__ = [
     "error_body_for",
     "exception_handlers",
     "openai_router",
+    "public_base_url",
     "require_api_key",
     "resolve_model",
 ]

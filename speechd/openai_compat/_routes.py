@@ -36,15 +36,20 @@ from ._schemas import (
 )
 from ._speech import Mode, speech_response
 
-__all__ = ["cast_headers", "cast_url", "openai_router"]
+__all__ = ["cast_headers", "cast_url", "openai_router", "public_base_url"]
 
 _MODEL_CREATED = 1737936000  # Kokoro-82M v1.0, 2025-01-27
 
 
+def public_base_url(settings: Settings, request: Request[Any, Any, Any]) -> str:
+    """The base of the links speechd hands out (`--public-url`, else this request's host),
+    without a trailing slash."""
+    return (settings.public_url or str(request.base_url)).rstrip("/")
+
+
 def cast_url(settings: Settings, request: Request[Any, Any, Any], cast_id: str) -> str:
-    """The absolute link to a cast's player page (`--public-url`, else this request's host)."""
-    base = settings.public_url or str(request.base_url)
-    return f"{base.rstrip('/')}/c/{cast_id}"
+    """The absolute link to a cast's player page."""
+    return f"{public_base_url(settings, request)}/c/{cast_id}"
 
 
 def cast_headers(

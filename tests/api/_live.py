@@ -1,4 +1,4 @@
-"""Live processes on loopback: a `speechd` server and the fake worker, each its own process."""
+"""A live `speechd` server process on loopback (its worker: `tests.api._workers.worker_process`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["ROOT", "LiveServer", "free_port", "start_fake_worker", "start_server", "wait_until"]
+__all__ = ["ROOT", "LiveServer", "free_port", "start_server", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,26 +108,3 @@ def start_server(
                 process.kill()
                 process.wait()
         live.log_path.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def start_fake_worker(
-    store_dir: Path, *, chunk_delay: float = 0.05, chunks: int = 3
-) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "tests.api._fakes", "--store", str(store_dir),
-            "--chunk-delay", str(chunk_delay), "--chunks", str(chunks),
-        ],
-        cwd=ROOT,
-        env=_env(),
-    )  # fmt: skip
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -1,7 +1,6 @@
 """Fixtures for the api tests, chained from real resources in temp folders:
-`store_dir` -> `store` -> `worker` (a fake worker task on that store) -> `client` (an
-`AsyncTestClient` on `create_app`), and `server` (a live `speechd api` process on loopback)
-with `worker_process` (the fake worker as its own process)."""
+`store_dir` -> `store` -> `worker` (the real worker, in this process, on that store and the
+engine test double) -> `client` (an `AsyncTestClient` on `create_app`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from litestar.testing import AsyncTestClient
 from speechd.app import create_app
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore, Store
-from tests.api._fakes import FakeWorker, running_fake_worker
-from tests.api._live import LiveServer, start_fake_worker, start_server
+from speechd.worker import Worker
+from tests.api._workers import running_worker
 
 
 @pytest.fixture
@@ -36,27 +35,15 @@ def settings(store_dir: Path) -> Settings:
 
 
 @pytest.fixture
-def worker(store_dir: Path) -> Iterator[FakeWorker]:
-    with running_fake_worker(store_dir) as fake:
-        yield fake
+def worker(store_dir: Path) -> Iterator[Worker]:
+    with running_worker(store_dir) as running:
+        yield running
 
 
 @pytest.fixture
-async def client(settings: Settings, worker: FakeWorker) -> AsyncIterator[AsyncTestClient]:
+async def client(settings: Settings, worker: Worker) -> AsyncIterator[AsyncTestClient]:
     # The app opens its own store on the same folder: AsyncTestClient runs it on another
     # event loop (in a portal thread), and a store belongs to the loop that opened it.
     app = create_app(settings)
     async with AsyncTestClient(app, base_url="http://testserver.local") as test_client:
         yield test_client
-
-
-@pytest.fixture
-def worker_process(store_dir: Path) -> Iterator[None]:
-    with start_fake_worker(store_dir, chunk_delay=0.05):
-        yield
-
-
-@pytest.fixture
-def server(store_dir: Path, worker_process: None) -> Iterator[LiveServer]:
-    with start_server(["api", "--data-dir", str(store_dir), "--max-queue", "64"]) as live:
-        yield live

@@ -12,7 +12,7 @@ from speechd import casts
 from speechd.app import create_app
 from speechd.config import Settings
 from speechd.durable import Store
-from tests.api._fakes import FakeWorker
+from speechd.worker import Worker
 
 
 class RecordingSupervisor:
@@ -45,7 +45,7 @@ async def test_the_supervisor_runs_as_long_as_the_app(store_dir: Path) -> None:
 
 
 async def test_retention_removes_casts_nobody_touched(
-    store_dir: Path, store: Store, worker: FakeWorker
+    store_dir: Path, store: Store, worker: Worker
 ) -> None:
     settings = Settings(data_dir=str(store_dir), retention=0.5)
     async with AsyncTestClient(create_app(settings)) as client:

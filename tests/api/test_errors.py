@@ -19,7 +19,7 @@ from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.service import CastRequest, CastService
-from tests.api._fakes import FakeWorker
+from speechd.worker import Worker
 
 
 def assert_error(
@@ -119,7 +119,7 @@ async def test_unknown_route_and_method(client: AsyncTestClient) -> None:
 
 
 async def test_unexpected_failure_is_a_generic_500_and_the_trace_stays_in_the_log(
-    settings: Settings, worker: FakeWorker, caplog: pytest.LogCaptureFixture
+    settings: Settings, worker: Worker, caplog: pytest.LogCaptureFixture
 ) -> None:
     def broken_clock() -> float:
         raise RuntimeError("secret internals /etc/passwd")
@@ -144,7 +144,7 @@ async def test_no_ready_worker_is_503(settings: Settings, store: Store) -> None:
 
 
 @pytest.fixture
-async def keyed_client(store_dir: Path, worker: FakeWorker) -> AsyncIterator[AsyncTestClient]:
+async def keyed_client(store_dir: Path, worker: Worker) -> AsyncIterator[AsyncTestClient]:
     settings = Settings(data_dir=str(store_dir), api_keys=("sk-one", "sk-two"))
     async with AsyncTestClient(create_app(settings)) as client:
         yield client

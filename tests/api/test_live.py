@@ -1,5 +1,6 @@
-"""A live `speechd api` on loopback, a fake worker in its own process, and real clients: the
-`openai` package, Open WebUI's request sequence, raw HTTP for SSE and broken streams."""
+"""A live `speechd api` on loopback, the real worker in its own process (on the engine test
+double), and real clients: the `openai` package, Open WebUI's request sequence, raw HTTP for
+SSE and broken streams."""
 
 from __future__ import annotations
 
@@ -19,13 +20,18 @@ import pytest
 
 from speechd import casts
 from speechd.durable import EmbeddedStore, Store
-from tests.api._fakes import fake_audio
-from tests.api._live import LiveServer, start_fake_worker, start_server, wait_until
+from tests.api._live import LiveServer, start_server, wait_until
+from tests.api._workers import expected, worker_process
+from tests.support.engines import chunked_text
 
 pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
 KEY = "sk-live-test"
+# The engine computes for half as long as the audio lasts (a slow CPU), so a cast of LONG
+# takes a few seconds: long enough to still be in the making after its first bytes.
+SLOW = {"rtf": 0.5}
+LONG = chunked_text(6)
 
 
 def on_store(store_dir: Path, read: Callable[[Store], Awaitable[T]]) -> T:
@@ -61,7 +67,7 @@ def live_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def live(live_dir: Path) -> Iterator[LiveServer]:
     with (
-        start_fake_worker(live_dir, chunk_delay=0.05),
+        worker_process(live_dir, **SLOW),
         start_server(["api", "--data-dir", str(live_dir)]) as server,
     ):
         yield server
@@ -71,7 +77,7 @@ def live(live_dir: Path) -> Iterator[LiveServer]:
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data = tmp_path_factory.mktemp("keyed") / "data"
     with (
-        start_fake_worker(data, chunk_delay=0.01),
+        worker_process(data),
         start_server(["api", "--data-dir", str(data), "--api-key", KEY]) as server,
     ):
         yield server
@@ -87,28 +93,28 @@ def sdk(server: LiveServer, key: str = "unused") -> openai.OpenAI:
 def test_sdk_whole_body(live: LiveServer) -> None:
     with sdk(live) as client:
         response = client.audio.speech.create(model="tts-1", voice="alloy", input="Whole body.")
-    assert response.content == fake_audio("mp3", 3)
+    cast_id = response.response.headers["x-cast-id"]
+    assert casts.is_cast_id(cast_id)
+    assert response.content == expected(cast_id, "Whole body.")
     assert is_mp3(response.content)
-    assert casts.is_cast_id(response.response.headers["x-cast-id"])
 
 
 def test_sdk_streaming_bytes_arrive_before_the_cast_ends(live: LiveServer, live_dir: Path) -> None:
     with sdk(live) as client, client.audio.speech.with_streaming_response.create(
-        model="gpt-4o-mini-tts", voice="af_bella", input="A long one [chunks=30]",
-        response_format="wav",
+        model="gpt-4o-mini-tts", voice="af_bella", input=LONG, response_format="wav",
     ) as response:  # fmt: skip
         cast_id = response.headers["x-cast-id"]
         chunks = response.iter_bytes()
         first = next(chunks)
         assert cast_state(live_dir, cast_id) == casts.CastState.GENERATING
         body = first + b"".join(chunks)
-    assert body == fake_audio("wav", 30)
+    assert body == expected(cast_id, LONG, "wav")
     assert body.startswith(b"RIFF") and cast_state(live_dir, cast_id) == casts.CastState.DONE
 
 
 def test_sse_parsed_by_hand(live: LiveServer) -> None:
-    payload = {"model": "tts-1", "voice": "alloy", "input": "Events [chunks=5]",
-               "stream_format": "sse"}  # fmt: skip
+    text = chunked_text(5)
+    payload = {"model": "tts-1", "voice": "alloy", "input": text, "stream_format": "sse"}
     events = []
     with httpx.stream(
         "POST", live.v1 + "/audio/speech", json=payload,
@@ -116,6 +122,7 @@ def test_sse_parsed_by_hand(live: LiveServer) -> None:
     ) as response:  # fmt: skip
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
+        cast_id = response.headers["x-cast-id"]
         for line in response.iter_lines():
             if line.startswith("data: "):
                 events.append(json.loads(line.removeprefix("data: ")))
@@ -123,7 +130,7 @@ def test_sse_parsed_by_hand(live: LiveServer) -> None:
                 assert line == "", line
     assert [e["type"] for e in events] == ["speech.audio.delta"] * 5 + ["speech.audio.done"]
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
-    assert audio == fake_audio("mp3", 5)
+    assert audio == expected(cast_id, text)
     assert set(events[-1]["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
 
 
@@ -135,7 +142,7 @@ def test_sse_parsed_by_hand(live: LiveServer) -> None:
         ({"input": ""}, openai.BadRequestError, 400, None, "input"),
         ({"input": "x" * 4097}, openai.BadRequestError, 400, None, "input"),
         ({"model": "tts-9"}, openai.NotFoundError, 404, "model_not_found", "model"),
-        ({"input": "[fail-early]"}, openai.InternalServerError, 500, "cast_failed", None),
+        ({"input": "POISON from the start"}, openai.InternalServerError, 500, "cast_failed", None),
     ],
 )
 def test_sdk_errors_carry_code_and_param(
@@ -177,7 +184,9 @@ def test_open_webui_sequence(keyed: LiveServer) -> None:
         timeout=30,
     )
     response.raise_for_status()
-    assert is_mp3(response.content) and response.content == fake_audio("mp3", 3)
+    cast_id = response.headers["x-cast-id"]
+    assert is_mp3(response.content)
+    assert response.content == expected(cast_id, "Hello from Open WebUI.")
 
 
 # -- sharing, disconnects, failures, limits ------------------------------------------------
@@ -186,7 +195,7 @@ def test_open_webui_sequence(keyed: LiveServer) -> None:
 def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
     live: LiveServer, live_dir: Path
 ) -> None:
-    payload = {"model": "tts-1", "voice": "bf_emma", "input": "All at once [chunks=6]"}
+    payload = {"model": "tts-1", "voice": "bf_emma", "input": chunked_text(4)}
     barrier = threading.Barrier(32)
     results: list[httpx.Response] = []
 
@@ -201,8 +210,8 @@ def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
     for thread in threads:
         thread.join()
     assert [r.status_code for r in results] == [200] * 32
-    assert {r.content for r in results} == {fake_audio("mp3", 6)}
     (cast_id,) = {r.headers["x-cast-id"] for r in results}
+    assert {r.content for r in results} == {expected(cast_id, payload["input"])}
 
     async def count(store: Store) -> tuple[int, int]:
         jobs = (await store.read(casts.JOBS, 0)).records
@@ -217,7 +226,7 @@ def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
 def test_client_disconnect_mid_stream_does_not_cancel_the_cast(
     live: LiveServer, live_dir: Path
 ) -> None:
-    payload = {"voice": "am_adam", "input": "Walk away [chunks=20]"}
+    payload = {"voice": "am_adam", "input": LONG}
     with httpx.stream("POST", live.v1 + "/audio/speech", json=payload, timeout=30) as response:
         cast_id = response.headers["x-cast-id"]
         next(response.iter_raw())
@@ -225,11 +234,11 @@ def test_client_disconnect_mid_stream_does_not_cancel_the_cast(
     assert cast_state(live_dir, cast_id) == casts.CastState.GENERATING
     wait_until(lambda: cast_state(live_dir, cast_id) == casts.CastState.DONE, 20, "the cast")
     again = httpx.post(live.v1 + "/audio/speech", json=payload, timeout=30)
-    assert again.headers["x-cast-id"] == cast_id and again.content == fake_audio("mp3", 20)
+    assert again.headers["x-cast-id"] == cast_id and again.content == expected(cast_id, LONG)
 
 
 def test_failure_mid_audio_stream_aborts_the_transfer(live: LiveServer) -> None:
-    payload = {"voice": "alloy", "input": "Break [fail-mid]"}
+    payload = {"voice": "alloy", "input": "Break here, POISON now"}  # fails at the second chunk
     with (
         pytest.raises(httpx.RemoteProtocolError),
         httpx.stream("POST", live.v1 + "/audio/speech", json=payload, timeout=30) as response,
@@ -259,7 +268,7 @@ def test_health_answers_before_any_worker_is_ready(tmp_path: Path) -> None:
         response = httpx.get(server.url + "/readyz")
         assert response.status_code == 503
         assert response.json()["error"]["code"] == "no_worker_ready"
-        with start_fake_worker(tmp_path / "data"):
+        with worker_process(tmp_path / "data"):
             wait_until(lambda: httpx.get(server.url + "/readyz").status_code == 200, 10, "ready")
 
 
@@ -269,16 +278,17 @@ def test_graceful_shutdown_finishes_in_flight_responses_and_exits_0(
 ) -> None:
     data = tmp_path / "data"
     with (
-        start_fake_worker(data, chunk_delay=0.05),
+        worker_process(data, **SLOW),
         start_server(["api", "--data-dir", str(data)]) as server,
     ):
-        payload = {"voice": "alloy", "input": "Almost closing time [chunks=30]"}
+        payload = {"voice": "alloy", "input": LONG}
         with httpx.stream("POST", server.v1 + "/audio/speech", json=payload, timeout=30) as r:
             chunks = r.iter_raw()
             body = next(chunks)
             server.process.send_signal(sig)
             body += b"".join(chunks)
-        assert body == fake_audio("mp3", 30)
+            cast_id = r.headers["x-cast-id"]
+        assert body == expected(cast_id, LONG)
         assert server.process.wait(30) == 0
         with pytest.raises(httpx.ConnectError):
             httpx.get(server.url + "/healthz")

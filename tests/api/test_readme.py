@@ -13,7 +13,8 @@ from typing import NamedTuple
 import httpx
 import pytest
 
-from tests.api._live import ROOT, LiveServer, start_fake_worker, start_server
+from tests.api._live import ROOT, LiveServer, start_server
+from tests.api._workers import worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def target(
     key = KEY if request.param == "keyed" else ""
     flags = ["--api-key", key] if key else []
     with (
-        start_fake_worker(data, chunk_delay=0.01),
+        worker_process(data),
         start_server(["api", "--data-dir", str(data), *flags]) as server,
     ):
         yield Target(server, key)

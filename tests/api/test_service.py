@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -14,12 +15,12 @@ from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import InvalidRequest, QueueFull, Unavailable, UnknownVoice
 from speechd.service import CastRequest, CastService, derive_title, voice_label
-from tests.api._fakes import VOICES
+from tests.support.engines import VOICES
 
 
-async def announce(store: Store, *, worker: str = "w1", voices: list[str] = VOICES) -> None:
+async def announce(store: Store, *, worker: str = "w1", voices: Sequence[str] = VOICES) -> None:
     notice = casts.WorkerNotice(
-        kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=voices
+        kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=list(voices)
     )
     await store.append(casts.worker_stream(worker), [AppendRecord(casts.encode(notice))])
 

@@ -1,4 +1,5 @@
-"""`POST /v1/audio/speech` and the discovery endpoints through the app, with a fake worker."""
+"""`POST /v1/audio/speech` and the discovery endpoints through the app, with the real worker
+on the engine test double."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from litestar.testing import AsyncTestClient
 from speechd import casts
 from speechd.durable import Store
 from speechd.openai_compat import MODEL_NAMES
-from tests.api._fakes import CHUNK_MS, VOICES, fake_audio
+from tests.api._workers import WORKER_ID, expected
+from tests.support.engines import VOICES, CostEngine, FakeChunkPolicy, chunked_text
 
 
 def decoded_seconds(data: bytes, fmt: str) -> float:
@@ -25,6 +27,14 @@ def decoded_seconds(data: bytes, fmt: str) -> float:
     )  # fmt: skip
     assert not result.stderr, result.stderr
     return len(result.stdout) / 2 / 24000
+
+
+def planned_seconds(text: str) -> float:
+    """The audio the engine double makes for `text` (at speed 1)."""
+    engine = CostEngine()
+    return sum(
+        engine.audio_s(c.text, 1.0) for c in engine.plan(text, "af_heart", FakeChunkPolicy())
+    )
 
 
 def sse_events(text: str) -> list[dict[str, object]]:
@@ -44,9 +54,9 @@ async def test_defaults_apply_when_the_sdk_omits_fields(client: AsyncTestClient)
     )
     assert response.status_code == 200
     assert response.headers["content-type"] == "audio/mpeg"
-    assert response.content == fake_audio("mp3", 3)
     cast_id = response.headers["x-cast-id"]
     assert casts.is_cast_id(cast_id)
+    assert response.content == expected(cast_id, "Just the input.")
     assert response.headers["x-cast-url"] == f"http://testserver.local/c/{cast_id}"
     assert f'</c/{cast_id}>; rel="alternate"' in response.headers["link"]
 
@@ -65,16 +75,17 @@ async def test_defaults_apply_when_the_sdk_omits_fields(client: AsyncTestClient)
 async def test_each_format_gets_its_content_type(
     client: AsyncTestClient, fmt: str, media_type: str
 ) -> None:
+    text = chunked_text(3)
     response = await client.post(
         "/v1/audio/speech",
-        json={"model": "tts-1", "input": "Formats.", "voice": "alloy", "response_format": fmt},
+        json={"model": "tts-1", "input": text, "voice": "alloy", "response_format": fmt},
     )
     assert response.status_code == 200
     assert response.headers["content-type"] == media_type
-    assert response.content == fake_audio(fmt, 3)
+    assert response.content == expected(response.headers["x-cast-id"], text, fmt)
     # One valid file of its format: ffmpeg decodes all three chunks' audio from it.
-    seconds = decoded_seconds(response.content, fmt)
-    assert 3 * CHUNK_MS / 1000 <= seconds < 3 * CHUNK_MS / 1000 + 0.2
+    seconds, planned = decoded_seconds(response.content, fmt), planned_seconds(text)
+    assert planned - 0.001 <= seconds < planned + 0.2
 
 
 async def test_stream_false_answers_the_whole_file_with_a_length(client: AsyncTestClient) -> None:
@@ -87,9 +98,10 @@ async def test_stream_false_answers_the_whole_file_with_a_length(client: AsyncTe
 
 
 async def test_sse_sends_base64_deltas_then_done_with_usage(client: AsyncTestClient) -> None:
+    text = chunked_text(4)
     response = await client.post(
         "/v1/audio/speech",
-        json={"input": "Stream me [chunks=4]", "voice": "alloy", "stream_format": "sse"},
+        json={"input": text, "voice": "alloy", "stream_format": "sse"},
         headers={"Accept": "application/octet-stream"},  # the SDK sends it even for SSE
     )
     assert response.status_code == 200
@@ -98,35 +110,37 @@ async def test_sse_sends_base64_deltas_then_done_with_usage(client: AsyncTestCli
     deltas, done = events[:-1], events[-1]
     assert [e["type"] for e in deltas] == ["speech.audio.delta"] * 4
     audio = b"".join(base64.b64decode(str(e["audio"])) for e in deltas)
-    assert audio == fake_audio("mp3", 4)
+    assert audio == expected(response.headers["x-cast-id"], text)
     assert done["type"] == "speech.audio.done"
     usage = done["usage"]
     assert isinstance(usage, dict)
-    assert usage["input_tokens"] == len("Stream me [chunks=4]")
-    assert usage["output_tokens"] == 4 * CHUNK_MS // 20
+    assert usage["input_tokens"] == len(text)
+    assert usage["output_tokens"] == round(planned_seconds(text) * 1000) // 20
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
 async def test_failure_before_audio_is_an_error_status(client: AsyncTestClient) -> None:
-    for body in ({"input": "[fail-early]"}, {"input": "[fail-early]", "stream_format": "sse"}):
+    # Every attempt fails on the first chunk: the worker retries, then ends the cast in error.
+    text = "POISON from the start"
+    for body in ({"input": text}, {"input": text, "stream_format": "sse"}):
         response = await client.post("/v1/audio/speech", json=body)
         assert response.status_code == 500
         assert response.json()["error"]["code"] == "cast_failed"
 
 
 async def test_failure_mid_sse_ends_with_an_error_event(client: AsyncTestClient) -> None:
-    response = await client.post(
-        "/v1/audio/speech", json={"input": "[fail-mid]", "stream_format": "sse"}
-    )
+    # The first chunk is made; every attempt fails on the second (each new attempt repeats
+    # the first chunk's record, which the reader must not send twice).
+    text = "Fine start, POISON later"
+    response = await client.post("/v1/audio/speech", json={"input": text, "stream_format": "sse"})
     assert response.status_code == 200
     events = sse_events(response.text)
     assert [e["type"] for e in events] == ["speech.audio.delta", "error"]
-    assert events[-1]["error"] == {
-        "message": "The cast could not be synthesized: synthetic failure",
-        "type": "server_error",
-        "param": None,
-        "code": "cast_failed",
-    }
+    error = events[-1]["error"]
+    assert isinstance(error, dict)
+    assert (error["type"], error["param"], error["code"]) == ("server_error", None, "cast_failed")
+    assert error["message"].startswith("The cast could not be synthesized: ")
+    assert error["message"].endswith("this chunk is poisoned")
 
 
 async def test_identical_requests_and_model_aliases_share_one_cast(
@@ -186,15 +200,16 @@ async def test_model_lists(client: AsyncTestClient) -> None:
 
 async def test_voice_list(client: AsyncTestClient) -> None:
     voices = (await client.get("/v1/audio/voices")).json()["voices"]
-    assert [v["id"] for v in voices] == VOICES
+    assert [v["id"] for v in voices] == list(VOICES)
     assert {"id": "af_heart", "name": "Heart (American English, female)"} in voices
 
 
 async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
-    assert (await client.get("/readyz")).json() == {"status": "ready", "workers": ["fake-1"]}
-    await client.post("/v1/audio/speech", json={"input": "Measure me."})
-    await client.post("/v1/audio/speech", json={"input": "Measure me."})
+    assert (await client.get("/readyz")).json() == {"status": "ready", "workers": [WORKER_ID]}
+    text = chunked_text(3)
+    await client.post("/v1/audio/speech", json={"input": text})
+    await client.post("/v1/audio/speech", json={"input": text})
     # The worker commits its cursor just after the eos the responses waited for.
     for _ in range(100):
         response = await client.get("/metrics")

@@ -17,6 +17,7 @@ import speechd.metrics
 import speechd.openai_compat
 import speechd.service
 from tests.api._live import ROOT
+from tests.api._workers import worker_process
 
 
 @pytest.mark.parametrize(
@@ -53,25 +54,25 @@ def test_openai_compat_keeps_its_modules_private() -> None:
 
 
 def test_serving_a_request_never_imports_torch(tmp_path: Path) -> None:
+    # The api runs in a process of its own; the worker that makes the audio in another.
     script = textwrap.dedent(
         f"""
         import sys
         from litestar.testing import TestClient
         from speechd.app import create_app
         from speechd.config import Settings
-        from tests.api._fakes import running_fake_worker
-        with running_fake_worker({str(tmp_path)!r}):
-            with TestClient(create_app(Settings(data_dir={str(tmp_path)!r}))) as client:
-                assert client.get("/v1/audio/voices").status_code == 200
-                speech = client.post("/v1/audio/speech", json={{"input": "hi", "voice": "alloy"}})
-                assert speech.status_code == 200 and speech.content, speech.text
-                assert client.get("/metrics").status_code == 200
+        with TestClient(create_app(Settings(data_dir={str(tmp_path)!r}))) as client:
+            assert client.get("/v1/audio/voices").status_code == 200
+            speech = client.post("/v1/audio/speech", json={{"input": "hi", "voice": "alloy"}})
+            assert speech.status_code == 200 and speech.content, speech.text
+            assert client.get("/metrics").status_code == 200
         heavy = {{"torch", "kokoro", "misaki", "transformers", "spacy"}}
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
         assert not loaded, loaded
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    with worker_process(tmp_path):
+        result = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
     assert result.returncode == 0, result.stderr

@@ -1,9 +1,8 @@
-"""Fixtures for the gateway tests: a real embedded store in a temp dir, then a gateway, then
-a client (in-process) or a live server (loopback), chained.
-
-The in-process client is httpx over `ASGITransport`, which runs the app on the test's own
-event loop (Litestar's `AsyncTestClient` runs it on a portal thread's loop, and the store is
-bound to the loop that opened it)."""
+"""Fixtures for the gateway tests, chained from real parts: `store` (an embedded store in a
+temp dir) -> `engine` (the cost model at the test's pace) -> `worker` (the real worker loop
+on the store) -> `server` (`create_app` on loopback, open, default settings) -> `http` (a
+client of it). Tests that need other settings start their own with `serve(...)`. `browser`
+is headless Chromium (browser tests only)."""
 
 from __future__ import annotations
 
@@ -12,10 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gateway_support import LiveServer, asgi_client, live_server, make_app, make_gateway
+from browser_support import launch_browser
+from gateway_support import LiveServer, StepEngine, running_worker, serve
+from playwright.async_api import Browser
 
 from speechd.durable import EmbeddedStore, Store
-from speechd.gateway import Gateway
+from speechd.worker import Worker
 
 
 @pytest.fixture
@@ -28,21 +29,29 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-async def gateway(store: Store) -> AsyncIterator[Gateway]:
-    gateway = make_gateway(store)
-    try:
-        yield gateway
-    finally:
-        await gateway.close()
+def engine() -> StepEngine:
+    return StepEngine()
 
 
 @pytest.fixture
-async def client(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(make_app(gateway)) as client:
+async def worker(store: Store, engine: StepEngine) -> AsyncIterator[Worker]:
+    async with running_worker(store, engine) as worker:
+        yield worker
+
+
+@pytest.fixture
+async def server(store: Store, worker: Worker) -> AsyncIterator[LiveServer]:
+    async with serve(store) as live:
+        yield live
+
+
+@pytest.fixture
+async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         yield client
 
 
 @pytest.fixture
-async def server(gateway: Gateway) -> AsyncIterator[LiveServer]:
-    async with live_server(make_app(gateway)) as live:
-        yield live
+async def browser() -> AsyncIterator[Browser]:
+    async with launch_browser() as browser:
+        yield browser

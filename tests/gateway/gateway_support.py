@@ -1,257 +1,161 @@
-"""Helpers for the gateway tests: real casts (speechd.audio's encoders) written through the
-store contract as a worker writes them, a test app, a live server on loopback, and a raw HTTP
-client that sends request targets byte for byte."""
+"""Helpers for the gateway tests: the real app (`create_app`, its error handlers, the shared
+`CastService`) over a real embedded store, served by uvicorn on loopback in the test's own
+event loop; casts made by the real `speechd.worker.Worker` in-process, with the cost-model
+engine double (tests/worker/_fakes.py) held to a pace the test sets and speechd.audio's
+encoders; and a raw HTTP client that sends request targets byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import msgspec
-import numpy as np
 import uvicorn
-from litestar import Litestar, Request, Response, get
-from litestar.di import Provide
-from litestar.exceptions import HTTPException, ValidationException
+from litestar import Litestar
 
+from speechd.app import close_streams, create_app
 from speechd.audio import SAMPLE_RATE, new_encoder
 from speechd.casts import (
-    AudioChunk,
-    Eos,
-    Failure,
-    Recipe,
-    Start,
-    Submission,
-    audio_record,
-    cast_id,
+    CastStatus,
+    Event,
+    audio_chunk,
+    cast_status,
     cast_stream,
-    deployment_secret,
-    eos_record,
-    error_record,
-    start_record,
-    submit,
+    event_of,
 )
-from speechd.durable import Store
-from speechd.errors import RateLimited, SpeechdError, UnknownVoice
-from speechd.gateway import Gateway, GatewaySettings, NewCast, gateway_router
+from speechd.config import Settings
+from speechd.durable import Record, Store
+from speechd.gateway import Gateway, GatewaySettings
+from speechd.worker import FifoPolicy, Worker
+from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
-VOICES = ("af_heart", "am_adam", "bf_emma")
+__all__ = [
+    "VOICES",
+    "LiveServer",
+    "RawResponse",
+    "StepEngine",
+    "attempt_bodies",
+    "chunk_texts",
+    "dechunk",
+    "live_server",
+    "raw_get",
+    "read_all",
+    "running_worker",
+    "serve",
+    "sse_events",
+    "status_when",
+    "submit",
+    "until",
+]
 
-
-# -- audio ------------------------------------------------------------------------------
-
-
-def tone(seconds: float, freq: float = 220.0) -> np.ndarray:
-    """A test signal: float32 samples in [-1, 1] at SAMPLE_RATE."""
-    t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-
-
-# -- casts written through the store ---------------------------------------------------
-
-
-class DirectCasts:
-    """A stand-in for the shared submit service: validates the voice, submits by claims."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    async def submit_cast(self, request: NewCast) -> Submission:
-        voice = request.voice or VOICES[0]
-        if voice not in VOICES:
-            raise UnknownVoice(voice, list(VOICES))
-        secret = await deployment_secret(self.store)
-        model = request.model or "kokoro"
-        text = request.input.strip()
-        cid = cast_id(
-            secret,
-            model=model,
-            voice=voice,
-            speed=request.speed,
-            format=request.response_format,
-            text=text,
-        )
-        recipe = Recipe(
-            text=text,
-            model=model,
-            voice=voice,
-            speed=request.speed,
-            format=request.response_format,
-            title=request.title or "",
-            created_ms=int(time.time() * 1000),
-        )
-        return await submit(self.store, cid, recipe, sample_rate=SAMPLE_RATE)
+VOICES = tuple(CostEngine.voices.installed)
 
 
-class CastWriter:
-    """Plays the worker's part for one cast: start, audio chunks, eos or error."""
-
-    def __init__(self, store: Store, cid: str, fmt: str, texts: Sequence[str]) -> None:
-        self.store = store
-        self.id = cid
-        self.fmt = fmt
-        self.texts = list(texts)
-        self.attempt = 0
-        self.offset_ms = 0
-        self.index = 0
-        self.bodies: list[bytes] = []  # the playable attempt's bodies, in order
-
-    async def _append(self, record: Any) -> None:
-        await self.store.append(cast_stream(self.id), [record])
-
-    async def start(self) -> None:
-        self.attempt += 1
-        self.offset_ms = 0
-        self.index = 0
-        self.bodies = []
-        self._encoder = new_encoder(self.fmt)  # a new attempt needs a new encoder
-        await self._append(start_record(Start(self.attempt, "test-worker", len(self.texts))))
-
-    async def chunk(self, seconds: float = 0.5) -> bytes:
-        i = self.index
-        last = i == len(self.texts) - 1
-        body = self._encoder.encode(tone(seconds, 220.0 + 40.0 * i), final=last)
-        duration = round(seconds * 1000)
-        await self._append(
-            audio_record(
-                AudioChunk(
-                    attempt=self.attempt,
-                    index=i,
-                    planned=len(self.texts),
-                    offset_ms=self.offset_ms,
-                    duration_ms=duration,
-                    text=self.texts[i],
-                    body=body,
-                )
-            )
-        )
-        self.offset_ms += duration
-        self.index += 1
-        self.bodies.append(body)
-        return body
-
-    async def eos(self) -> None:
-        await self._append(eos_record(self.attempt, Eos(self.index, self.offset_ms, 10)))
-
-    async def error(self, message: str) -> None:
-        await self._append(error_record(self.attempt, Failure(message, self.attempt)))
-
-    async def run(self, seconds: float = 0.5, gap_s: float = 0.0) -> None:
-        """A whole attempt: start, every chunk (`gap_s` apart), eos."""
-        await self.start()
-        for _ in self.texts:
-            if gap_s:
-                await asyncio.sleep(gap_s)
-            await self.chunk(seconds)
-        await self.eos()
-
-    @property
-    def audio(self) -> bytes:
-        return b"".join(self.bodies)
+# -- the worker's engine, at the test's pace ----------------------------------------------
 
 
-async def new_cast(
-    store: Store,
-    texts: Sequence[str],
-    *,
-    fmt: str = "wav",
-    voice: str = "af_heart",
-    title: str | None = None,
-) -> CastWriter:
-    """Submit a cast whose text is `texts` joined (its recipe is private) and return a writer."""
-    casts = DirectCasts(store)
-    request = NewCast(
-        input=" ".join(texts), voice=voice, response_format=fmt, title=title or "A test cast"
-    )
-    submission = await casts.submit_cast(request)
-    return CastWriter(store, submission.id, fmt, texts)
+class StepEngine(CostEngine):
+    """The cost model, free-running until `hold()`; then each `allow(n)` lets n more chunks
+    be synthesized (a chunk that raises takes its step too), and `run_free()` lets all."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._turn = threading.Condition()
+        self._allowed = 0
+        self._free = True
+
+    def hold(self) -> None:
+        with self._turn:
+            self._free = False
+
+    def allow(self, chunks: int = 1) -> None:
+        with self._turn:
+            self._allowed += chunks
+            self._turn.notify_all()
+
+    def run_free(self) -> None:
+        with self._turn:
+            self._free = True
+            self._turn.notify_all()
+
+    def synthesize(
+        self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
+    ) -> FakeSynthesis:
+        with self._turn:
+            self._turn.wait_for(lambda: self._free or self._allowed > 0)
+            if not self._free:
+                self._allowed -= 1
+        return super().synthesize(chunk, voice, speed, seed=seed)
+
+    def durations(self, text: str, speed: float = 1.0) -> list[float]:
+        """Each chunk's audio seconds, as the worker will make them."""
+        return [
+            round(self.audio_s(t, speed) * SAMPLE_RATE) / SAMPLE_RATE for t in chunk_texts(text)
+        ]
 
 
-# -- the app ----------------------------------------------------------------------------
-
-
-def _speechd_error(request: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any]:
-    """Until openai_compat lands: the OpenAI error shape, as its handlers will write it."""
-    headers = {"retry-after": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
-    body = {
-        "error": {"message": exc.message, "type": exc.type, "param": exc.param, "code": exc.code}
-    }
-    return Response(body, status_code=exc.status, headers=headers)
-
-
-def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    param, message = None, exc.detail
-    if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
-        first = exc.extra[0]
-        if isinstance(first, dict):
-            param, message = first.get("key"), first.get("message", message)
-    body = {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": param,
-            "code": None,
-        }
-    }
-    return Response(body, status_code=exc.status_code)
-
-
-@get("/v1/audio/voices")
-async def _voices() -> dict[str, list[dict[str, str]]]:
-    return {"voices": [{"id": v, "name": v} for v in VOICES]}
-
-
-def make_app(gateway: Gateway) -> Litestar:
-    async def provide() -> Gateway:
-        return gateway
-
-    return Litestar(
-        route_handlers=[gateway_router(), _voices],
-        dependencies={"gateway": Provide(provide)},
-        exception_handlers={SpeechdError: _speechd_error, HTTPException: _http_error},
-        on_shutdown=[gateway.close],
-        debug=False,
-    )
-
-
-def make_gateway(store: Store, **settings: Any) -> Gateway:
-    return Gateway(store, GatewaySettings(**settings), casts=DirectCasts(store))
-
-
-async def until(predicate: Callable[[], bool], within_s: float = 5.0) -> None:
-    """Wait until `predicate()` holds (polling), or fail after `within_s` seconds."""
-    for _ in range(int(within_s / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {predicate}")
-
-
-# -- a live server on loopback ----------------------------------------------------------
+def chunk_texts(text: str) -> list[str]:
+    """The captions the worker will publish for `text`: the cost model's plan."""
+    return [c.text for c in CostEngine().plan(text, VOICES[0], FakeChunkPolicy())]
 
 
 @contextlib.asynccontextmanager
-async def asgi_client(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver.local") as c:
-        yield c
+async def running_worker(store: Store, engine: StepEngine) -> AsyncIterator[Worker]:
+    """The real worker loop on `store`, in a task of this event loop, first come first served
+    (the deadline policy would idle once a cast is far enough ahead of its listener)."""
+    worker = Worker(
+        store,
+        engine,
+        worker_id="gateway-tests",
+        chunk_policy=FakeChunkPolicy(),
+        encoders=new_encoder,
+        policy=FifoPolicy(),
+        heartbeat_s=2.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        yield worker
+    finally:
+        stop.set()
+        engine.run_free()  # a chunk held in the engine must end for the worker to stop
+        await asyncio.wait_for(task, 30)
+        await worker.idle()
 
 
-class LiveServer:
-    def __init__(self, server: uvicorn.Server, port: int) -> None:
-        self.server = server
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+# -- the app on loopback --------------------------------------------------------------------
+
+
+class LiveServer(msgspec.Struct):
+    app: Litestar
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def gateway(self) -> Gateway:
+        gateway: Gateway = self.app.state.gateway
+        return gateway
 
 
 @contextlib.asynccontextmanager
 async def live_server(app: Litestar) -> AsyncIterator[LiveServer]:
+    """`app` under uvicorn on a free loopback port, shut down as `speechd` shuts it down."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", ws="none"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
+        ws="none",
+        proxy_headers=False,  # as `speechd api` runs it
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -261,10 +165,76 @@ async def live_server(app: Litestar) -> AsyncIterator[LiveServer]:
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield LiveServer(server, port)
+        yield LiveServer(app, port)
     finally:
+        await close_streams(app)
         server.should_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    store: Store, settings: Settings | None = None, gateway: GatewaySettings | None = None
+) -> AsyncIterator[LiveServer]:
+    """`create_app` over `store` (settings default: open, no keys), live on loopback."""
+    app = create_app(settings or Settings(data_dir="unused"), store=store, gateway=gateway)
+    async with live_server(app) as live:
+        yield live
+
+
+# -- casts --------------------------------------------------------------------------------
+
+
+async def submit(http: httpx.AsyncClient, text: str, **fields: Any) -> str:
+    """`POST /v1/casts`; the new cast's id."""
+    response = await http.post("/v1/casts", json={"input": text, **fields})
+    assert response.status_code in (200, 201), response.text
+    cast_id: str = response.json()["id"]
+    return cast_id
+
+
+async def until(predicate: Callable[[], bool], within_s: float = 30.0) -> None:
+    """Wait until `predicate()` holds (polling); a failsafe, not a timing assertion."""
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {predicate}")
+        await asyncio.sleep(0.01)
+
+
+async def status_when(
+    store: Store, cast_id: str, check: Callable[[CastStatus], bool], within_s: float = 30.0
+) -> CastStatus:
+    """The cast's status once `check` holds for it (polling the store)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        status = await cast_status(store, cast_id, now_ms=time.time_ns() // 1_000_000)
+        if check(status):
+            return status
+        if time.monotonic() > deadline:
+            raise AssertionError(f"cast {cast_id} never got there; last: {status}")
+        await asyncio.sleep(0.02)
+
+
+async def read_all(store: Store, cast_id: str) -> list[Record]:
+    stream = cast_stream(cast_id)
+    records: list[Record] = []
+    while True:
+        batch = await store.read(stream, len(records))
+        records.extend(batch.records)
+        if len(records) >= batch.tail:
+            return records
+
+
+async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:
+    """The audio bodies of the cast's latest attempt, in order (the file, record by record)."""
+    records = await read_all(store, cast_id)
+    starts = [i for i, r in enumerate(records) if event_of(r) == Event.START]
+    latest = records[starts[-1] :] if starts else []
+    return [audio_chunk(r).body for r in latest if event_of(r) == Event.AUDIO]
+
+
+# -- raw HTTP -----------------------------------------------------------------------------
 
 
 class RawResponse(msgspec.Struct):
@@ -319,22 +289,3 @@ def sse_events(text: str) -> list[dict[str, str]]:
         if fields:
             events.append(fields)
     return events
-
-
-__all__ = [
-    "VOICES",
-    "CastWriter",
-    "DirectCasts",
-    "LiveServer",
-    "RawResponse",
-    "asgi_client",
-    "dechunk",
-    "live_server",
-    "make_app",
-    "make_gateway",
-    "new_cast",
-    "raw_get",
-    "sse_events",
-    "tone",
-    "until",
-]

@@ -1,91 +1,27 @@
-"""The player and the paste page in headless Chromium (the system's, never a download).
-
-The page exposes `window.speechd.snapshot()`: its state, the audio clock (cast time, from the
-AudioContext), the caption playing, and what it has received. Each test polls it while the
-cast is written into the store as a worker would."""
+"""The player and the paste page in headless Chromium, on casts the real worker makes (the
+cost-model engine, held to the test's pace, and speechd.audio's encoders). Each test polls
+the page's snapshots while the worker publishes chunks."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
+import httpx
 import pytest
-from gateway_support import CastWriter, LiveServer, new_cast
-from playwright.async_api import Browser, Page, async_playwright
+from browser_support import ARTIFACTS, Player, open_player
+from gateway_support import LiveServer, StepEngine, chunk_texts, status_when, submit
+from playwright.async_api import Browser
 
 from speechd.audio import FORMATS, LAYOUTS
+from speechd.casts import CastState
 from speechd.durable import Store
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=ARGS
-        )
-        try:
-            yield browser
-        finally:
-            await browser.close()
-
-
-class Player:
-    """A player page and the snapshots taken of it."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.snapshots: list[dict[str, Any]] = []
-        self.errors: list[str] = []
-        page.on("pageerror", lambda error: self.errors.append(str(error)))
-
-    async def snap(self) -> dict[str, Any]:
-        snapshot: dict[str, Any] = await self.page.evaluate("window.speechd.snapshot()")
-        self.snapshots.append(snapshot)
-        return snapshot
-
-    async def watch(self, seconds: float) -> None:
-        """Take snapshots for `seconds`."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            await self.snap()
-            await asyncio.sleep(0.05)
-
-    async def wait_for(self, what: str, check: Any, within_s: float = 15.0) -> dict[str, Any]:
-        deadline = time.monotonic() + within_s
-        while True:
-            snapshot = await self.snap()
-            if check(snapshot):
-                return snapshot
-            if time.monotonic() > deadline:
-                raise AssertionError(f"player never got {what}; last: {snapshot}")
-            await asyncio.sleep(0.05)
-
-
-async def open_player(browser: Browser, server: LiveServer, cast_id: str) -> Player:
-    page = await browser.new_page()
-    player = Player(page)
-    await page.goto(f"{server.url}/c/{cast_id}")
-    await page.wait_for_function("window.speechd !== undefined")
-    return player
+def words(count: int, stem: str = "word") -> str:
+    """A text of `count` distinct words: its chunks (2, 4, 8, 16, 16... words) differ."""
+    return " ".join(f"{stem}{i}" for i in range(count))
 
 
 def assert_played_in_order(player: Player, chunks: int, duration: float) -> None:
@@ -100,44 +36,50 @@ def assert_played_in_order(player: Player, chunks: int, duration: float) -> None
 
 
 async def test_player_follows_a_live_cast_to_the_end(
-    store: Store, server: LiveServer, browser: Browser
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    texts = [f"Sentence number {i} of the live cast." for i in range(6)]
-    cast = await new_cast(store, texts, fmt="wav", title="A live cast")
-    await cast.start()
-    await cast.chunk(0.6)
-    player = await open_player(browser, server, cast.id)
+    text = words(2 + 4 + 8 + 16 + 16 + 16, "live")
+    texts = chunk_texts(text)
+    engine.hold()
+    cast_id = await submit(http, text, response_format="wav", title="A live cast")
+    engine.allow(1)
+    player = await open_player(browser, server.url, cast_id)
     await player.wait_for("playing", lambda s: s["state"] == "playing")
     for _ in texts[1:]:  # faster than real time, like a GPU
         await player.watch(0.3)
-        await cast.chunk(0.6)
+        engine.allow(1)
     ARTIFACTS.mkdir(exist_ok=True)
     await player.page.screenshot(path=str(ARTIFACTS / "player-live.png"), full_page=True)
-    await cast.eos()
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
     assert end["complete"]
     assert end["captions"] == texts
-    assert_played_in_order(player, 6, 3.6)
+    assert_played_in_order(player, len(texts), sum(engine.durations(text)))
     assert await player.page.text_content("#now") == texts[-1]
     assert player.errors == []
 
 
-async def test_player_waits_at_the_live_edge_of_a_slow_cast(
-    store: Store, server: LiveServer, browser: Browser
+async def test_player_waits_in_line_and_at_the_live_edge_of_a_slow_cast(
+    store: Store,
+    engine: StepEngine,
+    server: LiveServer,
+    http: httpx.AsyncClient,
+    browser: Browser,
 ) -> None:
-    texts = [f"Slow part {i}." for i in range(4)]
-    cast = await new_cast(store, texts, fmt="pcm")
-    player = await open_player(browser, server, cast.id)
+    engine.hold()
+    ahead = await submit(http, "First come.")  # the worker takes one cast at a time
+    text = words(2 + 4 + 8 + 16, "slow")
+    cast_id = await submit(http, text, response_format="pcm")
+    player = await open_player(browser, server.url, cast_id)
     await player.wait_for("queued", lambda s: s["state"] == "queued")
-    await cast.start()
-    for _ in texts:  # slower than real time, like a small CPU: the listener catches up
-        await cast.chunk(0.4)
-        await player.watch(0.7)
-    await cast.eos()
+    engine.allow(1)
+    await status_when(store, ahead, lambda s: s.state == CastState.DONE)
+    for _ in chunk_texts(text):  # slower than real time, like a small CPU: the listener waits
+        engine.allow(1)
+        await player.watch(1.0)
     await player.wait_for("the end", lambda s: s["state"] == "ended")
     states = {s["state"] for s in player.snapshots}
     assert {"queued", "playing", "buffering", "ended"} <= states
-    assert_played_in_order(player, 4, 1.6)
+    assert_played_in_order(player, 4, sum(engine.durations(text)))
     assert player.errors == []
 
 
@@ -156,21 +98,22 @@ COMPARE_JS = """async ({url, delay, rate}) => {
 
 @pytest.mark.parametrize("fmt", FORMATS)
 async def test_player_timeline_is_the_whole_file_decoded(
-    store: Store, server: LiveServer, browser: Browser, fmt: str
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient, browser: Browser, fmt: str
 ) -> None:
     """Records decoded one by one as they arrive give the samples of decoding the whole file
     (speechd.audio's per-record contract): no gaps, repeats or clicks at chunk boundaries."""
     layout = LAYOUTS[fmt]
-    texts = [f"Chunk {i}." for i in range(5)]
-    cast = await new_cast(store, texts, fmt=fmt)
-    await cast.start()
-    player = await open_player(browser, server, cast.id)
-    for seconds in (0.31, 0.5, 0.27, 0.64, 0.4):
-        await cast.chunk(seconds)
-        await asyncio.sleep(0.05)
-    await cast.eos()
+    text = words(2 + 4 + 8 + 16 + 5, "chunk")
+    texts = chunk_texts(text)
+    duration = sum(engine.durations(text))
+    engine.hold()
+    cast_id = await submit(http, text, response_format=fmt)
+    player = await open_player(browser, server.url, cast_id)
+    for _ in texts:
+        engine.allow(1)
+        await player.watch(0.05)
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
-    assert end["duration"] == pytest.approx(2.12, abs=1e-3)
+    assert end["duration"] == pytest.approx(duration, abs=1e-3)
     assert end["captions"] == texts
     assert player.errors == []
     if fmt == "pcm":
@@ -178,9 +121,9 @@ async def test_player_timeline_is_the_whole_file_decoded(
     rate = layout.decode_rate
     result = await player.page.evaluate(
         COMPARE_JS,
-        {"url": f"/v1/casts/{cast.id}/audio", "delay": layout.delay_samples, "rate": rate},
+        {"url": f"/v1/casts/{cast_id}/audio", "delay": layout.delay_samples, "rate": rate},
     )
-    assert result["timeline"] == round(2.12 * rate)
+    assert abs(result["timeline"] - duration * rate) <= 1
     assert result["whole"] >= result["timeline"]  # the whole decode may add codec padding
     # wav: the player reads s16 as Int16 / 32768, Chromium scales positive samples by
     # 1 / 32767 (under 1e-4 apart). opus is approximate by design (speechd.audio: ~1e-3).
@@ -189,87 +132,91 @@ async def test_player_timeline_is_the_whole_file_decoded(
 
 
 async def test_player_replays_a_done_cast_and_seeks_by_caption(
-    store: Store, server: LiveServer, browser: Browser
+    store: Store,
+    engine: StepEngine,
+    server: LiveServer,
+    http: httpx.AsyncClient,
+    browser: Browser,
 ) -> None:
-    texts = [f"Part {i}." for i in range(5)]
-    cast = await new_cast(store, texts, fmt="wav")
-    await cast.run(1.0)
-    player = await open_player(browser, server, cast.id)
+    engine.audio_per_char = 0.05  # chunks of 0.6 to 5 s
+    text = words(2 + 4 + 8 + 16 + 4, "part")
+    texts = chunk_texts(text)
+    starts = list(itertools.accumulate(engine.durations(text), initial=0.0))
+    cast_id = await submit(http, text, response_format="wav")
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    player = await open_player(browser, server.url, cast_id)
     await player.wait_for("playing", lambda s: s["state"] == "playing" and s["clock"] > 0.2)
-    await player.page.get_by_role("button", name="Part 3.").click()
-    jumped = await player.wait_for("the seek", lambda s: s["clock"] >= 3.0)
+    await player.page.get_by_role("button", name=texts[3], exact=True).click()
+    jumped = await player.wait_for("the seek", lambda s: s["clock"] >= starts[3])
     assert jumped["caption"] == 3
-    assert jumped["clock"] < 4.0
+    assert jumped["clock"] < starts[4]
     assert await player.page.get_attribute("#captions li:nth-child(4)", "class") == "current"
-    await player.page.get_by_role("button", name="Part 1.").click()
-    back = await player.wait_for("the seek back", lambda s: s["clock"] < 2.0)
+    await player.page.get_by_role("button", name=texts[1], exact=True).click()
+    back = await player.wait_for("the seek back", lambda s: s["clock"] < starts[2])
     assert back["caption"] == 1
+    await player.page.get_by_role("button", name=texts[4], exact=True).click()
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
-    assert end["clock"] == pytest.approx(5.0, abs=0.02)
+    assert end["clock"] == pytest.approx(starts[-1], abs=0.02)
     assert end["restarts"] == 0
     assert player.errors == []
 
 
 async def test_player_restarts_cleanly_at_a_newer_attempt(
-    store: Store, server: LiveServer, browser: Browser
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    cast = await new_cast(store, ["Old A.", "Old B.", "Old C."], fmt="wav")
-    await cast.start()
-    await cast.chunk(0.5)
-    player = await open_player(browser, server, cast.id)
+    # The third chunk fails once: the worker opens attempt 2, which re-appends the first two.
+    text = "One two. Three four five six. FLAKY eight nine ten eleven twelve thirteen fourteen."
+    texts = chunk_texts(text)
+    engine.hold()
+    cast_id = await submit(http, text, response_format="wav")
+    engine.allow(1)
+    player = await open_player(browser, server.url, cast_id)
     await player.wait_for("playing", lambda s: s["state"] == "playing")
-    await cast.chunk(0.5)
+    engine.allow(1)
     await player.wait_for("two chunks", lambda s: s["chunks"] == 2)
-    # The worker died; another one starts over (attempt 2, a different plan).
-    cast.texts = ["New one.", "New two.", "New three.", "New four."]
-    await cast.start()
+    engine.allow(1)  # the third chunk fails
     restarted = await player.wait_for("the restart", lambda s: s["restarts"] == 1)
     assert restarted["attempt"] == 2
-    for _ in cast.texts:
-        await cast.chunk(0.4)
-        await asyncio.sleep(0.1)
-    await cast.eos()
+    engine.run_free()
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
-    assert end["captions"] == cast.texts
-    assert end["duration"] == pytest.approx(1.6, abs=0.01)
-    assert end["clock"] == pytest.approx(1.6, abs=0.02)
-    assert len(await player.page.query_selector_all("#captions li")) == 4
+    assert end["captions"] == texts
+    duration = sum(engine.durations(text))
+    assert end["duration"] == pytest.approx(duration, abs=0.01)
+    assert end["clock"] == pytest.approx(duration, abs=0.02)
+    assert len(await player.page.query_selector_all("#captions li")) == 3
     assert player.errors == []
 
 
 async def test_player_skips_abandoned_attempts_of_a_done_cast(
-    store: Store, server: LiveServer, browser: Browser
+    store: Store, server: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    cast = await new_cast(store, ["First.", "Second."], fmt="pcm")
-    await cast.start()
-    await cast.chunk(0.3)
-    await cast.run(0.3)
-    player = await open_player(browser, server, cast.id)
+    text = "One two. FLAKY four five six."
+    cast_id = await submit(http, text, response_format="pcm")
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    player = await open_player(browser, server.url, cast_id)
     end = await player.wait_for("the end", lambda s: s["state"] == "ended")
     assert end["restarts"] == 0
     assert end["attempt"] == 2
-    assert end["captions"] == ["First.", "Second."]
+    assert end["captions"] == chunk_texts(text)
 
 
 async def test_player_shows_a_failure_plainly(
-    store: Store, server: LiveServer, browser: Browser
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient, browser: Browser
 ) -> None:
-    cast = await new_cast(store, ["Doomed.", "Never."], fmt="wav")
-    await cast.start()
-    await cast.chunk(0.3)
-    player = await open_player(browser, server, cast.id)
+    engine.hold()
+    cast_id = await submit(http, "Doomed start. Then POISON never renders.", response_format="wav")
+    engine.allow(1)
+    player = await open_player(browser, server.url, cast_id)
     await player.wait_for("a chunk", lambda s: s["chunks"] == 1)
-    await cast.error("the GPU ran out of memory")
+    engine.run_free()  # the second chunk fails on every attempt
     failed = await player.wait_for("the failure", lambda s: s["state"] == "failed")
-    assert "the GPU ran out of memory" in failed["error"]
+    assert "this chunk is poisoned" in failed["error"]
     assert await player.page.is_visible("#failure")
-    assert "the GPU ran out of memory" in (await player.page.text_content("#failure") or "")
+    assert "this chunk is poisoned" in (await player.page.text_content("#failure") or "")
     assert player.errors == []
 
 
-async def test_player_of_a_cast_that_does_not_exist(
-    store: Store, server: LiveServer, browser: Browser
-) -> None:
+async def test_player_of_a_cast_that_does_not_exist(server: LiveServer, browser: Browser) -> None:
     page = await browser.new_page()
     response = await page.goto(f"{server.url}/c/AAAAAAAAAAAAAAAAAAAAAA")
     assert response is not None and response.status == 404
@@ -277,31 +224,32 @@ async def test_player_of_a_cast_that_does_not_exist(
 
 
 async def test_paste_page_submits_and_lands_on_the_player(
-    store: Store, server: LiveServer, browser: Browser
+    server: LiveServer, browser: Browser
 ) -> None:
+    text = "Hello from the paste page.\nIt has two lines, and the worker speaks both."
     page = await browser.new_page()
     await page.goto(server.url + "/")
-    await page.wait_for_selector("#voice option[value='bf_emma']", state="attached")
-    await page.fill("#text", "Hello from the paste page. It has two sentences.")
-    await page.select_option("#voice", "bf_emma")
+    await page.wait_for_selector("#voice option[value='am_adam']", state="attached")
+    await page.fill("#text", text)
+    await page.select_option("#voice", "am_adam")
     await page.select_option("#format", "wav")
     await page.click("#submit")
     await page.wait_for_url(f"{server.url}/c/*")
-    cast_id = page.url.rsplit("/", 1)[1]
     assert await page.text_content("h1") == "Hello from the paste page."
     player = Player(page)
     await page.wait_for_function("window.speechd !== undefined")
-    await player.wait_for("queued", lambda s: s["state"] == "queued")
-    # The worker's part, and the page plays it.
-    cast = CastWriter(store, cast_id, "wav", ["Hello from the paste page.", "It has two."])
-    await cast.run(0.3)
-    await player.wait_for("the end", lambda s: s["state"] == "ended")
+    end = await player.wait_for("the end", lambda s: s["state"] == "ended")
+    assert end["captions"] == chunk_texts(text)
+    cast_id = page.url.rsplit("/", 1)[1]
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        view = (await http.get(f"/v1/casts/{cast_id}")).json()
+    assert (view["voice"], view["format"]) == ("am_adam", "wav")
     ARTIFACTS.mkdir(exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / "player-done.png"), full_page=True)
     assert player.errors == []
 
 
-async def test_paste_page_shows_errors(store: Store, server: LiveServer, browser: Browser) -> None:
+async def test_paste_page_shows_errors(server: LiveServer, browser: Browser) -> None:
     page = await browser.new_page()
     await page.goto(server.url + "/")
     await page.fill("#text", "   ")

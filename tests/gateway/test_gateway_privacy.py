@@ -1,8 +1,8 @@
 """Only `pub/casts/*` is reachable, and only the captions of chunks already published.
 
 Every private stream gets a marker; every request (traversal tricks included) is checked for
-all of them. The unspoken part of the text is a marker too, until its chunk is published:
-that positive control proves the check can see text when it is there."""
+all of them. The unspoken part of the text is a marker too, until the worker publishes its
+chunk: that positive control proves the check can see text when it is there."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import contextlib
 
 import httpx
 import pytest
-from gateway_support import CastWriter, LiveServer, RawResponse, raw_get
+from gateway_support import LiveServer, RawResponse, StepEngine, raw_get, status_when, submit
 
 from speechd.casts import (
     JOBS,
     JOBS_CURSOR,
     PROGRESS_DONE,
+    CastState,
     Receipt,
     WorkerNotice,
     catalog_stream,
@@ -32,7 +33,8 @@ JOB_MARK = "job-marker-91c2"
 CURSOR_MARK = "cursor-marker-5d0e"
 RECEIPT_MARK = "receipt-marker-c4b8"
 WORKER_MARK = "worker-marker-a6f1"
-TEXT = f"Public opening words. {UNSPOKEN} closes it."
+# The title is the first line; the worker's first chunk is "Public opening", its second the rest.
+TEXT = f"Public opening words.\n{UNSPOKEN} closes it."
 PRIVATE = (JOB_MARK, CURSOR_MARK, RECEIPT_MARK, WORKER_MARK)
 
 
@@ -84,7 +86,7 @@ async def _private_streams(store: Store, cast_id: str) -> None:
         PROGRESS_DONE, [AppendRecord(encode(Receipt(cast_id, 1, RECEIPT_MARK, 1, 1, 1, 1.0)))]
     )
     await store.append(
-        worker_stream("w1"),
+        worker_stream("marked"),
         [AppendRecord(encode(WorkerNotice("ready", WORKER_MARK, 0)))],
     )
 
@@ -147,63 +149,66 @@ def _targets(cid: str) -> list[str]:
     ]
 
 
-async def test_only_public_records_are_ever_exposed(store: Store, server: LiveServer) -> None:
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        created = await http.post("/v1/casts", json={"input": TEXT, "response_format": "wav"})
-        cid = created.json()["id"]
-        await _private_streams(store, cid)
-        seen = Seen(await deployment_secret(store))
-        seen.add_response(created)
-        cast = CastWriter(store, cid, "wav", ["Public opening words.", f"{UNSPOKEN} closes it."])
-        await cast.start()
-        await cast.chunk(0.2)  # only the first chunk is published
+async def test_only_public_records_are_ever_exposed(
+    store: Store, engine: StepEngine, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    engine.hold()
+    created = await http.post("/v1/casts", json={"input": TEXT, "response_format": "wav"})
+    cid = created.json()["id"]
+    await _private_streams(store, cid)
+    seen = Seen(await deployment_secret(store))
+    seen.add_response(created)
+    engine.allow(1)  # only the first chunk is published
+    await status_when(store, cid, lambda s: s.chunks_done == 1)
 
-        # Phase 1: generating. Everything public about the cast, none of the rest.
-        for url in (
-            f"/v1/casts/{cid}",
-            f"/v1/casts/{cid}/records",
-            f"/v1/casts/{cid}/records?seq_num=0&max_records=1000",
-            f"/c/{cid}",
-        ):
-            response = await http.get(url)
-            assert response.status_code == 200, url
-            seen.add_response(response)
-        await _stream_for_a_while(http, f"/v1/casts/{cid}/events", seen)
-        await _stream_for_a_while(http, f"/v1/casts/{cid}/audio", seen)
-        assert "Public opening words." in seen.everything  # the caption of chunk 0
+    # Phase 1: generating. Everything public about the cast, none of the rest.
+    for url in (
+        f"/v1/casts/{cid}",
+        f"/v1/casts/{cid}/records",
+        f"/v1/casts/{cid}/records?seq_num=0&max_records=1000",
+        f"/c/{cid}",
+    ):
+        response = await http.get(url)
+        assert response.status_code == 200, url
+        seen.add_response(response)
+    await _stream_for_a_while(http, f"/v1/casts/{cid}/events", seen)
+    await _stream_for_a_while(http, f"/v1/casts/{cid}/audio", seen)
+    assert '["t","Public opening"]' in seen.everything  # the caption of chunk 0
 
-        statuses = {}
-        for target in _targets(cid):
-            response = await raw_get(server.port, target)
-            statuses[target] = response.status
-            seen.add_response(response)
-        seen.assert_private(spoken=False)
-        assert all(status in (400, 404) for status in statuses.values()), statuses
+    statuses = {}
+    for target in _targets(cid):
+        response = await raw_get(server.port, target)
+        statuses[target] = response.status
+        seen.add_response(response)
+    seen.assert_private(spoken=False)
+    assert all(status in (400, 404) for status in statuses.values()), statuses
 
-        # Phase 2: the second chunk is published; its caption may now be read, nothing else.
-        await cast.chunk(0.2)
-        await cast.eos()
-        for url in (f"/v1/casts/{cid}", f"/v1/casts/{cid}/records", f"/v1/casts/{cid}/events"):
-            seen.add_response(await http.get(url))
-        for target in _targets(cid):
-            seen.add_response(await raw_get(server.port, target))
-        seen.assert_private(spoken=True)
+    # Phase 2: the second chunk is published; its caption may now be read, nothing else.
+    engine.run_free()
+    await status_when(store, cid, lambda s: s.state == CastState.DONE)
+    for url in (f"/v1/casts/{cid}", f"/v1/casts/{cid}/records", f"/v1/casts/{cid}/events"):
+        seen.add_response(await http.get(url))
+    for target in _targets(cid):
+        response = await raw_get(server.port, target)
+        assert response.status in (400, 404), target  # answered, not just rate limited
+        seen.add_response(response)
+    seen.assert_private(spoken=True)
 
 
-async def test_status_and_meta_never_hold_the_text(store: Store, server: LiveServer) -> None:
-    async with httpx.AsyncClient(base_url=server.url) as http:
-        cid = (await http.post("/v1/casts", json={"input": TEXT})).json()["id"]
-        view = (await http.get(f"/v1/casts/{cid}")).text
-        meta = (await http.get(f"/v1/casts/{cid}/records?max_records=1")).json()["records"][0]
+async def test_status_and_meta_never_hold_the_text(
+    engine: StepEngine, http: httpx.AsyncClient
+) -> None:
+    engine.hold()
+    cid = await submit(http, TEXT)
+    view = (await http.get(f"/v1/casts/{cid}")).text
+    meta = (await http.get(f"/v1/casts/{cid}/records?max_records=1")).json()["records"][0]
     assert UNSPOKEN not in view
     assert UNSPOKEN not in base64.b64decode(meta["body"]).decode()
     assert "Public opening words." in view  # the title, derived from the opening
 
 
 @pytest.mark.parametrize("path", ["", "/records", "/events", "/audio"])
-async def test_unknown_and_malformed_ids_are_not_found(
-    store: Store, server: LiveServer, path: str
-) -> None:
+async def test_unknown_and_malformed_ids_are_not_found(server: LiveServer, path: str) -> None:
     for cid in ("AAAAAAAAAAAAAAAAAAAAAA", "short", "x" * 300, "has.dot.in.it.22chars_", "jobs"):
         response = await raw_get(server.port, f"/v1/casts/{cid}{path}")
         assert response.status == 404, (cid, path)

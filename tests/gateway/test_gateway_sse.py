@@ -6,25 +6,30 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 
 import httpx
 import pytest
 from gateway_support import (
-    CastWriter,
     LiveServer,
-    live_server,
-    make_app,
-    make_gateway,
-    new_cast,
+    StepEngine,
+    chunk_texts,
+    serve,
     sse_events,
+    status_when,
+    submit,
     until,
 )
 
+from speechd.app import close_streams
+from speechd.casts import CastState
 from speechd.durable import Store
-from speechd.gateway import Gateway
+from speechd.gateway import GatewaySettings
+from speechd.worker import Worker
 
-TEXTS = ["One.", "Two.", "Three."]
+# Three chunks in the worker's plan: 2, 4 and 8 words.
+TEXT = "One two. Three four five six. Seven eight nine ten eleven twelve thirteen fourteen."
+TEXTS = chunk_texts(TEXT)
+EVENTS = ["meta", "start", "audio", "audio", "audio", "eos"]
 
 
 async def _read_all(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -32,26 +37,35 @@ async def _read_all(url: str, headers: dict[str, str] | None = None) -> httpx.Re
         return await http.get(url, headers=headers)
 
 
-async def test_sse_replays_a_done_cast_and_ends(store: Store, server: LiveServer) -> None:
-    cast = await new_cast(store, TEXTS)
-    await cast.run(0.2)
-    response = await _read_all(f"{server.url}/v1/casts/{cast.id}/events")
+async def _done(store: Store, http: httpx.AsyncClient) -> str:
+    cast_id = await submit(http, TEXT)
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    return cast_id
+
+
+async def test_sse_replays_a_done_cast_and_ends(
+    store: Store, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    assert len(TEXTS) == 3
+    cast_id = await _done(store, http)
+    response = await _read_all(f"{server.url}/v1/casts/{cast_id}/events")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response.text)
     assert events[0] == {"retry": "3000"}
     events = events[1:]
-    assert [e["event"] for e in events] == ["meta", "start", "audio", "audio", "audio", "eos"]
+    assert [e["event"] for e in events] == EVENTS
     assert [int(e["id"]) for e in events] == list(range(6))
     record = json.loads(events[3]["data"])
     assert record["seq_num"] == 3
-    assert dict(record["headers"])["t"] == "Two."
+    assert dict(record["headers"])["t"] == TEXTS[1]
 
 
-async def test_sse_resumes_after_last_event_id(store: Store, server: LiveServer) -> None:
-    cast = await new_cast(store, TEXTS)
-    await cast.run(0.2)
-    url = f"{server.url}/v1/casts/{cast.id}/events"
+async def test_sse_resumes_after_last_event_id(
+    store: Store, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    cast_id = await _done(store, http)
+    url = f"{server.url}/v1/casts/{cast_id}/events"
     resumed = sse_events((await _read_all(url, {"last-event-id": "3"})).text)[1:]
     assert [int(e["id"]) for e in resumed] == [4, 5]
     from_seq = sse_events((await _read_all(f"{url}?seq_num=5")).text)[1:]
@@ -61,6 +75,7 @@ async def test_sse_resumes_after_last_event_id(store: Store, server: LiveServer)
     assert finished.status_code == 204
     bad = await _read_all(url, {"last-event-id": "nope"})
     assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "Last-Event-ID"
     past = await _read_all(f"{url}?seq_num=99")
     assert past.status_code == 400
 
@@ -80,57 +95,50 @@ async def _collect(url: str, into: list[dict[str, str]], raw: list[str] | None =
                 into.append(event)
 
 
-async def test_sse_follows_a_live_cast_with_keepalives(store: Store) -> None:
-    gateway = make_gateway(store, sse_keepalive_s=0.1)
-    cast = await new_cast(store, TEXTS)
-    async with live_server(make_app(gateway)) as server:
+async def test_sse_follows_a_live_cast_with_keepalives(
+    store: Store, engine: StepEngine, worker: Worker
+) -> None:
+    engine.hold()
+    async with (
+        serve(store, gateway=GatewaySettings(sse_keepalive_s=0.1)) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        cast_id = await submit(http, TEXT)
         events: list[dict[str, str]] = []
         raw: list[str] = []
         reader = asyncio.create_task(
-            _collect(f"{server.url}/v1/casts/{cast.id}/events", events, raw)
+            _collect(f"{server.url}/v1/casts/{cast_id}/events", events, raw)
         )
-        await cast.start()
         for _ in TEXTS:
-            await asyncio.sleep(0.3)
-            await cast.chunk(0.2)
-        await asyncio.sleep(0.3)
-        await cast.eos()
-        await asyncio.wait_for(reader, 10)
+            await asyncio.sleep(0.3)  # idle: keep-alives flow
+            engine.allow(1)
+        await asyncio.wait_for(reader, 20)
     names = [e["event"] for e in events if "event" in e]
-    assert names == ["meta", "start", "audio", "audio", "audio", "eos"]
+    assert names == EVENTS
+    assert [dict(json.loads(e["data"])["headers"])["t"] for e in events[3:6]] == TEXTS
     assert ": keep-alive" in "".join(raw)
-    await gateway.close()
 
 
-async def test_subscribers_of_one_live_cast_share_one_reader(store: Store) -> None:
-    gateway = make_gateway(store)
-    cast = await new_cast(store, TEXTS)
-    async with live_server(make_app(gateway)) as server:
-        url = f"{server.url}/v1/casts/{cast.id}/events"
-        results: list[list[dict[str, str]]] = [[] for _ in range(3)]
-        readers = [asyncio.create_task(_collect(url, r)) for r in results]
-        await cast.start()
-        await until(lambda: all(len(r) == 3 for r in results))  # retry, meta, start
-        assert len(gateway.hubs) == 1
-        await cast.chunk(0.2)
-        late: list[dict[str, str]] = []
-        readers.append(asyncio.create_task(_collect(url, late)))  # joins mid-cast
-        await asyncio.sleep(0.2)
-        for _ in TEXTS[1:]:
-            await cast.chunk(0.2)
-        await cast.eos()
-        await asyncio.wait_for(asyncio.gather(*readers), 10)
-        assert len(gateway.hubs) == 0
+async def test_subscribers_of_one_live_cast_share_one_reader(
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    engine.hold()
+    cast_id = await submit(http, TEXT)
+    url = f"{server.url}/v1/casts/{cast_id}/events"
+    results: list[list[dict[str, str]]] = [[] for _ in range(3)]
+    readers = [asyncio.create_task(_collect(url, r)) for r in results]
+    await until(lambda: all(len(r) == 3 for r in results))  # retry, meta, start
+    assert len(server.gateway.hubs) == 1
+    engine.allow(1)
+    await until(lambda: all(len(r) == 4 for r in results))
+    late: list[dict[str, str]] = []
+    readers.append(asyncio.create_task(_collect(url, late)))  # joins mid-cast
+    await until(lambda: len(late) == 4)
+    engine.run_free()
+    await asyncio.wait_for(asyncio.gather(*readers), 20)
+    assert len(server.gateway.hubs) == 0
     for events in [*results, late]:
-        assert [e.get("event") for e in events][1:] == [
-            "meta",
-            "start",
-            "audio",
-            "audio",
-            "audio",
-            "eos",
-        ]
-    await gateway.close()
+        assert [e.get("event") for e in events][1:] == EVENTS
 
 
 async def _stalled_subscriber(port: int, target: str) -> socket.socket:
@@ -154,71 +162,75 @@ async def _drain(sock: socket.socket) -> bytes:
     return bytes(data)
 
 
-async def test_a_too_slow_subscriber_is_dropped_not_waited_for(store: Store) -> None:
-    gateway: Gateway = make_gateway(store, sse_buffer=4)
-    cast: CastWriter = await new_cast(store, [f"Part {i}." for i in range(400)])
-    async with live_server(make_app(gateway)) as server:
-        target = f"/v1/casts/{cast.id}/events"
-        await cast.start()
+async def test_a_too_slow_subscriber_is_dropped_not_waited_for(
+    store: Store, engine: StepEngine, worker: Worker
+) -> None:
+    # 30 chunks, most of 16 words (2 s of audio, ~130 kB as base64 in an SSE frame).
+    text = " ".join(f"part{i}" for i in range(2 + 4 + 8 + 16 * 27))
+    total = len(chunk_texts(text))
+    engine.hold()
+    async with (
+        serve(store, gateway=GatewaySettings(sse_buffer=4)) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        cast_id = await submit(http, text, response_format="wav")
+        target = f"/v1/casts/{cast_id}/events"
+        await status_when(store, cast_id, lambda s: s.state == CastState.GENERATING)
         stalled = await _stalled_subscriber(server.port, target)
         fast: list[dict[str, str]] = []
         reader = asyncio.create_task(_collect(server.url + target, fast))
-        await until(lambda: len(gateway.hubs) == 1 and len(fast) == 3)
-        # Big records (2 s of audio, ~130 kB as base64) until the stalled one's buffers and
-        # queue are full and the gateway lets it go.
-        began = time.monotonic()
-        while gateway.hubs.dropped == 0:
-            assert cast.index < 400, "the stalled subscriber was never dropped"
-            await cast.chunk(2.0)
+        hubs = server.gateway.hubs
+        await until(lambda: len(hubs) == 1 and len(fast) == 3)
+        # One chunk at a time until the stalled one's buffers and queue are full and the
+        # gateway lets it go.
+        made = 0
+        while hubs.dropped == 0:
+            assert made < total, "the stalled subscriber was never dropped"
+            engine.allow(1)
+            made += 1
+            await status_when(store, cast_id, lambda s, n=made: s.chunks_done >= n)
             await asyncio.sleep(0)
-        sent = cast.index
-        await cast.eos()
-        await asyncio.wait_for(reader, 10)
-        took = time.monotonic() - began
-        # The fast subscriber got everything, promptly, the stalled one notwithstanding.
-        assert [e.get("event") for e in fast].count("audio") == sent
+        engine.run_free()
+        await asyncio.wait_for(reader, 60)
+        # The fast subscriber got everything, the stalled one notwithstanding.
+        assert [e.get("event") for e in fast].count("audio") == total
         assert fast[-1]["event"] == "eos"
-        assert took < 20
-        assert gateway.hubs.dropped == 1
+        assert hubs.dropped == 1
         # The stalled one's connection is closed by the server: draining it reaches EOF, and
         # it never saw the end of the cast.
         data = await asyncio.wait_for(_drain(stalled), 10)
         assert b"event: eos" not in data
         assert data.startswith(b"HTTP/1.1 200")
-    await gateway.close()
 
 
-async def test_closing_the_gateway_ends_every_stream(store: Store) -> None:
+async def test_closing_the_gateway_ends_every_stream(
+    store: Store, engine: StepEngine, server: LiveServer, http: httpx.AsyncClient
+) -> None:
     """Shutdown must not wait on casts still generating: SSE ends with `abort`, live audio
     ends incomplete, long-polls answer at once."""
-    gateway = make_gateway(store)
-    cast = await new_cast(store, TEXTS)
-    await cast.start()
-    await cast.chunk(0.2)
-    async with (
-        live_server(make_app(gateway)) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=10) as http,
-    ):
-        events: list[dict[str, str]] = []
-        sse = asyncio.create_task(_collect(f"{server.url}/v1/casts/{cast.id}/events", events))
-        poll = asyncio.create_task(http.get(f"/v1/casts/{cast.id}/records?seq_num=3&wait=30"))
-        received = bytearray()
+    engine.hold()
+    cast_id = await submit(http, TEXT)
+    engine.allow(1)
+    await status_when(store, cast_id, lambda s: s.chunks_done == 1)
+    events: list[dict[str, str]] = []
+    sse = asyncio.create_task(_collect(f"{server.url}/v1/casts/{cast_id}/events", events))
+    poll = asyncio.create_task(http.get(f"/v1/casts/{cast_id}/records?seq_num=3&wait=30"))
+    received = bytearray()
 
-        async def listen() -> None:
-            async with http.stream("GET", f"/v1/casts/{cast.id}/audio") as response:
-                async for data in response.aiter_bytes():
-                    received.extend(data)
+    async def listen() -> None:
+        async with http.stream("GET", f"/v1/casts/{cast_id}/audio") as response:
+            async for data in response.aiter_bytes():
+                received.extend(data)
 
-        audio = asyncio.create_task(listen())
-        await until(lambda: len(events) == 4 and len(received) > 0)
-        await asyncio.sleep(0.1)  # the long-poll is waiting too
-        began = time.monotonic()
-        await gateway.close()
-        page = await asyncio.wait_for(poll, 3)
-        await asyncio.wait_for(sse, 3)
-        with pytest.raises(httpx.RemoteProtocolError):
-            await asyncio.wait_for(audio, 3)
-        assert time.monotonic() - began < 3
+    audio = asyncio.create_task(listen())
+    await until(lambda: len(events) == 4 and len(received) > 0)
+    await asyncio.sleep(0.1)  # the long-poll is waiting too
+    assert not poll.done()
+    await close_streams(server.app)
+    page = await asyncio.wait_for(poll, 10)
+    await asyncio.wait_for(sse, 10)
+    with pytest.raises(httpx.RemoteProtocolError):
+        await asyncio.wait_for(audio, 10)
     assert page.json() == {"records": [], "tail": 3}
     assert events[-1]["event"] == "abort"
     assert json.loads(events[-1]["data"])["reason"] == "shutting_down"

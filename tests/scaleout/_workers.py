@@ -1,5 +1,6 @@
 """Worker processes on a shared store for the scale-out tests: `speechd.worker.run_worker`
-with the worker tests' cost-model engine, spawned (as `speechd worker` would run), killable."""
+with the cost-model engine of `tests.support.engines`, spawned (as `speechd worker` would
+run), killable."""
 
 from __future__ import annotations
 
@@ -13,22 +14,28 @@ from typing import Any
 from speechd.casts import Start, cast_stream, decode
 from speechd.durable import Store
 from speechd.engine import EngineConfig
-from speechd.worker import WorkerConfig, ready_workers, run_worker
-from tests.worker import _fakes
+from speechd.worker import EncoderFactory, WorkerConfig, ready_workers, run_worker
+from tests.support.engines import FakeEncoder, parts
 from tests.worker._helpers import check_layout, records
 
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def _run(config: WorkerConfig, settings: dict[str, float]) -> None:
-    run_worker(config, parts=_fakes.parts(**settings))
+def _run(config: WorkerConfig, encoders: EncoderFactory, settings: dict[str, float]) -> None:
+    run_worker(config, parts=parts(encoders=encoders, **settings))
 
 
 @contextmanager
 def worker_processes(
-    url: str, ids: list[str], *, lease_s: float = 1.0, **engine: float
+    url: str,
+    ids: list[str],
+    *,
+    lease_s: float = 1.0,
+    encoders: EncoderFactory = FakeEncoder,
+    **engine: float,
 ) -> Iterator[dict[str, Any]]:
-    """One spawned worker process per id; whatever is left is killed at the end."""
+    """One spawned worker process per id (`encoders` module-level, to be picklable; `engine`:
+    the cost model's settings); whatever is left is killed at the end."""
     procs = {}
     for worker_id in ids:
         config = WorkerConfig(
@@ -38,7 +45,7 @@ def worker_processes(
             heartbeat_s=0.2,
             lease_s=lease_s,
         )
-        proc = SPAWN.Process(target=_run, args=(config, engine), daemon=True)
+        proc = SPAWN.Process(target=_run, args=(config, encoders, engine), daemon=True)
         proc.start()
         procs[worker_id] = proc
     try:

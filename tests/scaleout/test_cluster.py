@@ -16,7 +16,7 @@ from speechd.casts import cast_stream
 from speechd.durable import open_store
 from tests.durable.test_nats_cluster import leader_of
 from tests.nats_support import NatsCluster
-from tests.worker._fakes import expected_audio
+from tests.support.engines import expected_audio
 from tests.worker._helpers import (
     complete_audio,
     ended,

@@ -12,7 +12,7 @@ import pytest
 
 from speechd.casts import Start, cast_stream, decode
 from speechd.durable import open_store
-from tests.worker._fakes import expected_audio
+from tests.support.engines import expected_audio
 from tests.worker._helpers import (
     check_layout,
     complete_audio,

@@ -23,8 +23,7 @@ from speechd.casts import (
 )
 from speechd.durable import AppendAck, AppendRecord, ReadBatch, Record, Store, StreamInfo
 from speechd.worker import EncoderFactory, Policy, Worker
-
-from ._fakes import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
 
 async def submit_text(

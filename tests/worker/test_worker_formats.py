@@ -8,8 +8,8 @@ from speechd.audio import FORMATS, new_encoder
 from speechd.casts import cast_audio, cast_stream
 from speechd.durable import Store
 from speechd.worker import MAX_RECORD_S
+from tests.support.engines import CostEngine, expected_audio
 
-from ._fakes import CostEngine, expected_audio
 from ._helpers import (
     check_layout,
     complete_audio,

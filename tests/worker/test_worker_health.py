@@ -14,8 +14,8 @@ from speechd.casts import Start, WorkerNotice, cast_stream, decode, event_of, wo
 from speechd.durable import Store
 from speechd.worker import ChunkTimes, queue_depth, queue_position, ready_workers
 from speechd.worker import _worker as worker_module
+from tests.support.engines import VOICES, CostEngine, GatedEngine
 
-from ._fakes import CostEngine, GatedEngine
 from ._helpers import make_worker, records, running, submit_text, wait_ended
 
 
@@ -29,7 +29,7 @@ async def test_ready_then_heartbeats_then_stopped(store: Store) -> None:
         await asyncio.sleep(0.2)
         ready = await ready_workers(store, now_ms=now_ms())
         assert [(n.worker, n.kind, n.voices, n.device) for n in ready] == [
-            ("w1", "ready", ["af_heart", "am_adam"], "cpu")
+            ("w1", "ready", list(VOICES), "cpu")
         ]
         assert ready[0].time_ms > now_ms() - 1000
         # Silent for more than three heartbeats: not ready.

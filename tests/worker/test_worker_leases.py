@@ -22,8 +22,8 @@ from speechd.casts import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
 from speechd.worker import LEASE_SKEW_MS, DeadlinePolicy, lease_held
 from speechd.worker._history import read_cast
+from tests.support.engines import GatedEngine, expected_audio
 
-from ._fakes import GatedEngine, expected_audio
 from ._helpers import (
     Partitioned,
     check_layout,

@@ -22,8 +22,8 @@ from speechd.casts import (
 )
 from speechd.durable import AppendRecord, Store
 from speechd.worker import DeadlinePolicy
+from tests.support.engines import CostEngine, expected_audio
 
-from ._fakes import CostEngine, expected_audio
 from ._helpers import (
     check_layout,
     complete_audio,

@@ -36,9 +36,9 @@ from speechd.worker import (
     ready_workers,
     run_worker,
 )
+from tests.support import engines
+from tests.support.engines import expected_audio
 
-from . import _fakes
-from ._fakes import expected_audio
 from ._helpers import (
     check_layout,
     complete_audio,
@@ -59,7 +59,7 @@ def no_model(config: object) -> object:
 
 
 def test_a_missing_model_exits_with_its_own_code(store_dir: Path) -> None:
-    parts = Parts(load_engine=no_model, chunk_policy=_fakes.FakeChunkPolicy)
+    parts = Parts(load_engine=no_model, chunk_policy=engines.FakeChunkPolicy)
     assert run_worker(config(store_dir), parts=parts) == EXIT_MODEL_UNAVAILABLE
 
 
@@ -68,7 +68,7 @@ def test_run_worker_stops_on_its_event(store_dir: Path) -> None:
     codes: list[int] = []
     thread = threading.Thread(
         target=lambda: codes.append(
-            run_worker(config(store_dir, worker_id="t1"), stop=stop, parts=_fakes.parts())
+            run_worker(config(store_dir, worker_id="t1"), stop=stop, parts=engines.parts())
         )
     )
     thread.start()
@@ -108,7 +108,7 @@ TEXTS = [" ".join(f"{word}{n}" for word in ("alpha", "bravo", "charlie") * 20) f
 @pytest.mark.slow
 async def test_kill_9_mid_cast_then_restart_loses_nothing(store: Store, store_dir: Path) -> None:
     supervisor = Supervisor(
-        config(store_dir), parts=_fakes.parts(rtf=0.3, overhead_s=0.01), backoff_s=2.0
+        config(store_dir), parts=engines.parts(rtf=0.3, overhead_s=0.01), backoff_s=2.0
     )
     supervisor.start()
     try:
@@ -149,7 +149,7 @@ async def test_kill_9_mid_cast_then_restart_loses_nothing(store: Store, store_di
 
 @pytest.mark.slow
 async def test_graceful_stop_ends_the_child_cleanly(store: Store, store_dir: Path) -> None:
-    supervisor = Supervisor(config(store_dir), parts=_fakes.parts())
+    supervisor = Supervisor(config(store_dir), parts=engines.parts())
     supervisor.start()
     await wait_ready(store, supervisor.worker_id)
     assert supervisor.stop(timeout=15) == EXIT_OK
@@ -163,7 +163,7 @@ async def test_graceful_stop_ends_the_child_cleanly(store: Store, store_dir: Pat
 async def test_a_chunk_that_kills_the_worker_ends_in_jobs_dead(
     store: Store, store_dir: Path
 ) -> None:
-    supervisor = Supervisor(config(store_dir, retries=1), parts=_fakes.parts(), backoff_s=0.1)
+    supervisor = Supervisor(config(store_dir, retries=1), parts=engines.parts(), backoff_s=0.1)
     supervisor.start()
     try:
         await wait_ready(store, supervisor.worker_id)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from speechd.casts import LEASES_PREFIX, Start, cast_stream, decode
 from speechd.durable import Store, open_store
+from tests.support.engines import CostEngine, GatedEngine, expected_audio
 
-from ._fakes import CostEngine, GatedEngine, expected_audio
 from ._helpers import (
     Partitioned,
     check_layout,

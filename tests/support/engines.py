@@ -1,9 +1,12 @@
-"""A cost-model engine and a trivial encoder: tests only, never in speechd/.
+"""The engine test double, shared by the worker and api tests: a cost-model engine and a
+trivial encoder. Tests only, never in speechd/; the worker around it is always the real one.
 
-The engine plans words progressively (2, 4, 8, ... words per chunk), sleeps as long as the real
-model would compute (`overhead_s + rtf * audio`), and returns seeded noise, so the same
-(chunk, seed) always gives the same samples. Texts can ask for trouble: a chunk containing
-POISON always raises, FLAKY raises the first time only (per engine), CRASH kills the process.
+The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
+of a given number of chunks), sleeps as long as the real model would compute
+(`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
+the same samples. Texts can ask for trouble: a chunk containing POISON always raises (the
+worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
+engine), CRASH kills the process.
 """
 
 from __future__ import annotations
@@ -20,9 +23,27 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from speechd.worker import Parts
+from speechd.worker import EncoderFactory, Parts
+
+__all__ = [
+    "SAMPLE_RATE",
+    "VOICES",
+    "CostEngine",
+    "FakeChunk",
+    "FakeChunkPolicy",
+    "FakeEncoder",
+    "FakeSynthesis",
+    "FakeVoices",
+    "GatedEngine",
+    "chunked_text",
+    "expected_audio",
+    "load_engine",
+    "noise",
+    "parts",
+]
 
 SAMPLE_RATE = 24_000
+VOICES = ("af_bella", "af_heart", "am_adam", "bf_emma")  # what the engine says is installed
 
 
 class FakeChunk(msgspec.Struct, frozen=True):
@@ -50,7 +71,7 @@ class FakeSynthesis:
 
 
 class FakeVoices:
-    installed = ["af_heart", "am_adam"]
+    installed = list(VOICES)
 
 
 class CostEngine:
@@ -132,13 +153,24 @@ def load_engine(config: object, **settings: float | str) -> CostEngine:
     return CostEngine(**settings)  # type: ignore[arg-type]
 
 
-def parts(**settings: float | str) -> Parts:
-    """Parts for a worker process running the cost model (picklable for spawn)."""
+def parts(*, encoders: EncoderFactory = FakeEncoder, **settings: float | str) -> Parts:
+    """Parts for a worker process running the cost model (picklable for spawn when
+    `encoders` is module-level, as `speechd.audio.new_encoder` is)."""
     return Parts(
         load_engine=functools.partial(load_engine, **settings),
         chunk_policy=FakeChunkPolicy,
-        encoders=FakeEncoder,
+        encoders=encoders,
     )
+
+
+def chunked_text(chunks: int) -> str:
+    """A text the engine plans into exactly `chunks` chunks (with the default policy)."""
+    policy = FakeChunkPolicy()
+    sizes, size = [], policy.first_words
+    for _ in range(chunks):
+        sizes.append(size)
+        size = min(size * 2, policy.max_words)
+    return " ".join(f"word{n}" for n in range(sum(sizes)))
 
 
 def expected_audio(

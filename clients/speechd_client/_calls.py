@@ -1,0 +1,164 @@
+"""The requests the clients make and how their answers decode; no I/O here, so `Client` and
+`AsyncClient` share everything but the sending."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from ._errors import UnexpectedResponse
+from ._version import __version__
+from ._wire import (
+    AudioFormat,
+    CastCreated,
+    CastView,
+    RecordsPage,
+    RecordsView,
+    Voice,
+    VoiceList,
+    records_page,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "MAX_SPEECH_CHARS",
+    "Call",
+    "base_url_from",
+    "cast_audio",
+    "cast_created",
+    "cast_status",
+    "cast_view",
+    "headers_for",
+    "records",
+    "records_of",
+    "speech",
+    "submit_cast",
+    "timeout_for",
+    "voices",
+    "voices_of",
+]
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_TIMEOUT = 120.0
+"""Seconds to wait for each answer (or each piece of a streamed one). Generous: on a busy CPU
+box a cast may wait its turn before its first audio."""
+MAX_SPEECH_CHARS = 4096
+"""The longest input `/v1/audio/speech` takes (OpenAI's limit); `/v1/casts` takes far more."""
+_CONNECT_TIMEOUT = 10.0
+
+
+class Call(NamedTuple):
+    method: str
+    path: str
+    json: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    wait: float = 0.0
+    """A long-poll: the server may hold the answer this long before it starts."""
+
+
+def base_url_from(url: str | None) -> str:
+    """The server's root URL: `url`, else $SPEECHD_URL, else the default; a trailing `/v1`
+    (the form OpenAI clients want) is accepted and dropped."""
+    root = (url or os.environ.get("SPEECHD_URL") or DEFAULT_URL).rstrip("/")
+    return root.removesuffix("/v1")
+
+
+def headers_for(api_key: str | None) -> dict[str, str]:
+    headers = {"user-agent": f"speechd-client/{__version__}"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def timeout_for(call: Call, timeout: float) -> httpx.Timeout:
+    return httpx.Timeout(timeout + call.wait, connect=min(timeout, _CONNECT_TIMEOUT))
+
+
+def _request_body(input: str, **fields: object) -> dict[str, Any]:
+    """A JSON body with the fields that are set: the server applies its own defaults."""
+    return {"input": input, **{k: v for k, v in fields.items() if v is not None}}
+
+
+def _cast_path(cast_id: str, tail: str = "") -> str:
+    return f"/v1/casts/{quote(cast_id, safe='')}{tail}"
+
+
+def speech(
+    input: str,
+    *,
+    voice: str | None,
+    model: str | None,
+    speed: float | None,
+    response_format: AudioFormat | None,
+) -> Call:
+    body = _request_body(
+        input, voice=voice, model=model, speed=speed, response_format=response_format
+    )
+    return Call("POST", "/v1/audio/speech", json=body)
+
+
+def submit_cast(
+    input: str,
+    *,
+    voice: str | None,
+    model: str | None,
+    speed: float | None,
+    response_format: AudioFormat | None,
+    title: str | None,
+) -> Call:
+    body = _request_body(
+        input, voice=voice, model=model, speed=speed, response_format=response_format, title=title
+    )
+    return Call("POST", "/v1/casts", json=body)
+
+
+def cast_status(cast_id: str) -> Call:
+    return Call("GET", _cast_path(cast_id))
+
+
+def cast_audio(cast_id: str) -> Call:
+    return Call("GET", _cast_path(cast_id, "/audio"))
+
+
+def records(cast_id: str, *, seq_num: int, wait: float, max_records: int | None) -> Call:
+    params: dict[str, Any] = {"seq_num": seq_num, "wait": wait}
+    if max_records is not None:
+        params["max_records"] = max_records
+    return Call("GET", _cast_path(cast_id, "/records"), params=params, wait=wait)
+
+
+def voices() -> Call:
+    return Call("GET", "/v1/audio/voices")
+
+
+def _decode(response: httpx.Response, kind: type[T]) -> T:
+    try:
+        return msgspec.json.decode(response.content, type=kind)
+    except msgspec.DecodeError as exc:
+        raise UnexpectedResponse(
+            f"{response.request.url} answered something that is not speechd's API ({exc}); "
+            "is speechd the server at this URL?"
+        ) from exc
+
+
+def cast_created(response: httpx.Response) -> CastCreated:
+    return _decode(response, CastCreated)
+
+
+def cast_view(response: httpx.Response) -> CastView:
+    return _decode(response, CastView)
+
+
+def records_of(response: httpx.Response) -> RecordsPage:
+    return records_page(_decode(response, RecordsView))
+
+
+def voices_of(response: httpx.Response) -> list[Voice]:
+    return _decode(response, VoiceList).voices

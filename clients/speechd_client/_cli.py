@@ -1,0 +1,345 @@
+"""The `speechd-client` command.
+
+    speechd-client say "Hello." -o hello.mp3     text (or --file, or stdin) to audio, streamed
+    speechd-client cast --file chapter.txt       queue a cast, print its link
+    speechd-client follow <id or link> | mpv -   a cast's audio, live while it is generated
+    speechd-client voices                        the voices the server has
+
+`--url` (SPEECHD_URL) names the server and `--api-key` (SPEECHD_API_KEY) the key. Long work
+shows a progress line on stderr when it is a terminal. Errors print one line and exit 1
+(2 for a usage error, 130 when interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
+from ._client import AsyncAudioStream, AsyncClient
+from ._errors import SpeechdClientError, StreamInterrupted
+from ._progress import ProgressBar
+from ._version import __version__
+from ._wire import FORMATS, AudioFormat, CastView
+
+__all__ = ["build_parser", "main"]
+
+PROG = "speechd-client"
+_POLL_S = 0.5
+
+
+class CommandError(Exception):
+    """A failure of the command's own (not the server's): its message, its exit status."""
+
+    status = 1
+
+
+class UsageError(CommandError):
+    """A command line that cannot be carried out."""
+
+    status = 2
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def _connection_flags(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    # On the main parser with defaults, and on each command without (SUPPRESS), so that the
+    # flags work before or after the command name.
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--url",
+        default=default(os.environ.get("SPEECHD_URL") or DEFAULT_URL),
+        help=f"the speechd server (SPEECHD_URL; default {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=default(os.environ.get("SPEECHD_API_KEY") or None),
+        help="API key, if the server needs one (SPEECHD_API_KEY)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default(DEFAULT_TIMEOUT),
+        help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default(False),
+        help="no progress line (there is none when stderr is not a terminal)",
+    )
+
+
+def _text_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("text", nargs="?", help="the text (default: --file, or stdin)")
+    parser.add_argument("-f", "--file", help="read the text from this file ('-': stdin)")
+    parser.add_argument("--voice", help="a voice id (see `voices`), an OpenAI name, or a blend")
+    parser.add_argument("--speed", type=float, help="0.25 to 4.0 (default 1.0)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="audio format (default: from the output file's suffix, else mp3)",
+    )
+    parser.add_argument("--model", help="tts-1, tts-1-hd, kokoro, ... (all Kokoro-82M)")
+
+
+def _output_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--output", help="write the audio here ('-' or absent: stdout, if not a terminal)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Talk to a speechd server: speak text, cast it, follow casts."
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    _connection_flags(parser, defaults=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    say = commands.add_parser(
+        "say", help="speak text into an audio file or stdout, streamed as it is made"
+    )
+    _text_flags(say)
+    _output_flag(say)
+
+    cast = commands.add_parser("cast", help="queue a cast and print its link")
+    _text_flags(cast)
+    cast.add_argument("--title", help="the cast's title (default: its first sentence)")
+
+    follow = commands.add_parser(
+        "follow", help="save or pipe a cast's audio, live while it is generated"
+    )
+    follow.add_argument("cast", help="the cast's id or link")
+    _output_flag(follow)
+
+    commands.add_parser("voices", help="list the server's voices")
+    for sub in commands.choices.values():
+        _connection_flags(sub, defaults=False)
+    return parser
+
+
+# -- inputs and outputs -----------------------------------------------------------------------
+
+
+def _read_text(args: argparse.Namespace) -> str:
+    text = _given_text(args)
+    if not text.strip():
+        raise UsageError("no text to speak: the text is empty")
+    return text
+
+
+def _given_text(args: argparse.Namespace) -> str:
+    if args.text is not None and args.file is not None:
+        raise UsageError("give the text or --file, not both")
+    if args.text is not None:
+        return args.text
+    if args.file not in (None, "-"):
+        try:
+            return Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {args.file}: {exc}") from exc
+    if args.file is None and sys.stdin.isatty():
+        raise UsageError("give the text as an argument, with --file, or on stdin")
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"stdin is not UTF-8 text: {exc}") from exc
+
+
+def _format(args: argparse.Namespace) -> AudioFormat:
+    if args.format:
+        return args.format
+    suffix = Path(args.output or "").suffix.lstrip(".").lower()
+    return next((f for f in FORMATS if f == suffix), "mp3")
+
+
+def _check_output(output: str | None) -> None:
+    if output in (None, "-") and sys.stdout.isatty():
+        raise UsageError("stdout is a terminal: pass -o FILE, or pipe the audio (| mpv -)")
+
+
+@contextlib.contextmanager
+def _output(output: str | None) -> Iterator[BinaryIO]:
+    """Where the audio goes. A file that did not get the whole audio is removed, so no short
+    file is left looking whole."""
+    if output in (None, "-"):
+        yield sys.stdout.buffer
+        return
+    path = Path(output)
+    try:
+        sink = path.open("wb", buffering=0)  # each piece reaches the file as it arrives
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    # Only a regular file is ours to remove: never /dev/null, a FIFO or a terminal.
+    removable = stat.S_ISREG(os.fstat(sink.fileno()).st_mode)
+    with sink:
+        try:
+            yield sink
+        except BaseException as exc:
+            sink.close()
+            if removable:
+                path.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from exc
+            raise
+
+
+def _cast_id(ref: str) -> str:
+    """A cast id from an id or a link (`.../c/<id>`, `.../v1/casts/<id>[/audio]`)."""
+    if "/" not in ref:
+        return ref
+    parts = [p for p in urlsplit(ref).path.split("/") if p]
+    for marker in ("c", "casts"):
+        if marker in parts[:-1]:
+            return parts[parts.index(marker) + 1]
+    raise UsageError(f"{ref!r} is neither a cast id nor a cast link")
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+
+async def _watch(client: AsyncClient, cast_id: str, bar: ProgressBar) -> None:
+    """Feed the bar the cast's progress until it finishes. Best effort: progress must never
+    fail a transfer, so a status that cannot be read just ends the watching."""
+    with contextlib.suppress(SpeechdClientError):
+        while True:
+            view = await client.cast_status(cast_id)
+            bar.cast(view)
+            if view.finished:
+                return
+            await asyncio.sleep(_POLL_S)
+
+
+async def _final_status(client: AsyncClient, cast_id: str) -> CastView | None:
+    try:
+        return await client.cast_status(cast_id)
+    except SpeechdClientError:
+        return None
+
+
+async def _receive(
+    client: AsyncClient,
+    audio: AsyncAudioStream,
+    cast_id: str | None,
+    sink: BinaryIO,
+    label: str | None,
+) -> None:
+    """Copy the audio to `sink` as it arrives; with a label, show progress under that name."""
+    bar = ProgressBar(sys.stderr, label) if label else None
+    watcher = asyncio.create_task(_watch(client, cast_id, bar)) if bar and cast_id else None
+    try:
+        async for data in audio:
+            sink.write(data)
+            sink.flush()
+            if bar:
+                bar.received(len(data))
+    except BaseException as exc:
+        if bar:
+            bar.close()  # end the line, so an error prints on one of its own
+        if isinstance(exc, StreamInterrupted) and cast_id:  # say why, if the cast knows
+            view = await _final_status(client, cast_id)
+            if view is not None and view.status == "failed":
+                raise StreamInterrupted(f"The cast failed: {view.error}") from exc
+        raise
+    finally:
+        if watcher:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    if bar:
+        bar.close(await _final_status(client, cast_id) if cast_id else None)
+
+
+def _label(args: argparse.Namespace, name: str) -> str | None:
+    return None if args.quiet or not sys.stderr.isatty() else name
+
+
+async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
+    _check_output(args.output)
+    text = _read_text(args)
+    options: dict[str, Any] = {
+        "voice": args.voice,
+        "model": args.model,
+        "speed": args.speed,
+        "response_format": _format(args),
+    }
+    label = _label(args, "say")
+    with _output(args.output) as sink:
+        if len(text) <= MAX_SPEECH_CHARS:
+            async with client.speech(text, **options) as audio:
+                await _receive(client, audio, audio.cast_id, sink, label)
+        else:  # longer than the OpenAI route takes: the same cast through the cast API
+            created = await client.submit_cast(text, **options)
+            async with client.follow(created.id) as audio:
+                await _receive(client, audio, created.id, sink, label)
+
+
+async def _cast(client: AsyncClient, args: argparse.Namespace) -> None:
+    created = await client.submit_cast(
+        _read_text(args),
+        voice=args.voice,
+        model=args.model,
+        speed=args.speed,
+        response_format=args.format,
+        title=args.title,
+    )
+    print(created.url)
+
+
+async def _follow(client: AsyncClient, args: argparse.Namespace) -> None:
+    cast_id = _cast_id(args.cast)
+    _check_output(args.output)
+    with _output(args.output) as sink:
+        async with client.follow(cast_id) as audio:
+            await _receive(client, audio, cast_id, sink, _label(args, "follow"))
+
+
+async def _voices(client: AsyncClient, args: argparse.Namespace) -> None:
+    for voice in await client.voices():
+        print(f"{voice.id}\t{voice.name}")
+
+
+_COMMANDS = {"say": _say, "cast": _cast, "follow": _follow, "voices": _voices}
+
+
+async def _run(args: argparse.Namespace) -> None:
+    async with AsyncClient(args.url, api_key=args.api_key, timeout=args.timeout) as client:
+        await _COMMANDS[args.command](client, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        asyncio.run(_run(args))
+    except CommandError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.status
+    except SpeechdClientError as exc:
+        print(f"{PROG}: {exc.message}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # Whoever read stdout (a player) went away; say nothing, and keep Python's exit
+        # flush from failing on the closed pipe too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # writing to stdout failed (a full disk behind a redirect, say)
+        print(f"{PROG}: cannot write stdout: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return 0

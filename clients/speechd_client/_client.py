@@ -1,0 +1,316 @@
+"""`Client` (blocking) and `AsyncClient`: the same methods, one over `httpx.Client`, one over
+`httpx.AsyncClient`. Requests and decoding live in `_calls`; this module only sends.
+
+    with Client("http://127.0.0.1:8000") as client:
+        with client.speech("Hello.", voice="af_heart") as audio:
+            print(audio.cast_url)
+            for data in audio:          # the bytes as the server streams them
+                out.write(data)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+
+from . import _calls as calls
+from ._calls import DEFAULT_TIMEOUT, Call
+from ._errors import error_from_response, transport_errors
+from ._wire import AudioFormat, CastCreated, CastRecord, CastView, RecordsPage, Voice
+
+__all__ = ["AsyncAudioStream", "AsyncClient", "AudioStream", "Client"]
+
+_LONG_POLL_S = 25.0
+
+
+class _Audio:
+    """What an audio response says about itself."""
+
+    def __init__(self, response: httpx.Response, url: str) -> None:
+        self._response = response
+        self._url = url
+        self.cast_id: str | None = response.headers.get("x-cast-id")
+        """The cast the audio belongs to (replay it, follow it, share it)."""
+        self.cast_url: str | None = response.headers.get("x-cast-url")
+        """The cast's player page; absent on `follow` (use `cast_status(...).url`)."""
+        self.content_type: str = response.headers.get("content-type", "")
+
+
+class AudioStream(_Audio):
+    """An audio response being received; iterate it for the bytes as they arrive.
+
+    The bytes form one file of the requested format once iteration ends normally; a response
+    cut short raises `StreamInterrupted` instead of ending quietly."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        with transport_errors(self._url, streaming=True):
+            yield from self._response.iter_bytes()
+
+
+class AsyncAudioStream(_Audio):
+    """`AudioStream` for `AsyncClient`: iterate it with `async for`."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with transport_errors(self._url, streaming=True):
+            async for data in self._response.aiter_bytes():
+                yield data
+
+
+class _Base:
+    def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
+        self.base_url = calls.base_url_from(base_url)
+        """The server's root (without `/v1`)."""
+        self.api_key = api_key if api_key is not None else os.environ.get("SPEECHD_API_KEY")
+        self.timeout = timeout
+        self._headers = calls.headers_for(self.api_key)
+
+
+class Client(_Base):
+    """A blocking speechd client.
+
+    `base_url`: the server (default $SPEECHD_URL, else http://127.0.0.1:8000; a trailing /v1
+    is fine). `api_key`: default $SPEECHD_API_KEY. `timeout`: seconds to wait for each answer
+    or streamed piece. `transport`: an httpx transport (tests, proxies)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key, timeout)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=self._headers, transport=transport
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call, *, stream: bool = False) -> httpx.Response:
+        request = self._http.build_request(
+            call.method,
+            call.path,
+            json=call.json,
+            params=call.params,
+            timeout=calls.timeout_for(call, self.timeout),
+        )
+        with transport_errors(self.base_url):
+            response = self._http.send(request, stream=stream)
+            if response.is_error:
+                try:
+                    response.read()
+                finally:
+                    response.close()
+        if response.is_error:
+            raise error_from_response(response)
+        return response
+
+    @contextlib.contextmanager
+    def _audio(self, call: Call) -> Iterator[AudioStream]:
+        response = self._send(call, stream=True)
+        try:
+            yield AudioStream(response, self.base_url)
+        finally:
+            response.close()
+
+    def speech(
+        self,
+        input: str,
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+    ) -> contextlib.AbstractContextManager[AudioStream]:
+        """`POST /v1/audio/speech`: a context manager giving the audio as it is generated.
+        Unset fields take the server's defaults (mp3, speed 1, its default voice)."""
+        call = calls.speech(
+            input, voice=voice, model=model, speed=speed, response_format=response_format
+        )
+        return self._audio(call)
+
+    def submit_cast(
+        self,
+        input: str,
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+        title: str | None = None,
+    ) -> CastCreated:
+        """`POST /v1/casts`: queue a cast (texts far longer than `speech` takes); returns at
+        once with its id and link. The same request twice is the same cast."""
+        call = calls.submit_cast(
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            title=title,
+        )
+        return calls.cast_created(self._send(call))
+
+    def cast_status(self, cast_id: str) -> CastView:
+        """`GET /v1/casts/{id}`: the cast's state and progress."""
+        return calls.cast_view(self._send(calls.cast_status(cast_id)))
+
+    def follow(self, cast_id: str) -> contextlib.AbstractContextManager[AudioStream]:
+        """`GET /v1/casts/{id}/audio`: the cast's audio as one file, live while it is being
+        generated (from its start, whenever you join)."""
+        return self._audio(calls.cast_audio(cast_id))
+
+    def records(
+        self,
+        cast_id: str,
+        *,
+        seq_num: int = 0,
+        wait: float = 0.0,
+        max_records: int | None = None,
+    ) -> RecordsPage:
+        """`GET /v1/casts/{id}/records`: records from `seq_num`; at the tail the server holds
+        the answer up to `wait` seconds for new ones."""
+        call = calls.records(cast_id, seq_num=seq_num, wait=wait, max_records=max_records)
+        return calls.records_of(self._send(call))
+
+    def follow_records(self, cast_id: str, *, seq_num: int = 0) -> Iterator[CastRecord]:
+        """Every record from `seq_num`, live (long-polling), through the final eos or error."""
+        while True:
+            page = self.records(cast_id, seq_num=seq_num, wait=_LONG_POLL_S)
+            for record in page.records:
+                yield record
+                if record.terminal:
+                    return
+                seq_num = record.seq_num + 1
+
+    def voices(self) -> list[Voice]:
+        """`GET /v1/audio/voices`: the voices the ready workers have."""
+        return calls.voices_of(self._send(calls.voices()))
+
+
+class AsyncClient(_Base):
+    """`Client` for asyncio: the same methods, awaited; `speech` and `follow` are async
+    context managers giving an `AsyncAudioStream`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key, timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call, *, stream: bool = False) -> httpx.Response:
+        request = self._http.build_request(
+            call.method,
+            call.path,
+            json=call.json,
+            params=call.params,
+            timeout=calls.timeout_for(call, self.timeout),
+        )
+        with transport_errors(self.base_url):
+            response = await self._http.send(request, stream=stream)
+            if response.is_error:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+        if response.is_error:
+            raise error_from_response(response)
+        return response
+
+    @contextlib.asynccontextmanager
+    async def _audio(self, call: Call) -> AsyncIterator[AsyncAudioStream]:
+        response = await self._send(call, stream=True)
+        try:
+            yield AsyncAudioStream(response, self.base_url)
+        finally:
+            await response.aclose()
+
+    def speech(
+        self,
+        input: str,
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[AsyncAudioStream]:
+        call = calls.speech(
+            input, voice=voice, model=model, speed=speed, response_format=response_format
+        )
+        return self._audio(call)
+
+    async def submit_cast(
+        self,
+        input: str,
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+        title: str | None = None,
+    ) -> CastCreated:
+        call = calls.submit_cast(
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            title=title,
+        )
+        return calls.cast_created(await self._send(call))
+
+    async def cast_status(self, cast_id: str) -> CastView:
+        return calls.cast_view(await self._send(calls.cast_status(cast_id)))
+
+    def follow(self, cast_id: str) -> contextlib.AbstractAsyncContextManager[AsyncAudioStream]:
+        return self._audio(calls.cast_audio(cast_id))
+
+    async def records(
+        self,
+        cast_id: str,
+        *,
+        seq_num: int = 0,
+        wait: float = 0.0,
+        max_records: int | None = None,
+    ) -> RecordsPage:
+        call = calls.records(cast_id, seq_num=seq_num, wait=wait, max_records=max_records)
+        return calls.records_of(await self._send(call))
+
+    async def follow_records(self, cast_id: str, *, seq_num: int = 0) -> AsyncIterator[CastRecord]:
+        while True:
+            page = await self.records(cast_id, seq_num=seq_num, wait=_LONG_POLL_S)
+            for record in page.records:
+                yield record
+                if record.terminal:
+                    return
+                seq_num = record.seq_num + 1
+
+    async def voices(self) -> list[Voice]:
+        return calls.voices_of(await self._send(calls.voices()))

@@ -1,0 +1,82 @@
+"""A one-line progress display for a terminal: chunks done of planned, audio seconds made, the
+listener's lead, bytes received. It redraws in place, so it is only for a TTY; the CLI makes
+none when stderr is piped."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import TextIO
+
+from ._wire import CastView
+
+__all__ = ["ProgressBar"]
+
+_BAR = 20
+_REDRAW_S = 0.1
+
+
+def _size(n: int) -> str:
+    if n < 1024 * 1024:
+        return f"{n / 1024:.0f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+class ProgressBar:
+    """Call `received` for each piece of audio and `cast` with each status read; `close` draws
+    the last state and ends the line."""
+
+    def __init__(self, out: TextIO, label: str) -> None:
+        self._out = out
+        self._label = label
+        self._bytes = 0
+        self._view: CastView | None = None
+        self._drawn = 0.0
+
+    def received(self, size: int) -> None:
+        self._bytes += size
+        self._draw()
+
+    def cast(self, view: CastView) -> None:
+        self._view = view
+        self._draw()
+
+    def close(self, view: CastView | None = None) -> None:
+        if view is not None:
+            self._view = view
+        self._draw(force=True)
+        self._out.write("\n")
+        if self._view is not None:
+            self._out.write(f"cast: {self._view.url}\n")
+        self._out.flush()
+
+    def line(self) -> str:
+        parts = [self._label]
+        view = self._view
+        if view is not None:
+            progress = view.progress
+            done, planned = progress.chunks_done, progress.chunks_planned
+            if view.status == "queued":
+                parts.append("queued")
+            elif planned:
+                filled = round(_BAR * min(done, planned) / planned)
+                parts.append(f"[{'#' * filled}{'.' * (_BAR - filled)}] {done}/{planned} chunks")
+            else:
+                parts.append(f"{done} chunks")
+            parts.append(f"{progress.audio_seconds:.1f} s audio")
+            if progress.lead_seconds is not None and view.status == "generating":
+                parts.append(f"lead {progress.lead_seconds:+.1f} s")
+            if view.status in ("done", "failed"):
+                parts.append(view.status)
+        parts.append(_size(self._bytes))
+        return "  ".join(parts)
+
+    def _draw(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._drawn < _REDRAW_S:
+            return
+        self._drawn = now
+        # A line longer than the terminal would wrap, and "\r" would redraw only its tail.
+        width = shutil.get_terminal_size().columns - 1
+        self._out.write("\r" + self.line()[:width] + "\x1b[K")
+        self._out.flush()

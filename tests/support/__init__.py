@@ -1,0 +1,1 @@
+"""Test support shared by the test packages (one copy of each test double)."""
