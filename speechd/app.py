@@ -42,7 +42,7 @@ from speechd.service import CastService
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
-RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX)
+RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX, casts.LEASES_PREFIX)
 
 
 class WorkerSupervisor(SupervisedWorker, Protocol):

@@ -137,12 +137,34 @@ def _signals_end_the_server() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _store_error(url: str) -> str | None:
+    """Why the store at `url` cannot be opened, or None: checked before serving, so a wrong
+    `--store` (an unreachable NATS, say) is one line instead of a failed startup's traceback."""
+    import asyncio
+
+    from speechd.durable import DurableError, open_store
+
+    async def probe() -> None:
+        store = await open_store(url)
+        await store.close()
+
+    try:
+        asyncio.run(probe())
+    except DurableError as exc:
+        return str(exc)
+    return None
+
+
 def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -> int:
     """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
     import uvicorn
 
     from speechd.app import close_streams, create_app
 
+    failure = _store_error(settings.store_url)
+    if failure is not None:
+        log.error("cannot open the store: %s", failure)
+        return 1
     app = create_app(settings, supervisor=supervisor)
 
     class Server(uvicorn.Server):

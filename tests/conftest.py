@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.nats_support import NatsServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault(
@@ -71,3 +74,11 @@ def model_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return out
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream server for the whole run (tests keep apart by store namespace)."""
+    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
+    yield server
+    server.stop()

@@ -17,6 +17,12 @@ Header names (persisted, so keep them stable):
 
 Bodies of meta/start/eos/error and every private record are JSON (msgspec Structs); new
 fields always get defaults and types never change (schema evolution).
+
+Leases: a `start` carries its worker's lease on the cast (`lease_ms`). The attempt stays that
+worker's while it appends to the cast or renews the lease at least every `lease_ms`; renewals
+are `Lease` records in the private stream `leases/<id>` (never in the cast stream, whose
+layout above stays as it is). A cast whose latest attempt's lease ran out, and that has no
+terminal record, may be taken over with a new attempt.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ __all__ = [
     "Event",
     "Failure",
     "Job",
+    "Lease",
     "Meta",
     "Receipt",
     "Recipe",
@@ -101,6 +108,16 @@ class Start(msgspec.Struct, frozen=True):
     chunks: int
     rtf: float | None = None
     failures: int = 0
+    lease_ms: int = 0  # 0: written before leases; the worker's heartbeats stand for one
+
+
+class Lease(msgspec.Struct, frozen=True):
+    """A renewal of `worker`'s lease on `attempt` of a cast, in `leases/<id>`; the record's
+    timestamp is when it was renewed, and it holds for `lease_ms` from then."""
+
+    attempt: int
+    worker: str
+    lease_ms: int
 
 
 class Eos(msgspec.Struct, frozen=True):

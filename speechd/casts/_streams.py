@@ -8,11 +8,13 @@ __all__ = [
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
+    "LEASES_PREFIX",
     "PROGRESS_DONE",
     "SECRET",
     "WORKERS_PREFIX",
     "cast_stream",
     "catalog_stream",
+    "lease_stream",
     "worker_stream",
 ]
 
@@ -23,6 +25,7 @@ PROGRESS_DONE = "progress/done"
 SECRET = "config/secret"
 CATALOG_PREFIX = "catalog/"
 CAST_PREFIX = "pub/casts/"
+LEASES_PREFIX = "leases/"
 WORKERS_PREFIX = "workers/"
 
 
@@ -39,3 +42,8 @@ def cast_stream(cast_id: str) -> str:
 def worker_stream(worker_id: str) -> str:
     """A worker's announcements: ready (with its voices), heartbeats, stopped."""
     return WORKERS_PREFIX + worker_id
+
+
+def lease_stream(cast_id: str) -> str:
+    """Renewals of the lease a worker holds on a cast while it makes it (private)."""
+    return LEASES_PREFIX + cast_id

@@ -58,6 +58,12 @@ __all__ = [
 async def open_store(url: str) -> Store:
     """Open the store at `url` (a data folder path, `file:PATH`, or `nats://host:port`)."""
     if url.startswith(("nats://", "tls://")):
-        raise DurableError("the NATS backend is not available in this build")
+        try:
+            from ._nats import NatsStore  # nats-py is needed only here
+        except ImportError as exc:
+            raise DurableError(
+                "the NATS backend needs nats-py: pip install 'speechd[nats]'"
+            ) from exc
+        return await NatsStore.open(url)
     path = url.removeprefix("file://").removeprefix("file:")
     return await EmbeddedStore.open(path)

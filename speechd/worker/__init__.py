@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._config import WorkerConfig, default_worker_id
 from ._health import FRESH_HEARTBEATS, ready_workers, worker_alive
+from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     Candidate,
     CastView,
@@ -43,6 +44,7 @@ __all__ = [
     "EXIT_MODEL_UNAVAILABLE",
     "EXIT_OK",
     "FRESH_HEARTBEATS",
+    "LEASE_SKEW_MS",
     "MAX_RECORD_S",
     "ROTATE_NOTICES",
     "Candidate",
@@ -71,6 +73,7 @@ __all__ = [
     "committed_offset",
     "default_worker_id",
     "describe_exit",
+    "lease_held",
     "make_policy",
     "queue_depth",
     "queue_position",

@@ -22,7 +22,9 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     chunk before its job goes to `jobs/dead`. When every active cast is ahead by
     `comfortable_lead_s` the worker sleeps briefly. On SIGTERM the chunk in flight is still
     appended if it finishes within `stop_grace_s`, else abandoned (the next attempt redoes it).
-    `policy` picks the scheduler: "deadline", or "fifo" (the baseline).
+    `policy` picks the scheduler: "deadline", or "fifo" (the baseline). `lease_s` is how long
+    a cast stays this worker's without an append or a renewal (it renews every third of it);
+    another worker takes it over after that (hosts' clocks must agree within a second).
     """
 
     store: str
@@ -32,6 +34,7 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     retries: int = 2
     comfortable_lead_s: float = 8.0
     heartbeat_s: float = 5.0
+    lease_s: float = 15.0
     policy: Literal["deadline", "fifo"] = "deadline"
     stop_grace_s: float = 3.0
 

@@ -6,6 +6,7 @@ seq s with index i has its `start` at s - i - 1.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import msgspec
@@ -25,6 +26,7 @@ class CastState:
     terminal: bool  # ends in eos or error
     latest: Start | None = None  # the latest attempt's start
     progress: int = 0  # audio records the latest attempt appended
+    touched_ms: int = 0  # when the last record was appended (by its writer's clock)
 
 
 async def _record(store: Store, stream: str, seq: int) -> Record:
@@ -36,18 +38,20 @@ async def read_cast(store: Store, cast_id: str) -> CastState:
     tail = await store.check_tail(stream)
     if tail == 0:
         return CastState(0, None, False)
+    first, last = await asyncio.gather(_record(store, stream, 0), _record(store, stream, tail - 1))
     try:
-        meta = decode((await _record(store, stream, 0)).body, Meta)
+        meta = decode(first.body, Meta)
     except msgspec.DecodeError:
         meta = None
-    last = await _record(store, stream, tail - 1)
     event = event_of(last)
+    touched = last.timestamp
     if event in (Event.EOS, Event.ERROR):
-        return CastState(tail, meta, True)
+        return CastState(tail, meta, True, touched_ms=touched)
     if event == Event.AUDIO:
         progress = audio_chunk(last).index + 1
         start = await _record(store, stream, last.seq_num - progress)
-        return CastState(tail, meta, False, decode(start.body, Start), progress)
+        return CastState(tail, meta, False, decode(start.body, Start), progress, touched)
     if event == Event.START:
-        return CastState(tail, meta, False, decode(last.body, Start), 0)
-    return CastState(tail, meta, False)  # only meta (or an event this version does not know)
+        return CastState(tail, meta, False, decode(last.body, Start), 0, touched)
+    # Only meta (or an event this version does not know).
+    return CastState(tail, meta, False, touched_ms=touched)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from speechd.durable import open_store
+from speechd.durable import DurableError, open_store
 from speechd.errors import ModelUnavailable
 
 from ._config import WorkerConfig
@@ -83,7 +83,11 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
             target=_relay, args=(stop, loop, stopping), name="speechd-worker-stop", daemon=True
         ).start()
     worker_id = config.resolved_id()
-    store = await open_store(config.store)
+    try:
+        store = await open_store(config.store)
+    except DurableError as exc:
+        log.error("worker %s: cannot open the store: %s", worker_id, exc)
+        return EXIT_FAILED
     try:
         loader = EngineThread("speechd-load")
         loading = asyncio.wrap_future(loader.submit(parts.load_engine, config.engine))
@@ -109,6 +113,7 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
             retries=config.retries,
             max_active=config.max_active,
             heartbeat_s=config.heartbeat_s,
+            lease_s=config.lease_s,
             stop_grace_s=config.stop_grace_s,
         )
         await worker.warm_up(config.engine.default_voice)

@@ -2,17 +2,21 @@
 
 In the manner of vLLM's busy loop: admit what the policy lets in, ask the policy for one step
 (`Run` a chunk, `Sleep`, or stay `Idle`), do it, repeat. Everything that changes the worker's
-state runs on this one loop; two side tasks only read `jobs` (long-poll) and beat the heart.
+state runs on this one loop; side tasks only read `jobs` (long-poll), beat the heart and
+renew the leases of active casts (see `_lease`).
 The engine runs on its own thread, one call at a time.
 
 Progress is durable and idempotent (DESIGN.md §3):
 
 * Jobs are read from the committed cursor on. A job whose cast ends in eos/error, or whose cast
-  is already active here, is finished at once. A cast whose latest attempt belongs to another
-  worker that is still alive is left to it (and looked at again every heartbeat).
-* Starting a cast appends `start` (attempt n+1); every cast record is appended with
-  `match_seq_num` = the seq this worker expects next. A failed condition means another worker
-  took the cast over: it is dropped without writing more.
+  is already active here, is finished at once. A cast whose latest attempt's owner still holds
+  its lease (see `_lease`) is left to it, and looked at again every heartbeat (or half lease);
+  once the lease ran out, it is taken over with a new attempt.
+* Starting a cast appends `start` (attempt n+1), carrying this worker's lease; every cast
+  record is appended with `match_seq_num` = the seq this worker expects next, and renews the
+  lease; a cast with nothing to append for a third of the lease gets a renewal in
+  `leases/<id>` (also while the worker sleeps ahead of its listeners). A failed condition means
+  another worker took the cast over: it is dropped without writing more.
 * Each chunk's synthesis is seeded from (cast id, chunk index), so a new attempt makes the same
   audio and readers splice attempts at chunk boundaries. A chunk longer than `MAX_RECORD_S` is
   appended as several audio records (record indices stay dense; `n` grows to match).
@@ -41,7 +45,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
@@ -57,8 +61,10 @@ from speechd.casts import (
     Cursor,
     DeadJob,
     Eos,
+    Event,
     Failure,
     Job,
+    Lease,
     Receipt,
     Recipe,
     Start,
@@ -70,6 +76,8 @@ from speechd.casts import (
     encode,
     eos_record,
     error_record,
+    event_of,
+    lease_stream,
     start_record,
     worker_stream,
 )
@@ -78,11 +86,13 @@ from speechd.durable import (
     MAX_BATCH_RECORDS,
     AppendRecord,
     SeqMismatch,
+    SeqOutOfRange,
     Store,
 )
 
-from ._health import last_notice, worker_alive
+from ._health import last_notice
 from ._history import CastState, read_cast
+from ._lease import lease_held
 from ._policy import Candidate, CastView, ChunkTimes, DeadlinePolicy, Idle, Policy, Run, Sleep
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._queue import committed_offset
@@ -97,6 +107,7 @@ MAX_RECORD_S = 15.0  # longest audio in one record: 15 s of 16-bit wav is ~720 K
 ROTATE_NOTICES = 10_000  # a worker's stream starts over (with `ready`) after this many
 _JOBS_PAGE = 256
 _EARLY_CHUNK_S = 2.0  # about the audio of a cast's first chunks
+_LOOKUPS = 32  # foreign casts whose tails are looked up at once
 _MAX_PENDING = 10_000
 _WARM_UP_TEXT = (
     "Hello there. This short warm up measures how fast this machine speaks, "
@@ -138,6 +149,9 @@ class _Cast:
     samples: int = 0  # samples appended in this attempt
     first_audio_s: float | None = None  # the listener's first audio (kept across a retry)
     gen_s: float = 0.0
+    renewed: float = 0.0  # when the last append that renewed the lease was sent (our clock)
+    lease_records: int = 0  # renewals written in `leases/<id>`
+    lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # renewal vs release
 
     @property
     def id(self) -> str:
@@ -181,6 +195,7 @@ class Worker:
         retries: int = 2,
         max_active: int | None = None,
         heartbeat_s: float = 5.0,
+        lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -194,12 +209,17 @@ class Worker:
         self._retries = retries
         self._max_active = max_active
         self._heartbeat_s = heartbeat_s
+        self._lease_s = lease_s
         self._stop_grace_s = stop_grace_s
         self._clock = clock
         self._thread = EngineThread()
         self._active: dict[str, _Cast] = {}
         self._pending: deque[_Job] = deque()
         self._foreign: dict[int, _Job] = {}  # jobs whose cast another live worker owns
+        # A foreign cast's tail when last seen moving, and when (our clock): its owner is alive.
+        self._foreign_seen: dict[int, tuple[int, float]] = {}
+        # The head of the line's cast as read before it had to wait for room.
+        self._waiting_state: tuple[int, CastState] | None = None
         self._foreign_checked = 0.0
         self._watermark = Watermark()
         self._committed = 0
@@ -273,6 +293,7 @@ class Worker:
         tasks = [
             asyncio.create_task(self._intake(), name="speechd-worker-intake"),
             asyncio.create_task(self._heartbeat(), name="speechd-worker-heartbeat"),
+            asyncio.create_task(self._keep_leases(), name="speechd-worker-leases"),
             asyncio.create_task(self._wake_on_stop(), name="speechd-worker-stop"),
         ]
         try:
@@ -329,6 +350,38 @@ class Worker:
             await asyncio.sleep(self._heartbeat_s)
             await self._announce("heartbeat")
 
+    async def _keep_leases(self) -> None:
+        """Renew the lease of each active cast that appended nothing for a third of it."""
+        period = self._lease_s / 3
+        while True:
+            await asyncio.sleep(period / 2)
+            for cast in list(self._active.values()):
+                if self._active.get(cast.id) is cast and self._clock() - cast.renewed >= period:
+                    await self._renew(cast)
+
+    async def _renew(self, cast: _Cast) -> None:
+        async with cast.lease_lock:
+            if self._active.get(cast.id) is not cast:
+                return  # it ended (or was lost) meanwhile: a renewal now would outlive it
+            sent = self._clock()
+            lease = Lease(cast.attempt, self.id, self._lease_ms)
+            await self._store.append(lease_stream(cast.id), [AppendRecord(encode(lease))])
+            cast.renewed = max(cast.renewed, sent)
+            cast.lease_records += 1
+
+    async def _release(self, cast: _Cast) -> None:
+        """Drop the renewals of a finished cast (nobody needs them once it ended): this
+        worker's, or an earlier owner's (a cast past its first attempt may have some). The
+        cast is no longer active, so a renewal waiting on the lock writes nothing after."""
+        async with cast.lease_lock:
+            if cast.lease_records or cast.attempt > 1:
+                await self._store.delete(lease_stream(cast.id))
+                cast.lease_records = 0
+
+    @property
+    def _lease_ms(self) -> int:
+        return round(self._lease_s * 1000)
+
     async def _wake_on_stop(self) -> None:
         await self._stop.wait()
         self._wake.set()
@@ -378,32 +431,64 @@ class Worker:
         return False
 
     async def _consider(self, job: _Job) -> bool | None:
-        """Start `job`'s cast, or settle the job otherwise; None: it must wait for room."""
+        """Start `job`'s cast, or settle the job otherwise; None: it must wait for room.
+
+        The cast is read once when its job reaches the head of the line, and again only when
+        there is room for it (it may have been started or ended by another worker meanwhile),
+        not on every turn of the loop while it waits.
+        """
         if job.id in self._active:  # a duplicate job: the cast is being made
             await self._finish(job)
             return False
-        state = await read_cast(self._store, job.id)
-        if state.tail == 0 or state.terminal or state.meta is None:
-            if state.tail and state.meta is None:
-                log.warning("cast %s has no readable meta; its job is skipped", job.id)
-            await self._finish(job)
-            return False
-        if state.latest is not None:
-            owner = state.latest.worker
-            if owner != self.id and await worker_alive(self._store, owner, now_ms=_now_ms()):
-                self._foreign[job.offset] = job
+        waited = self._waiting_state is not None and self._waiting_state[0] == job.offset
+        if waited:
+            assert self._waiting_state is not None
+            state = self._waiting_state[1]
+        else:
+            state = await self._settle(job)
+            if state is None:
                 return False
+        assert state.meta is not None
         candidate = Candidate(
             job.id, self.times.audio_for_chars(state.meta.text_chars, state.meta.speed)
         )
         now, views = self._clock(), self._views()
         if not self.policy.admit(now, views, candidate, rtf=self.times.rtf):
+            self._waiting_state = (job.offset, state)
             return None
+        self._waiting_state = None
+        if waited:
+            fresh = await self._settle(job)
+            if fresh is None:
+                return False
+            state = fresh
         # The buffer bound on chunk growth binds on the early, short chunks, whose per-call
         # overhead makes them dearer per audio second than the average: plan with theirs.
         early_rtf = self.times.rtf_for(_EARLY_CHUNK_S)
         await self._begin(job, state, self.policy.plan_rtf(now, views, candidate, rtf=early_rtf))
         return True
+
+    async def _settle(self, job: _Job) -> CastState | None:
+        """The cast's state if it is ours to start; None if its job was settled otherwise
+        (finished: no cast, ended, unreadable; or deferred: another owner holds its lease)."""
+        state = await read_cast(self._store, job.id)
+        if state.tail == 0 or state.terminal or state.meta is None:
+            if state.tail and state.meta is None:
+                log.warning("cast %s has no readable meta; its job is skipped", job.id)
+            await self._finish(job)
+            return None
+        owner = state.latest.worker if state.latest is not None else None
+        if owner not in (None, self.id) and await lease_held(
+            self._store, job.id, state, now_ms=_now_ms()
+        ):
+            self._defer(job, state.tail)
+            return None
+        return state
+
+    def _defer(self, job: _Job, tail: int) -> None:
+        """Leave `job` to the worker holding its cast (looked at again every recheck)."""
+        self._foreign[job.offset] = job
+        self._foreign_seen[job.offset] = (tail, self._clock())
 
     async def _begin(self, job: _Job, state: CastState, plan_rtf: float) -> None:
         latest = state.latest
@@ -448,14 +533,20 @@ class Worker:
             await self._give_up(job, state.tail, attempt, f"the text could not be planned: {exc}")
             return
         start = Start(
-            attempt=attempt, worker=self.id, chunks=max(len(chunks), 1), rtf=rtf, failures=failures
+            attempt=attempt,
+            worker=self.id,
+            chunks=max(len(chunks), 1),
+            rtf=rtf,
+            failures=failures,
+            lease_ms=self._lease_ms,
         )
+        sent = self._clock()
         try:
             ack = await self._store.append(
                 cast_stream(job.id), [start_record(start)], match_seq_num=state.tail
             )
-        except SeqMismatch:
-            self._foreign[job.offset] = job
+        except SeqMismatch as lost:
+            self._defer(job, lost.next_seq)
             return
         cast = _Cast(
             job=job,
@@ -467,6 +558,7 @@ class Worker:
             next_seq=ack.next_seq,
             encoder=encoder,
             failures=failures,
+            renewed=sent,
         )
         log.info("cast %s: attempt %d, %d chunks, plan rtf %.3f", job.id, attempt, len(chunks), rtf)
         if chunks:
@@ -489,23 +581,54 @@ class Worker:
         return decode(batch.records[0].body, Recipe)
 
     async def _recheck_foreign(self) -> None:
-        """Every heartbeat: finish foreign jobs whose cast ended; take over the rest if their
-        owner went silent."""
-        if not self._foreign or self._clock() - self._foreign_checked < self._heartbeat_s:
+        """Every heartbeat (or half lease): finish foreign jobs whose cast ended; take over the
+        rest once their owner's lease ran out.
+
+        A cast whose tail moved since the last look has a live owner (one read tells whether
+        it ended); only one that stood still for a whole lease is read in full for its lease.
+        """
+        every = min(self._heartbeat_s, self._lease_s / 2)
+        if not self._foreign or self._clock() - self._foreign_checked < every:
             return
         self._foreign_checked = self._clock()
         back: list[_Job] = []
-        for offset, job in sorted(self._foreign.items()):
+        jobs = sorted(self._foreign.items())
+        limit = asyncio.Semaphore(_LOOKUPS)
+
+        async def tail_of(job: _Job) -> int:
+            async with limit:
+                return await self._store.check_tail(cast_stream(job.id))
+
+        tails = await asyncio.gather(*(tail_of(job) for _, job in jobs))
+        for (offset, job), tail in zip(jobs, tails, strict=True):
+            seen_tail, seen_at = self._foreign_seen.get(offset, (-1, 0.0))
+            if tail != seen_tail:
+                self._foreign_seen[offset] = (tail, self._clock())
+                if tail and not await self._ended(job.id, tail):
+                    continue  # its owner is at work
+            elif self._clock() - seen_at < self._lease_s:
+                continue  # still, but not for long enough for its lease to have run out
             state = await read_cast(self._store, job.id)
             if state.tail == 0 or state.terminal:
-                del self._foreign[offset]
+                self._drop_foreign(offset)
                 await self._finish(job)
                 continue
-            owner = state.latest.worker if state.latest is not None else None
-            if owner is None or not await worker_alive(self._store, owner, now_ms=_now_ms()):
-                del self._foreign[offset]
+            if not await lease_held(self._store, job.id, state, now_ms=_now_ms()):
+                self._drop_foreign(offset)
                 back.append(job)
         self._pending.extendleft(reversed(back))
+
+    def _drop_foreign(self, offset: int) -> None:
+        del self._foreign[offset]
+        self._foreign_seen.pop(offset, None)
+
+    async def _ended(self, cast_id: str, tail: int) -> bool:
+        """Whether the cast's record at `tail - 1` is its terminal one."""
+        try:
+            batch = await self._store.read(cast_stream(cast_id), tail - 1, max_records=1)
+        except SeqOutOfRange:
+            return False
+        return bool(batch.records) and event_of(batch.records[0]) in (Event.EOS, Event.ERROR)
 
     # -- one chunk ----------------------------------------------------------------------
 
@@ -565,6 +688,8 @@ class Worker:
         return wrapped.result()
 
     async def _step(self, cast: _Cast) -> None:
+        if self._clock() - cast.renewed >= self._lease_s / 2:
+            await self._renew(cast)  # the side task fell behind: never render on a lapsing lease
         chunk = cast.chunks[cast.next_chunk]
         last = cast.next_chunk == len(cast.chunks) - 1
         # Say which chunk is in flight first: should it kill the process, the next life of
@@ -627,18 +752,21 @@ class Worker:
         """Append to the cast's stream where this worker expects; False (and the cast is
         dropped) if another worker has taken it over."""
         for batch in _batches(records):
+            sent = self._clock()
             try:
                 ack = await self._store.append(cast.stream, batch, match_seq_num=cast.next_seq)
-            except SeqMismatch:
+            except SeqMismatch as lost:
                 log.warning("cast %s was taken over by another worker; dropping it", cast.id)
                 self._active.pop(cast.id, None)
-                self._foreign[cast.job.offset] = cast.job
+                self._defer(cast.job, lost.next_seq)
                 return False
             cast.next_seq = ack.next_seq
+            cast.renewed = max(cast.renewed, sent)
         return True
 
     async def _done(self, cast: _Cast, eos: Eos) -> None:
         self._active.pop(cast.id, None)
+        await self._release(cast)
         receipt = Receipt(
             id=cast.id,
             attempt=cast.attempt,
@@ -676,6 +804,7 @@ class Worker:
             self._active.pop(cast.id, None)
             message = f"chunk {chunk.index} failed {count} times: {failed}"
             await self._give_up(cast.job, cast.next_seq, cast.attempt, message)
+            await self._release(cast)
             return
         cast.failures = count
         await self._new_attempt(cast, keep=failed.encoder_intact)
@@ -707,6 +836,7 @@ class Worker:
             chunks=len(cast.chunks),
             rtf=cast.rtf,
             failures=cast.failures,
+            lease_ms=self._lease_ms,
         )
         start_seq = cast.next_seq
         if await self._append(cast, [start_record(start), *copies]):
@@ -721,8 +851,8 @@ class Worker:
             await self._store.append(
                 cast_stream(job.id), [error_record(attempt, failure)], match_seq_num=seq
             )
-        except SeqMismatch:
-            self._foreign[job.offset] = job
+        except SeqMismatch as lost:
+            self._defer(job, lost.next_seq)
             return
         dead = DeadJob(id=job.id, error=message, attempts=max(attempt, 1))
         await self._store.append(JOBS_DEAD, [AppendRecord(encode(dead))])

@@ -3,13 +3,9 @@
 A backend is one entry in `BACKENDS`: a name, the pytest marks its tests carry (a backend that
 needs a server marks them, e.g. `nats`), and `make_url(request, tmp_path)`, which returns the
 URL of a fresh, empty store that `speechd.durable.open_store` (in this process or a spawned one)
-opens. Adding a backend is one entry, e.g.
-
-    def _nats_url(request, tmp_path):
-        server = request.getfixturevalue("nats_server")    # a session fixture starting it
-        return f"{server.url}/?namespace={tmp_path.name}"   # however the backend isolates tests
-
-    BACKENDS["nats"] = Backend("nats", _nats_url, marks=(pytest.mark.nats,))
+opens. Two are here: the embedded store (a fresh data folder) and NATS JetStream (a fresh
+namespace on the session's server, `nats_server`, deleted afterwards; its tests carry the
+`nats` mark, so they run with --run-nats).
 
 Tests use only the public surface (`open_store`, the `Store` methods, the errors), and reach
 other processes only through the URL, so they run unchanged on the new backend. Behaviour that
@@ -26,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from speechd.durable import Store, open_store
+from tests.nats_support import drop_namespace, namespace_for
 
 from ._support import OpenHandle
 
@@ -41,8 +38,18 @@ def _embedded_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "store")
 
 
+def _nats_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    server = request.getfixturevalue("nats_server")
+    namespace = namespace_for(tmp_path.name)
+    # Two shards, so every contract test also crosses JetStream streams.
+    url = f"{server.url}/?namespace={namespace}&shards=2"
+    request.addfinalizer(lambda: drop_namespace(server.url, namespace))
+    return url
+
+
 BACKENDS: dict[str, Backend] = {
     "embedded": Backend("embedded", _embedded_url),
+    "nats": Backend("nats", _nats_url, marks=(pytest.mark.nats,)),
 }
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from speechd.casts import (
     JOBS_CURSOR,
@@ -20,7 +21,7 @@ from speechd.casts import (
     event_of,
     submit,
 )
-from speechd.durable import Record, Store
+from speechd.durable import AppendAck, AppendRecord, ReadBatch, Record, Store, StreamInfo
 from speechd.worker import EncoderFactory, Policy, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
@@ -112,6 +113,17 @@ async def cursor(store: Store) -> int:
     return decode((await store.read(JOBS_CURSOR, tail - 1)).records[0].body, Cursor).offset
 
 
+async def wait_cursor(store: Store, offset: int, within: float = 20.0) -> None:
+    """Wait until the committed cursor reaches `offset`: a worker commits it just after the
+    eos that ended a job's cast, or on its next look at a job another worker finished."""
+    deadline = time.monotonic() + within
+    while (found := await cursor(store)) < offset:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the cursor stayed at {found} < {offset} for {within} s")
+        await asyncio.sleep(0.05)
+    assert found == offset, f"the cursor went past the jobs: {found} > {offset}"
+
+
 def check_layout(stream: list[Record]) -> list[list[Record]]:
     """Assert the cast stream's layout; return its attempts (each: start, audio...).
 
@@ -149,3 +161,46 @@ def complete_audio(stream: list[Record]) -> bytes:
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert all(c.planned == len(chunks) for c in chunks[-1:])
     return b"".join(c.body for c in chunks)
+
+
+class Partitioned(Store):
+    """Another store seen through a bad network link that `cut()` opens: from then on,
+    appends to streams under `prefix` never return, or with `lag_s`, take that long to go
+    out (nothing else is affected)."""
+
+    def __init__(self, inner: Store, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+        self.is_cut = False
+        self.lag_s: float | None = None
+
+    def cut(self, lag_s: float | None = None) -> None:
+        self.is_cut = True
+        self.lag_s = lag_s
+
+    async def append(
+        self, stream: str, records: Sequence[AppendRecord], *, match_seq_num: int | None = None
+    ) -> AppendAck:
+        if self.is_cut and stream.startswith(self.prefix):
+            if self.lag_s is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.lag_s)
+        return await self.inner.append(stream, records, match_seq_num=match_seq_num)
+
+    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
+        return await self.inner.read(stream, seq_num, **options)
+
+    async def check_tail(self, stream: str) -> int:
+        return await self.inner.check_tail(stream)
+
+    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
+        return await self.inner.list(prefix, limit=limit)
+
+    async def delete(self, stream: str) -> bool:
+        return await self.inner.delete(stream)
+
+    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+        return await self.inner.sweep(max_age_s, prefixes)
+
+    async def close(self) -> None:
+        await self.inner.close()

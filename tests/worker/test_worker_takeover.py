@@ -1,4 +1,5 @@
-"""Two workers on one store: the condition on every append keeps casts from interleaving."""
+"""Two workers on one store: leases decide who makes a cast, and the condition on every
+append keeps a stale owner from interleaving with the one that took over."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import asyncio
 import threading
 from pathlib import Path
 
-from speechd.casts import Start, cast_stream, decode, worker_stream
+from speechd.casts import LEASES_PREFIX, Start, cast_stream, decode
 from speechd.durable import Store, open_store
 from tests.support.engines import CostEngine, GatedEngine, expected_audio
 
 from ._helpers import (
+    Partitioned,
     check_layout,
     complete_audio,
     cursor,
@@ -30,14 +32,14 @@ async def test_a_stale_worker_cannot_interleave_with_the_one_that_took_over(
     cid = await submit_text(store, TEXT)
     gate = threading.Event()
     stale_engine = GatedEngine("three", gate)  # blocks in chunk 1
-    other = await open_store(str(store_dir))
+    other = Partitioned(await open_store(str(store_dir)), LEASES_PREFIX)
     try:
-        stale = make_worker(other, stale_engine, worker_id="stale", heartbeat_s=0.1)
+        stale = make_worker(other, stale_engine, worker_id="stale", heartbeat_s=0.1, lease_s=0.6)
         async with running(stale):
             await asyncio.to_thread(stale_engine.blocked.wait, 5)
-            # The stale worker is presumed dead (its health stream expired) ...
-            await store.delete(worker_stream("stale"))
-            live = make_worker(store, worker_id="live", heartbeat_s=3600)
+            # The stale worker's renewals stop reaching the store: its lease runs out ...
+            other.cut()
+            live = make_worker(store, worker_id="live", heartbeat_s=0.1, lease_s=0.6)
             async with running(live):
                 assert await wait_ended(store, [cid]) == {cid: "eos"}
                 # ... then wakes up and finishes its chunk: its append must fail.
@@ -65,13 +67,16 @@ async def test_a_live_owner_is_left_alone(store: Store, store_dir: Path) -> None
     owner_engine = GatedEngine("three", gate)
     other = await open_store(str(store_dir))
     try:
-        owner = make_worker(other, owner_engine, worker_id="owner", heartbeat_s=0.1)
+        owner = make_worker(other, owner_engine, worker_id="owner", heartbeat_s=0.1, lease_s=0.3)
         async with running(owner):
             await asyncio.to_thread(owner_engine.blocked.wait, 5)
             bystander_engine = CostEngine()
-            bystander = make_worker(store, bystander_engine, worker_id="bystander", heartbeat_s=0.1)
+            bystander = make_worker(
+                store, bystander_engine, worker_id="bystander", heartbeat_s=0.1, lease_s=0.3
+            )
             async with running(bystander):
-                await asyncio.sleep(0.5)  # several heartbeats: the owner stays alive
+                # Several leases long: the owner, stuck in a chunk, renews its lease.
+                await asyncio.sleep(2.0)
                 assert bystander_engine.calls == []
                 gate.set()
                 assert await wait_ended(store, [cid]) == {cid: "eos"}
