@@ -32,6 +32,7 @@ from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, Speechd
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, EngineConfig
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._g2p import G2P, build_g2p, iter_units
+from ._heap import HeapTrimmer
 from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy, iter_chunks
 from ._voices import VoiceBook
@@ -73,6 +74,7 @@ class Engine:
         self._g2p_lock = threading.Lock()
         self._packs: dict[str, torch.Tensor] = {}
         self._blends: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._trim_heap = HeapTrimmer() if device == "cpu" else None
 
     def __repr__(self) -> str:
         return f"Engine(device={self.device!r}, voices={len(self.voices.installed)})"
@@ -133,6 +135,9 @@ class Engine:
             raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
         pcm = output.audio.detach().to("cpu", torch.float32).reshape(-1).numpy()
         durations = None if output.pred_dur is None else output.pred_dur.reshape(-1).tolist()
+        del output
+        if self._trim_heap is not None:
+            self._trim_heap()
         return Synthesis(_trim(pcm, durations, _ending(phonemes)))
 
     def _voice_pack(self, voice: str) -> "torch.Tensor":
