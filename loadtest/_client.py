@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import time
 
@@ -133,4 +134,5 @@ async def run_scenario(
         rss_end=server.rss(),
         casts_new=None if delta is None else delta["created"],
         casts_shared=None if delta is None else delta["existing"],
+        load_avg=os.getloadavg()[0],
     )

@@ -62,6 +62,8 @@ class ScenarioRun(msgspec.Struct, frozen=True):
     casts_new: int | None = None
     casts_shared: int | None = None
     """speechd's casts_submitted_total by outcome during the scenario (None: not speechd)."""
+    load_avg: float | None = None
+    """The machine's 1-minute load average as the scenario ended (others' work shows here)."""
 
 
 class RawResult(msgspec.Struct, frozen=True):
@@ -92,8 +94,10 @@ class Run(msgspec.Struct):
     quick: bool
     machine: Machine
     raw: RawResult | None
+    """The best raw engine loop of `raw_rounds`: what the engine can do on this machine."""
     runs: list[ScenarioRun]
     wall_s: float = 0.0
+    raw_rounds: list[RawResult] = []
 
 
 class Summary(msgspec.Struct, frozen=True):
@@ -117,6 +121,7 @@ class Summary(msgspec.Struct, frozen=True):
     casts_new: int | None
     casts_shared: int | None
     distinct_casts: int
+    load_avg: float | None
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -172,4 +177,5 @@ def summarize(run: ScenarioRun, raw: RawResult | None) -> Summary:
         casts_new=run.casts_new,
         casts_shared=run.casts_shared,
         distinct_casts=len({x.cast_id for x in run.listeners if x.cast_id is not None}),
+        load_avg=run.load_avg,
     )

@@ -48,9 +48,9 @@ def _chapter(numbers: Iterator[int], sentences: int) -> str:
 
 def scenarios(quick: bool) -> list[Scenario]:
     """The run's scenarios, in order. `quick` keeps each one small (under 3 minutes in all on
-    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 3 sentences."""
+    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences."""
     numbers = count(1)
-    levels, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 3)
+    levels, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
     out = [
         Scenario(
             f"concurrency-{level}",
@@ -62,7 +62,7 @@ def scenarios(quick: bool) -> list[Scenario]:
         )
         for level in levels
     ]
-    long_sentences, shorts, spacing = (3, 2, 2.0) if quick else (8, 4, 4.0)
+    long_sentences, shorts, spacing = (3, 2, 2.0) if quick else (6, 4, 4.0)
     out.append(
         Scenario(
             "staggered",
@@ -78,7 +78,7 @@ def scenarios(quick: bool) -> list[Scenario]:
     )
     # Sharing scenarios: one cast, so the policy cannot matter, and the naive server (which
     # shares nothing) would only repeat the same work N times.
-    shared = _chapter(numbers, 1 if quick else 3)
+    shared = _chapter(numbers, 1 if quick else 2)
     spread = 1.0 if quick else 4.0
     out.append(
         Scenario(
