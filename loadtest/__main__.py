@@ -12,7 +12,8 @@ serve --policy fifo` and the naive baseline (`loadtest.naive_server`), and runs 
 of `loadtest._scenarios` against each: a concurrency sweep, staggered arrivals, 50 listeners on
 one cast and 8 identical requests at once. With --server it measures that running server alone
 (its memory too, given its pid). It writes report.json, report.md and PNG plots to --out
-(default loadtest/results/latest), after each server so an interrupted run leaves a report.
+(default loadtest/results, where the committed report lives) after each server, so an
+interrupted run still leaves a report.
 `report` redraws report.md and the plots from a report.json.
 """
 
@@ -44,7 +45,7 @@ RAW_TEXTS = 4
 
 _WARM_UP = Request(0.0, "Warming up.", "warm-up")
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 
 def _machine(device: str, threads: int | None) -> Machine:
