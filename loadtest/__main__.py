@@ -7,13 +7,13 @@
 
 `run` measures the raw engine loop in this process (the physical limit; skipped with --server
 and no --model-dir; a full run measures it again at the end and keeps the best round), then
-starts each server in turn on a fresh data folder: `speechd serve` (deadline policy), `speechd
-serve --policy fifo` and the naive baseline (`loadtest.naive_server`), and runs the scenarios
-of `loadtest._scenarios` against each: a concurrency sweep, staggered arrivals, 50 listeners on
-one cast and 8 identical requests at once. With --server it measures that running server alone
-(its memory too, given its pid). It writes report.json, report.md and PNG plots to --out
-(default loadtest/results, where the committed report lives) after each server, so an
-interrupted run still leaves a report.
+starts each server on a fresh data folder: `speechd serve` (deadline policy), `speechd serve
+--policy fifo` and the naive baseline (`loadtest.naive_server`), and runs each scenario of
+`loadtest._scenarios` on every server in turn: a concurrency sweep, staggered arrivals, 50
+listeners on one cast and 8 identical requests at once. With --server it measures that running
+server alone (its memory too, given its pid). It writes report.json, report.md and PNG plots
+to --out (default loadtest/results, where the committed report lives) after each scenario, so
+an interrupted run still leaves a report.
 `report` redraws report.md and the plots from a report.json.
 """
 
@@ -101,16 +101,24 @@ def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
     return start_speechd(name, policy=policy, workdir=workdir, **engine)
 
 
-async def _measure(server: Server, plan: Sequence[Scenario]) -> list[ScenarioRun]:
+async def _measure(
+    run: Run, servers: Sequence[Server], plan: Sequence[Scenario], out: Path
+) -> None:
+    """Each scenario on every server in turn, the order rotating from one scenario to the next:
+    on a shared machine the neighbours' load drifts over minutes, and interleaving spreads it
+    over the servers instead of handing one server all of a busy spell."""
     async with new_client() as client:
-        # One short request first, so no scenario pays for the server's first-request costs.
-        await run_scenario(client, server, Scenario("warm-up", "warm-up", (_WARM_UP,)))
-        runs = []
-        for scenario in plan:
-            run = await run_scenario(client, server, scenario)
-            print(_line(run), flush=True)
-            runs.append(run)
-        return runs
+        # One short request first, so no scenario pays for a server's first-request costs.
+        for server in servers:
+            await run_scenario(client, server, Scenario("warm-up", "warm-up", (_WARM_UP,)))
+        for number, scenario in enumerate(plan):
+            turn = number % len(servers)
+            for server in [*servers[turn:], *servers[:turn]]:
+                if server.name in scenario.targets:
+                    result = await run_scenario(client, server, scenario)
+                    print(_line(result), flush=True)
+                    run.runs.append(result)
+            write_report(run, out)  # so far: an interrupted run still leaves a report
 
 
 def _line(run: ScenarioRun) -> str:
@@ -146,19 +154,20 @@ def _run(args: argparse.Namespace) -> int:
         raw_texts += [r.text for r in saturation.requests[:RAW_TEXTS]]
         _raw_round(run, args, raw_texts)
     with tempfile.TemporaryDirectory(prefix="speechd-loadtest-") as workdir:
-        for target in targets:
-            mine = [s for s in plan if target in s.targets]
-            if args.server:
-                server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
-            else:
-                server = _start(target, args, Path(workdir))
-            try:
+        servers: list[Server] = []
+        try:
+            for target in targets:
+                if args.server:
+                    server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
+                else:
+                    server = _start(target, args, Path(workdir))
+                servers.append(server)
                 print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
-                server.wait_ready()
-                run.runs += asyncio.run(_measure(server, mine))
-            finally:
+                server.wait_ready()  # one at a time: loading models side by side thrashes
+            asyncio.run(_measure(run, servers, plan, args.out))
+        finally:
+            for server in servers:
                 server.stop()
-            write_report(run, args.out)  # so far: an interrupted run still leaves a report
     if raw_texts and not args.quick:  # again, for a figure less at the mercy of neighbours
         _raw_round(run, args, raw_texts)
     run.machine = _with_load_after(run.machine)

@@ -231,7 +231,8 @@ def _memory(report: Report) -> list[str]:
         "| server | scenario | api peak / end | worker peak / end |",
         "|---|---|---|---|",
     ]
-    for s in report.summaries:
+    servers = list(dict.fromkeys(s.target for s in report.summaries))
+    for s in sorted(report.summaries, key=lambda s: servers.index(s.target)):
         if s.rss_peak is None:
             continue
         end = s.rss_end
