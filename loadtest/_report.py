@@ -251,6 +251,8 @@ def _plots(run: Run, out: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
+    for stale in out.glob("timeline_*.png"):  # a partial report's saturation may have moved on
+        stale.unlink()
     names = []
     if _plot_ttfa(run, out / "ttfa_vs_concurrency.png"):
         names.append("ttfa_vs_concurrency.png")
