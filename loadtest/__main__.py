@@ -225,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(
                 f"--servers: unknown {', '.join(sorted(unknown))} (know {', '.join(TARGETS)})"
             )
-        return _run(args)
+        try:
+            return _run(args)
+        except KeyboardInterrupt:  # the servers are stopped; the report so far is written
+            print(f"interrupted; the report so far: {args.out / 'report.md'}", file=sys.stderr)
+            return 130
     return _report(args)
 
 
