@@ -47,27 +47,11 @@ from speechd.casts import (
 from speechd.durable import Store, open_store
 from speechd.worker import ChunkTimes, DeadlinePolicy, FifoPolicy, Policy, Worker
 
-VOICE = "af_heart"
+from ._listener import Listener
+from ._raw import RawLoop, raw_loop, warm_rtf
+from ._workload import VOICE, paragraph
+
 FORMAT = "mp3"
-
-SENTENCES = [
-    "The old lighthouse keeper climbed the spiral stairs every evening at dusk.",
-    "From the top, he could see the fishing boats returning to the harbour, one by one.",
-    "Some nights the fog rolled in so thick that the beam seemed to stop a few metres out.",
-    "He kept a logbook of every ship that passed, with the hour, the weather and the wind.",
-    "In forty years he had missed only two entries, both during the great storm of the winter.",
-    "Visitors sometimes asked whether he was lonely, living so far from the village.",
-    "He would laugh and point at the gulls, the seals, and the endless grey water.",
-    "When the lamp was finally automated, he stayed on, because nobody thought to ask him to go.",
-    "Our quarterly results show steady growth in every region, led by the northern markets.",
-    "Please remember to submit your expense reports before the end of the month.",
-    "The train to the airport leaves from platform four every twenty minutes.",
-    "Preheat the oven, then whisk the eggs with the sugar until the mixture turns pale.",
-]
-
-
-def paragraph(sentences: int, start: int) -> str:
-    return " ".join(SENTENCES[(start + i) % len(SENTENCES)] for i in range(sentences))
 
 
 @dataclass
@@ -76,39 +60,6 @@ class CastSpec:
     text: str
     arrival: float = 0.0
     audio_s: float = 0.0  # measured in the raw loop
-
-
-@dataclass
-class Listener:
-    """A real-time player of one cast, starting at its first audio."""
-
-    submitted: float
-    first: float | None = None
-    stall: float = 0.0
-    underruns: int = 0
-    gap_s: float = 0.0
-    audio_s: float = 0.0
-    ended: float | None = None
-    failed: str | None = None
-    timeline: list[tuple[float, float, float]] = field(default_factory=list)  # t, audio, late
-
-    def receive(self, now: float, chunk: AudioChunk) -> None:
-        if self.first is None:
-            self.first = now
-        due = self.first + chunk.offset_ms / 1000 + self.stall
-        self.timeline.append(
-            (round(now - self.submitted, 3), chunk.duration_ms / 1000, round(now - due, 3))
-        )
-        if now > due + 0.005:
-            self.underruns += 1
-            self.gap_s += now - due
-            self.stall += now - due
-        self.audio_s = (chunk.offset_ms + chunk.duration_ms) / 1000
-
-    @property
-    def ttfa(self) -> float:
-        assert self.first is not None
-        return self.first - self.submitted
 
 
 @dataclass
@@ -138,32 +89,6 @@ def workload(quick: bool) -> list[CastSpec]:
         CastSpec(f"{n:02d}-{kind}", paragraph(sentences, 3 * n))
         for n, (sentences, kind) in enumerate(shape)
     ]
-
-
-def raw_loop(engine: Any, chunk_policy: Any, casts: list[CastSpec]) -> dict[str, float]:
-    """Every chunk of every cast, back to back, each cast planned as if alone."""
-    audio = gen = 0.0
-    times: list[float] = []
-    for spec in casts:
-        chunks = engine.plan(spec.text, VOICE, chunk_policy)
-        spec.audio_s = 0.0
-        for chunk in chunks:
-            begun = time.perf_counter()
-            synthesis = engine.synthesize(chunk, VOICE, 1.0, seed=chunk.index)
-            took = time.perf_counter() - begun
-            seconds = len(synthesis.pcm) / engine.sample_rate
-            spec.audio_s += seconds
-            audio += seconds
-            gen += took
-            times.append(took)
-    return {
-        "audio_s": audio,
-        "gen_s": gen,
-        "rtf": gen / audio,
-        "capacity": audio / gen,
-        "chunks": len(times),
-        "chunk_time_s": statistics.median(times),
-    }
 
 
 async def serve(
@@ -201,8 +126,8 @@ async def serve(
             ]
         finally:
             await store.close()
-    ttfas = [x.ttfa for x in listeners]
-    audio = sum(x.audio_s for x in listeners)
+    ttfas = [x.ttfa for x in listeners if x.ttfa is not None]
+    audio = sum(x.received_s for x in listeners)
     gen_s = sum(r.gen_ms for r in receipts) / 1000
     return PolicyRun(
         policy=label,
@@ -211,7 +136,7 @@ async def serve(
         ttfa_max_s=max(ttfas),
         ttfa_max_chunk_times=max(ttfas) / chunk_time,
         underruns=sum(x.underruns for x in listeners),
-        gap_ms=1000 * sum(x.gap_s for x in listeners),
+        gap_ms=1000 * sum(x.stall_s for x in listeners),
         audio_s=audio,
         wall_s=wall,
         throughput=audio / wall,
@@ -221,12 +146,12 @@ async def serve(
             {
                 "cast": spec.name,
                 "arrival_s": round(spec.arrival, 2),
-                "audio_s": round(x.audio_s, 2),
-                "ttfa_s": round(x.ttfa, 2),
+                "audio_s": round(x.received_s, 2),
+                "ttfa_s": None if x.ttfa is None else round(x.ttfa, 2),
                 "underruns": x.underruns,
-                "gap_ms": round(1000 * x.gap_s),
-                "failed": x.failed,
-                "records": x.timeline,
+                "gap_ms": round(1000 * x.stall_s),
+                "failed": x.error,
+                "buffered": x.timeline,
             }
             for spec, x in zip(casts, listeners, strict=True)
         ],
@@ -251,11 +176,9 @@ async def listen(store: Store, spec: CastSpec, began: float) -> Listener:
     async for event in follow_cast(store, cid):
         now = time.monotonic()
         if isinstance(event, AudioChunk):
-            listener.receive(now, event)
+            listener.receive(now, event.duration_ms / 1000)
         elif isinstance(event, Eos | Failure):
-            listener.ended = now
-            if isinstance(event, Failure):
-                listener.failed = event.message
+            listener.end(now, event.message if isinstance(event, Failure) else None)
     return listener
 
 
@@ -266,12 +189,12 @@ def staggered(casts: list[CastSpec], load: float, capacity: float) -> list[CastS
     return [CastSpec(c.name, c.text, n * gap, c.audio_s) for n, c in enumerate(casts)]
 
 
-def print_run(run: PolicyRun, raw: dict[str, float]) -> None:
+def print_run(run: PolicyRun, raw: RawLoop) -> None:
     print(
         f"  {run.policy:19s} first audio p50 {run.ttfa_p50_s:5.2f} s, max {run.ttfa_max_s:5.2f} s"
         f" ({run.ttfa_max_chunk_times:4.1f} chunk-times); underruns {run.underruns:2d},"
         f" gaps {run.gap_ms:6.0f} ms; {run.throughput:4.2f} audio s/s"
-        f" ({run.throughput / raw['capacity']:4.2f}x raw) in {run.wall_s:5.1f} s;"
+        f" ({run.throughput / raw.capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
         f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}"
     )
 
@@ -305,11 +228,7 @@ def main() -> None:
             sentence_tokens=min(chunk_policy.sentence_tokens, args.max_tokens),
         )
     # Warm up and take a first rtf: the raw loop plans each cast, as if alone, at that rtf.
-    engine.warm_up(VOICE)
-    begun, audio = time.perf_counter(), 0.0
-    for chunk in engine.plan(" ".join(SENTENCES[:2]), VOICE, chunk_policy):
-        audio += len(engine.synthesize(chunk, VOICE, 1.0).pcm) / engine.sample_rate
-    warm_rtf = (time.perf_counter() - begun) / audio
+    first_rtf = warm_rtf(engine, chunk_policy)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
         f" device {engine.device}, load average {os.getloadavg()[0]:.1f}"
@@ -317,14 +236,16 @@ def main() -> None:
     report: dict[str, Any] = {"load": args.load, "rounds": []}
     arrivals: list[CastSpec] = []
     for number in range(args.rounds):
-        raw = raw_loop(engine, chunk_policy.with_rtf(warm_rtf), casts)
+        raw = raw_loop(engine, chunk_policy.with_rtf(first_rtf), [c.text for c in casts])
+        for spec, audio_s in zip(casts, raw.per_text_audio_s, strict=True):
+            spec.audio_s = audio_s
         print(
-            f"round {number + 1}: raw engine loop: {raw['audio_s']:.1f} s of audio in"
-            f" {raw['gen_s']:.1f} s, rtf {raw['rtf']:.3f}, capacity {raw['capacity']:.2f}"
-            f" audio s/s, {raw['chunks']} chunks, median chunk-time {raw['chunk_time_s']:.2f} s"
+            f"round {number + 1}: raw engine loop: {raw.audio_s:.1f} s of audio in"
+            f" {raw.gen_s:.1f} s, rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f}"
+            f" audio s/s, {raw.chunks} chunks, median chunk-time {raw.chunk_time_s:.2f} s"
         )
         if not arrivals:  # the same arrivals every round
-            arrivals = staggered(casts, args.load, raw["capacity"])
+            arrivals = staggered(casts, args.load, raw.capacity)
         print(
             f"  staggered: {len(casts)} casts, {sum(c.audio_s for c in casts):.0f} s of audio,"
             f" arriving over {arrivals[-1].arrival:.0f} s"
@@ -351,14 +272,14 @@ def main() -> None:
                         policy,
                         label,
                         specs,
-                        raw["rtf"],
+                        raw.rtf,
                         scenario,
-                        raw["chunk_time_s"],
+                        raw.chunk_time_s,
                     )
                 )
                 runs.append(run)
                 print_run(run, raw)
-        report["rounds"].append({"raw": raw, "runs": [asdict(r) for r in runs]})
+        report["rounds"].append({"raw": asdict(raw), "runs": [asdict(r) for r in runs]})
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=2)

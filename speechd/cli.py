@@ -85,6 +85,9 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model-dir", help="local Kokoro-82M folder (default: Hugging Face)")
     group.add_argument("--device", choices=["auto", "cpu", "cuda"], help="(auto)")
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    group.add_argument(
+        "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +123,9 @@ def worker_config(settings: Settings) -> WorkerConfig:
     """The worker's configuration, from the same settings the api reads."""
     from speechd.worker import WorkerConfig
 
-    return WorkerConfig(store=settings.store_url, engine=engine_config(settings))
+    return WorkerConfig(
+        store=settings.store_url, engine=engine_config(settings), policy=settings.policy
+    )
 
 
 @contextlib.contextmanager

@@ -79,6 +79,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     model_dir: str | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: PositiveInt | None = None
+    policy: Literal["deadline", "fifo"] = "deadline"
+    """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
+    against (loadtest)."""
     default_voice: str = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""

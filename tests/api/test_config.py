@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechd.cli import build_parser
+from speechd.cli import build_parser, worker_config
 from speechd.config import Settings, SettingsError, load_settings, parse_duration
 
 
@@ -67,6 +67,17 @@ def test_the_parser_collects_repeated_api_keys_and_each_command_its_own_flags() 
     assert parser.parse_args(["api", "--max-queue", "5"]).max_queue == 5
     with pytest.raises(SystemExit):
         parser.parse_args(["worker", "--port", "1"])  # the worker serves no HTTP
+
+
+def test_the_worker_policy_reaches_the_worker_config_from_flag_or_env() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["worker", "--policy", "fifo"]).policy == "fifo"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--policy", "random"])
+    assert worker_config(load_settings({}, {})).policy == "deadline"
+    assert worker_config(load_settings({}, {"SPEECHD_POLICY": "fifo"})).policy == "fifo"
+    with pytest.raises(SettingsError, match="--policy / SPEECHD_POLICY"):
+        load_settings({}, {"SPEECHD_POLICY": "lifo"})
 
 
 def test_settings_reject_unknown_fields() -> None:

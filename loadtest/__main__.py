@@ -1,0 +1,237 @@
+"""The load generator: speechd against its baselines, one report.
+
+    python -m loadtest run --model-dir ~/.cache/speechd/kokoro-82m [--quick] [--out DIR]
+        [--device cpu] [--threads N] [--servers speechd,speechd-fifo,naive] [--only SCENARIOS]
+    python -m loadtest run --server http://127.0.0.1:8000 [--server-pid PID] [--model-dir DIR]
+    python -m loadtest report DIR/report.json
+
+`run` measures the raw engine loop in this process (the physical limit; skipped with --server
+and no --model-dir; a full run measures it again at the end and keeps the best round), then
+starts each server on a fresh data folder: `speechd serve` (deadline policy), `speechd serve
+--policy fifo` and the naive baseline (`loadtest.naive_server`), and runs each scenario of
+`loadtest._scenarios` on every server in turn: a concurrency sweep, staggered arrivals, 50
+listeners on one cast and 8 identical requests at once. With --server it measures that running
+server alone (its memory too, given its pid). It writes report.json, report.md and PNG plots
+to --out (default loadtest/results, where the committed report lives) after each scenario, so
+an interrupted run still leaves a report.
+`report` redraws report.md and the plots from a report.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+
+from ._client import new_client, run_scenario
+from ._report import load_report, write_report
+from ._results import Machine, RawResult, Run, ScenarioRun, summarize
+from ._scenarios import NAIVE, SPEECHD, SPEECHD_FIFO, TARGETS, Request, Scenario, scenarios
+from ._servers import Server, start_naive, start_speechd
+
+RAW_TEXTS = 4
+"""The raw loop reads this many of the saturation scenario's texts (each round)."""
+
+_WARM_UP = Request(0.0, "Warming up.", "warm-up")
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+
+
+def _machine(device: str, threads: int | None) -> Machine:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return Machine(
+        cpu=cpu,
+        cores=os.cpu_count() or 0,
+        ram_gib=pages / 2**30,
+        torch=str(torch.__version__),
+        threads=threads or torch.get_num_threads(),
+        device=device,
+        python=platform.python_version(),
+        load_before=os.getloadavg()[0],
+    )
+
+
+def _raw(args: argparse.Namespace, texts: Sequence[str]) -> RawResult:
+    from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+
+    from ._raw import raw_loop, warm_rtf
+
+    engine = load_engine(
+        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
+    )
+    policy = ChunkPolicy()
+    raw = raw_loop(engine, policy.with_rtf(warm_rtf(engine, policy)), texts)
+    del engine
+    gc.collect()  # the servers get the memory, not this process
+    return RawResult(raw.audio_s, raw.gen_s, raw.rtf, raw.capacity, raw.chunks, raw.chunk_time_s)
+
+
+def _raw_round(run: Run, args: argparse.Namespace, texts: Sequence[str]) -> None:
+    print("raw engine loop on the saturation scenario's texts ...", flush=True)
+    raw = _raw(args, texts)
+    print(f"  rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f} audio s/s", flush=True)
+    run.raw_rounds.append(raw)
+    run.raw = max(run.raw_rounds, key=lambda r: r.capacity)
+
+
+def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
+    engine = {"model_dir": args.model_dir, "device": args.device, "threads": args.threads}
+    if name == NAIVE:
+        return start_naive(name, workdir=workdir, **engine)
+    policy = "fifo" if name == SPEECHD_FIFO else "deadline"
+    return start_speechd(name, policy=policy, workdir=workdir, **engine)
+
+
+async def _measure(
+    run: Run, servers: Sequence[Server], plan: Sequence[Scenario], out: Path
+) -> None:
+    """Each scenario on every server in turn, the order rotating from one scenario to the next:
+    on a shared machine the neighbours' load drifts over minutes, and interleaving spreads it
+    over the servers instead of handing one server all of a busy spell."""
+    async with new_client() as client:
+        # One short request first, so no scenario pays for a server's first-request costs.
+        for server in servers:
+            await run_scenario(client, server, Scenario("warm-up", "warm-up", (_WARM_UP,)))
+        for number, scenario in enumerate(plan):
+            turn = number % len(servers)
+            for server in [*servers[turn:], *servers[:turn]]:
+                if server.name in scenario.targets:
+                    result = await run_scenario(client, server, scenario)
+                    print(_line(result), flush=True)
+                    run.runs.append(result)
+            write_report(run, out)  # so far: an interrupted run still leaves a report
+
+
+def _line(run: ScenarioRun) -> str:
+    s = summarize(run, None)
+    errors = sum(s.errors.values())
+    rss = (
+        f", rss api {s.rss_peak.api_mib:.0f} / worker {s.rss_peak.worker_mib:.0f} MiB"
+        if s.rss_peak
+        else ""
+    )
+    return (
+        f"  {run.target:13s} {run.scenario:14s} TTFA p50 {s.ttfa_p50_s or 0:6.2f} s"
+        f" max {s.ttfa_max_s or 0:6.2f} s, underruns {s.underruns:3d} ({s.gap_ms:6.0f} ms),"
+        f" {s.throughput:5.2f} audio s/s in {run.wall_s:5.1f} s, errors {errors}{rss}"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    plan = [s for s in scenarios(args.quick) if not args.only or s.name in args.only]
+    targets = [SPEECHD] if args.server else args.servers
+    run = Run(
+        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        quick=args.quick,
+        machine=_machine(args.device, args.threads),
+        raw=None,
+        runs=[],
+    )
+    sweep = [s for s in plan if s.concurrency]
+    raw_texts: list[str] = []
+    if sweep and (args.model_dir or not args.server):
+        saturation = max(sweep, key=lambda s: s.concurrency or 0)
+        raw_texts += [r.text for r in saturation.requests[:RAW_TEXTS]]
+        _raw_round(run, args, raw_texts)
+    with tempfile.TemporaryDirectory(prefix="speechd-loadtest-") as workdir:
+        servers: list[Server] = []
+        try:
+            for target in targets:
+                if args.server:
+                    server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
+                else:
+                    server = _start(target, args, Path(workdir))
+                servers.append(server)
+                print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
+                server.wait_ready()  # one at a time: loading models side by side thrashes
+            asyncio.run(_measure(run, servers, plan, args.out))
+        finally:
+            for server in servers:
+                server.stop()
+    if raw_texts and not args.quick:  # again, for a figure less at the mercy of neighbours
+        _raw_round(run, args, raw_texts)
+    run.machine = _with_load_after(run.machine)
+    run.wall_s = time.monotonic() - began
+    report = write_report(run, args.out)
+    for goal in report.goals:
+        print(f"goal: {goal.goal}: {goal.measured} -> {goal.met}")
+    print(f"report: {args.out / 'report.md'} ({run.wall_s:.0f} s)")
+    return 0
+
+
+def _with_load_after(machine: Machine) -> Machine:
+    return msgspec.structs.replace(machine, load_after=os.getloadavg()[0])
+
+
+def _report(args: argparse.Namespace) -> int:
+    report = load_report(args.json)
+    write_report(report.run, args.json.parent)
+    print(f"report: {args.json.parent / 'report.md'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest", description=__doc__.split("\n\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="measure and write a report")
+    run.add_argument("--model-dir", default=os.environ.get("SPEECHD_MODEL_DIR"))
+    run.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    run.add_argument("--threads", type=int, help="CPU threads per server and for the raw loop")
+    run.add_argument("--quick", action="store_true", help="small scenarios (< 3 minutes)")
+    run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report folder")
+    run.add_argument(
+        "--servers",
+        type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
+        default=list(TARGETS),
+        help=f"which to start (default {','.join(TARGETS)})",
+    )
+    run.add_argument(
+        "--only",
+        type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
+        help="run only these scenarios, e.g. concurrency-1,dedupe-8",
+    )
+    run.add_argument("--server", help="measure this running speechd instead of starting any")
+    run.add_argument("--server-pid", type=int, help="its process id, to read its memory")
+    report = commands.add_parser("report", help="redraw report.md and plots from report.json")
+    report.add_argument("json", type=Path)
+    args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the servers this run started are stopped too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if args.command == "run":
+        unknown = set(args.servers) - set(TARGETS)
+        if unknown:
+            parser.error(
+                f"--servers: unknown {', '.join(sorted(unknown))} (know {', '.join(TARGETS)})"
+            )
+        try:
+            return _run(args)
+        except KeyboardInterrupt:  # the servers are stopped; the report so far is written
+            print(f"interrupted; the report so far: {args.out / 'report.md'}", file=sys.stderr)
+            return 130
+    return _report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

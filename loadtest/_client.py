@@ -1,0 +1,138 @@
+"""Running a scenario against a server: each request a real-time listener over httpx.
+
+A listener starts playing at its first audio byte; `pcm` bytes are exact audio (24 kHz s16le
+mono). Errors are counted by kind: `http <status> <code>` for an error response, the httpx
+exception's name for a transport failure (`RemoteProtocolError`: an aborted stream), `no
+audio` for a 200 with an empty body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import time
+
+import httpx
+
+from ._listener import PCM_BYTES_PER_S, Listener
+from ._results import ListenerResult, Rss, ScenarioRun
+from ._scenarios import Request, Scenario
+from ._servers import Server
+from ._workload import VOICE
+
+__all__ = ["new_client", "run_scenario", "speak"]
+
+_SUBMITTED = re.compile(r'^speechd_casts_submitted_total\{outcome="(\w+)"\} (\S+)$', re.M)
+
+
+def new_client() -> httpx.AsyncClient:
+    """One client for a whole run: enough connections for every listener at once, and no
+    read timeout shorter than a long cast behind a queue."""
+    return httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        timeout=httpx.Timeout(10.0, read=600.0),
+    )
+
+
+async def speak(
+    client: httpx.AsyncClient, url: str, request: Request, began: float
+) -> ListenerResult:
+    """Send `request` at its time after `began` and play the answer as it arrives."""
+    await asyncio.sleep(max(0.0, began + request.at_s - time.monotonic()))
+    listener = Listener(submitted=time.monotonic())
+    body = {"model": "tts-1", "voice": VOICE, "input": request.text, "response_format": "pcm"}
+    error: str | None = None
+    cast_id: str | None = None
+    try:
+        async with client.stream("POST", url + "/v1/audio/speech", json=body) as response:
+            cast_id = response.headers.get("X-Cast-Id")
+            if response.status_code != 200:
+                await response.aread()
+                error = f"http {response.status_code} {_error_code(response)}".rstrip()
+            else:
+                async for piece in response.aiter_raw():
+                    listener.receive(time.monotonic(), len(piece) / PCM_BYTES_PER_S)
+                if listener.first is None:
+                    error = "no audio"
+    except httpx.HTTPError as exc:
+        error = type(exc).__name__
+    listener.end(time.monotonic(), error)
+    return ListenerResult(
+        label=request.label,
+        text=request.text,
+        at_s=request.at_s,
+        ttfa_s=listener.ttfa,
+        audio_s=listener.received_s,
+        underruns=listener.underruns,
+        gap_ms=1000 * listener.stall_s,
+        ended_s=None if listener.ended is None else listener.ended - began,
+        error=error,
+        cast_id=cast_id,
+        timeline=listener.timeline,
+    )
+
+
+def _error_code(response: httpx.Response) -> str:
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        return str(response.json()["error"]["code"] or "")
+    return ""
+
+
+async def _submitted(client: httpx.AsyncClient, server: Server) -> dict[str, int] | None:
+    """speechd's casts_submitted_total by outcome ("created", "existing": an identical
+    request's cast); None for a server without it."""
+    try:
+        response = await client.get(server.url + "/metrics")
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    return {m[1]: int(float(m[2])) for m in _SUBMITTED.finditer(response.text)}
+
+
+async def _sample_rss(server: Server, peak: list[Rss], every_s: float = 0.25) -> None:
+    while True:
+        rss = server.rss()
+        if rss is not None:
+            peak[0] = Rss(
+                max(peak[0].api_mib, rss.api_mib), max(peak[0].worker_mib, rss.worker_mib)
+            )
+        await asyncio.sleep(every_s)
+
+
+async def run_scenario(
+    client: httpx.AsyncClient, server: Server, scenario: Scenario
+) -> ScenarioRun:
+    """Every request of `scenario` against `server`, with its memory sampled meanwhile."""
+    before = await _submitted(client, server)
+    peak = [Rss(0.0, 0.0)]
+    sampling = asyncio.create_task(_sample_rss(server, peak))
+    began = time.monotonic()
+    listeners = await asyncio.gather(
+        *(speak(client, server.url, request, began) for request in scenario.requests)
+    )
+    sampling.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sampling
+    after = await _submitted(client, server)
+    ends = [x.ended_s for x in listeners if x.ended_s is not None]
+    delta = (
+        {k: after.get(k, 0) - before.get(k, 0) for k in ("created", "existing")}
+        if before is not None and after is not None
+        else None
+    )
+    return ScenarioRun(
+        scenario=scenario.name,
+        kind=scenario.kind,
+        target=server.name,
+        concurrency=scenario.concurrency,
+        wall_s=max(ends, default=0.0),
+        listeners=list(listeners),
+        rss_peak=peak[0] if server.pid is not None else None,
+        rss_end=server.rss(),
+        casts_new=None if delta is None else delta["created"],
+        casts_shared=None if delta is None else delta["existing"],
+        load_avg=os.getloadavg()[0],
+    )

@@ -1,0 +1,100 @@
+"""The scenarios: who asks for what, and when.
+
+Every request is a streaming `POST /v1/audio/speech` in `pcm` (so byte counts are exact audio
+durations) of a realistic paragraph. Texts are unique within a run except where a scenario
+repeats one on purpose (identical requests share one cast), and the same on every server, so
+the servers are compared on the same work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
+
+from ._workload import paragraph
+
+__all__ = ["NAIVE", "SPEECHD", "SPEECHD_FIFO", "TARGETS", "Request", "Scenario", "scenarios"]
+
+SPEECHD = "speechd"
+SPEECHD_FIFO = "speechd-fifo"
+NAIVE = "naive"
+TARGETS = (SPEECHD, SPEECHD_FIFO, NAIVE)
+"""The servers: speechd as shipped, its worker on the FIFO baseline policy, the naive one."""
+
+
+@dataclass(frozen=True)
+class Request:
+    at_s: float
+    """When it is sent, seconds after the scenario starts."""
+    text: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kind: str
+    """"concurrency", "staggered", "listeners" or "dedupe"."""
+    requests: tuple[Request, ...]
+    targets: tuple[str, ...] = TARGETS
+    concurrency: int | None = None
+
+
+def _chapter(numbers: Iterator[int], sentences: int) -> str:
+    n = next(numbers)
+    return f"Chapter {n}. {paragraph(sentences, 5 * n)}"
+
+
+def scenarios(quick: bool) -> list[Scenario]:
+    """The run's scenarios, in order. `quick` keeps each one small (under 3 minutes in all on
+    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences."""
+    numbers = count(1)
+    levels, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
+    out = [
+        Scenario(
+            f"concurrency-{level}",
+            "concurrency",
+            tuple(
+                Request(0.0, _chapter(numbers, sentences), f"c{level}-{i}") for i in range(level)
+            ),
+            concurrency=level,
+        )
+        for level in levels
+    ]
+    long_sentences, shorts, spacing = (3, 2, 2.0) if quick else (6, 4, 4.0)
+    out.append(
+        Scenario(
+            "staggered",
+            "staggered",
+            (
+                Request(0.0, _chapter(numbers, long_sentences), "long"),
+                *(
+                    Request(spacing * (i + 1), _chapter(numbers, 1 + i % 2), f"short-{i}")
+                    for i in range(shorts)
+                ),
+            ),
+        )
+    )
+    # Sharing scenarios: one cast, so the policy cannot matter, and the naive server (which
+    # shares nothing) would only repeat the same work N times.
+    shared = _chapter(numbers, 1 if quick else 2)
+    spread = 1.0 if quick else 4.0
+    out.append(
+        Scenario(
+            "listeners-50",
+            "listeners",
+            tuple(Request(spread * i / 50, shared, f"listener-{i}") for i in range(50)),
+            targets=(SPEECHD,),
+        )
+    )
+    same = _chapter(numbers, 1 if quick else 2)
+    out.append(
+        Scenario(
+            "dedupe-8",
+            "dedupe",
+            tuple(Request(0.0, same, f"same-{i}") for i in range(8)),
+            targets=(SPEECHD,),
+        )
+    )
+    return out

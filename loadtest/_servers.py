@@ -1,0 +1,152 @@
+"""The servers under test, started as child processes, and their memory from /proc.
+
+`start_speechd` runs `speechd serve` (the api, its supervised worker) on a fresh data folder;
+`start_naive` runs the naive baseline (`loadtest.naive_server`). Both answer `GET /readyz` with
+200 once their model is loaded. `tree_rss` reads VmRSS (MiB) of a process (speechd's api) and of
+its descendants (the worker), so a server started elsewhere is measured too given its pid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ._results import Rss
+
+__all__ = ["Server", "start_naive", "start_speechd", "tree_rss"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _vm_rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:  # it just ended
+        pass
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in task.read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def tree_rss(pid: int) -> Rss:
+    descendants: list[int] = []
+    frontier = _children(pid)
+    while frontier:
+        descendants += frontier
+        frontier = [grandchild for child in frontier for grandchild in _children(child)]
+    return Rss(_vm_rss_mib(pid), sum(_vm_rss_mib(child) for child in descendants))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A server this run started (or, with `process` None, one it was pointed at)."""
+
+    name: str
+    url: str
+    pid: int | None = None
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    def rss(self) -> Rss | None:
+        return None if self.pid is None else tree_rss(self.pid)
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited {self.process.returncode}: {self.log()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"{self.name} not ready after {timeout:.0f} s: {self.log()}")
+
+    def log(self) -> str:
+        if self.log_path is None:
+            return ""
+        return self.log_path.read_text(errors="replace")[-2000:]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _start(name: str, argv: list[str], port: int, workdir: Path) -> Server:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPEECHD_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    log_path = workdir / f"{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        )
+    return Server(name, f"http://127.0.0.1:{port}", process.pid, process, log_path)
+
+
+def _engine_flags(model_dir: str | None, device: str, threads: int | None) -> list[str]:
+    flags = ["--device", device]
+    if model_dir:
+        flags += ["--model-dir", model_dir]
+    if threads:
+        flags += ["--threads", str(threads)]
+    return flags
+
+
+def start_speechd(
+    name: str,
+    *,
+    policy: str,
+    model_dir: str | None,
+    device: str,
+    threads: int | None,
+    workdir: Path,
+    max_queue: int = 256,
+) -> Server:
+    """`speechd serve` with `policy`, on a fresh data folder under `workdir`."""
+    port = _free_port()
+    data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
+    argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
+    argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
+    return _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+
+
+def start_naive(
+    name: str, *, model_dir: str | None, device: str, threads: int | None, workdir: Path
+) -> Server:
+    port = _free_port()
+    argv = ["-m", "loadtest.naive_server", "--port", str(port)]
+    return _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
