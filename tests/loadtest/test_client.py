@@ -1,6 +1,7 @@
-"""The load generator's client against a live `speechd api` with the fake worker: listeners
-hear the pcm stream, identical requests are seen sharing one cast, refusals are counted by
-kind, and the server's memory is read from /proc."""
+"""The load generator's client against a live `speechd api` and a real worker process (the
+cost-model engine in place of Kokoro): listeners hear the pcm stream, identical requests are
+seen sharing one cast, refusals are counted by kind, and the server's memory is read from
+/proc."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from loadtest._client import new_client, run_scenario
 from loadtest._results import ScenarioRun, summarize
 from loadtest._scenarios import Request, Scenario
 from loadtest._servers import Server
-from tests.api._live import LiveServer, start_fake_worker, start_server
+from tests.api._live import LiveServer, start_server
+from tests.api._workers import worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +44,7 @@ def test_identical_requests_share_one_cast_and_every_listener_hears_it(tmp_path:
     data = tmp_path / "data"
     with (
         start_server(["api", "--data-dir", str(data)], ready=False) as live,
-        start_fake_worker(data, chunks=3),
+        worker_process(data),
     ):
         run = _measure(live, ready=True)
     assert [x.error for x in run.listeners] == [None] * 4
