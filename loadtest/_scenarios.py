@@ -62,7 +62,7 @@ def scenarios(quick: bool) -> list[Scenario]:
         )
         for level in levels
     ]
-    long_sentences, shorts, spacing = (3, 2, 2.0) if quick else (6, 4, 4.0)
+    long_sentences, shorts, spacing = (2, 2, 1.5) if quick else (6, 4, 4.0)
     out.append(
         Scenario(
             "staggered",
