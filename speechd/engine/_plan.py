@@ -10,10 +10,13 @@ determiner, then between two words, and after a word that leans on the next ("th
 
 Budgets grow as the listener's buffer does (`ChunkPolicy`): the first chunk is a clause or
 the first few words, so audio starts fast; the second is at most the rest of a sentence; later
-ones hold several sentences up to ~250 tokens. While the device is slower than the audio it
-makes, growth is also bounded by the buffer: simulating playback, the planner lets the next
-chunk hold at most `margin * buffered / rtf` seconds of audio, so it is ready before the audio
-already made runs out.
+ones hold several sentences up to ~250 tokens, or up to `max_chunk_s` of audio where the
+worker caps what one chunk may cost (a chunk cannot be interrupted: its compute time is how
+long a newcomer may wait). While the device is slower than the audio it makes, growth is also
+bounded by the buffer: simulating playback, the planner lets the next chunk cost at most
+`margin * buffered` seconds of compute (`overhead_s + rtf * audio`), so it is ready before the
+audio already made runs out; and the first chunk is long enough to buy the buffer a
+floor-sized second chunk needs.
 """
 
 import logging
@@ -52,24 +55,29 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How chunks grow. Token counts are phonemes (~18-20 per second of speech at speed 1).
 
     first_tokens / first_max_tokens: the first chunk ends at the first clause boundary
-        between `min_tokens` and `first_max_tokens`; without one, at the phrase or word
-        boundary nearest `first_tokens`.
+        between `first_min_tokens` (see rtf) and `first_max_tokens`; without one, at the
+        phrase or word boundary nearest `first_tokens` (or that minimum, if larger).
     min_tokens: no cut at a comma or phrase boundary leaves a chunk shorter than this.
     floor_tokens: no budget is smaller, however little audio is buffered: a tiny chunk
-        costs more compute per second of audio than it buys.
+        costs more compute per second of audio than it buys (with a per-chunk overhead, the
+        floor rises to where a chunk still adds to the buffer: `least_tokens`).
     sentence_tokens: cap for the second chunk (the rest of the first sentence, or one sentence).
     max_tokens: cap for every later chunk (several whole sentences when they fit).
-    rtf: compute seconds per audio second, as the worker measures it (for all the casts it
-        serves at once). Below 1, the next chunk holds at most `margin * buffered / rtf`
-        seconds of audio, `buffered` being the audio planned so far minus the compute time it
-        took, simulated from the first chunk on. At 1 or above the listener will wait anyway,
-        and the buffer bound is dropped in favour of fewer, longer chunks.
+    rtf / overhead_s: a chunk of `a` seconds of audio costs `overhead_s + rtf * a` seconds of
+        compute, as the worker measures it (for all the casts it serves at once). Below rtf 1,
+        the next chunk costs at most `margin * buffered`, `buffered` being the audio planned so
+        far minus the compute time it took, simulated from the first chunk on; and the first
+        chunk is at least what buys the smallest second chunk (`least_tokens`) that much
+        buffer (within `first_max_tokens`). At 1 or above the listener will wait anyway, and
+        the buffer bound is dropped in favour of fewer, longer chunks.
+    max_chunk_s: no chunk after the first holds more than this many seconds of audio (but
+        `floor_tokens`); 0: no cap but the token caps. The worker sets it from its quantum.
     pad_s / tokens_per_s: the audio length model, `(pad_s + tokens / tokens_per_s) / speed`;
         the defaults slightly underestimate Kokoro-82M's English (loadtest.bench_engine
         prints the fit), so the simulated buffer errs on the short side.
     """
 
-    first_tokens: _Tokens = 18
+    first_tokens: _Tokens = 30
     first_max_tokens: _Tokens = 40
     min_tokens: _Tokens = 8
     floor_tokens: _Tokens = 24
@@ -77,14 +85,24 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens: _Tokens = 250
     limit_tokens: _Tokens = MODEL_MAX_TOKENS
     rtf: Annotated[float, msgspec.Meta(ge=0)] = 0.7
+    overhead_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    max_chunk_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     margin: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
     pad_s: Annotated[float, msgspec.Meta(ge=0)] = 0.2
     tokens_per_s: Annotated[float, msgspec.Meta(gt=0)] = 20.0
     speed: Annotated[float, msgspec.Meta(ge=0.25, le=4.0)] = 1.0
 
-    def with_rtf(self, rtf: float) -> "ChunkPolicy":
-        """This policy for a device measured at `rtf` compute seconds per audio second."""
-        return msgspec.structs.replace(self, rtf=max(0.0, float(rtf)))
+    def with_rtf(
+        self, rtf: float, *, overhead_s: float = 0.0, max_chunk_s: float = 0.0
+    ) -> "ChunkPolicy":
+        """This policy for a device measured at `rtf` compute seconds per audio second plus
+        `overhead_s` per chunk, with chunks capped at `max_chunk_s` of audio (0: no cap)."""
+        return msgspec.structs.replace(
+            self,
+            rtf=max(0.0, float(rtf)),
+            overhead_s=max(0.0, float(overhead_s)),
+            max_chunk_s=max(0.0, float(max_chunk_s)),
+        )
 
     def with_speed(self, speed: float) -> "ChunkPolicy":
         return msgspec.structs.replace(self, speed=float(speed))
@@ -93,15 +111,44 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """Estimated seconds of audio for a chunk of `tokens` phonemes."""
         return (self.pad_s + tokens / self.tokens_per_s) / self.speed
 
+    def tokens(self, audio_s: float) -> int:
+        """The most phonemes whose estimated audio fits in `audio_s` seconds."""
+        return int((audio_s * self.speed - self.pad_s) * self.tokens_per_s)
+
+    def compute_s(self, tokens: int) -> float:
+        """Estimated compute seconds of a chunk of `tokens` phonemes."""
+        return self.overhead_s + self.rtf * self.audio_s(tokens)
+
+    @property
+    def least_tokens(self) -> int:
+        """The smallest budget after the first chunk: `floor_tokens`, or where the per-chunk
+        overhead would eat more than the margin's share of what a chunk adds to the buffer
+        (`a - overhead - rtf * a`), the size past which it no longer does."""
+        if not (0 < self.rtf < 1 and self.overhead_s > 0):
+            return self.floor_tokens
+        worth = self.overhead_s / (self.margin * (1 - self.rtf))
+        return min(max(self.tokens(worth) + 1, self.floor_tokens), self.max_tokens)
+
+    @property
+    def first_min_tokens(self) -> int:
+        """The shortest first chunk: one whose audio covers the smallest second chunk's
+        compute with the margin (a shorter one would leave the listener waiting for it)."""
+        if not 0 < self.rtf < 1:
+            return self.min_tokens
+        needed = self.tokens(self.compute_s(self.least_tokens) / self.margin) + 1
+        return min(max(needed, self.min_tokens), self.first_max_tokens)
+
     def budget(self, index: int, buffered_s: float) -> int:
         """Most tokens chunk `index` may hold with `buffered_s` of audio ahead of the listener."""
         if index == 0:
             return min(self.first_max_tokens, self.limit_tokens)
         cap = self.sentence_tokens if index == 1 else self.max_tokens
+        least = self.least_tokens
+        if self.max_chunk_s > 0:
+            cap = min(cap, max(self.tokens(self.max_chunk_s), least))
         if 0 < self.rtf < 1:
-            seconds = self.margin * buffered_s / self.rtf
-            tokens = int((seconds * self.speed - self.pad_s) * self.tokens_per_s)
-            cap = min(cap, max(tokens, self.floor_tokens))
+            seconds = (self.margin * buffered_s - self.overhead_s) / self.rtf
+            cap = min(cap, max(self.tokens(seconds), least))
         return min(cap, self.limit_tokens)
 
     def after(self, index: int, buffered_s: float, tokens: int) -> float:
@@ -109,7 +156,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         made = self.audio_s(tokens)
         if index == 0:
             return made
-        return max(buffered_s - self.rtf * made, 0.0) + made
+        return max(buffered_s - self.compute_s(tokens), 0.0) + made
 
 
 class Boundary(IntEnum):
@@ -182,20 +229,22 @@ def _truncate(phonemes: str, limit: int) -> str:
 
 
 def _cut_first(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:
-    """Units in the first chunk: the earliest clause end past `min_tokens`, else the phrase
-    (then word) boundary nearest `first_tokens`."""
+    """Units in the first chunk: the earliest clause end past `first_min_tokens`, else the
+    phrase (then word) boundary nearest `first_tokens` (or that minimum, if larger)."""
     fits = [i for i, c in enumerate(costs) if c <= budget] or [0]
+    least = policy.first_min_tokens
     for i in fits:
-        if marks[i] >= Boundary.COMMA and costs[i] >= policy.min_tokens:
+        if marks[i] >= Boundary.COMMA and costs[i] >= least:
             return i + 1
-    roomy = policy.first_tokens + policy.first_tokens // 2
-    near = [i for i in fits if policy.min_tokens <= costs[i] <= roomy]
+    aim = max(policy.first_tokens, least)
+    roomy = aim + aim // 2
+    near = [i for i in fits if least <= costs[i] <= roomy]
     choices = (
         [i for i in near if marks[i] >= Boundary.PHRASE]
         or [i for i in fits if marks[i] >= Boundary.WORD]
         or fits
     )
-    return min(choices, key=lambda i: abs(costs[i] - policy.first_tokens)) + 1
+    return min(choices, key=lambda i: abs(costs[i] - aim)) + 1
 
 
 def _cut_sentence(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budget: int) -> int:

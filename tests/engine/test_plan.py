@@ -75,13 +75,13 @@ def test_the_first_chunk_is_short_and_ends_at_a_boundary(words: list[str]) -> No
     if not rest:
         return
     punctuated = [i for i, w in enumerate(words) if w[-1] in ",.;!?:"]
-    # If a clause ends between min_tokens and first_max_tokens, the first chunk ends there.
+    # If a clause ends between first_min_tokens and first_max_tokens, the first chunk ends there.
     cost = 0
     for i, word in enumerate(words):
         cost += len(word.rstrip(",.;!?:")) + (1 if word[-1] in ",.;!?:" else 0) + (i > 0)
         if cost > policy.first_max_tokens:
             break
-        if i in punctuated and cost >= policy.min_tokens:
+        if i in punctuated and cost >= policy.first_min_tokens:
             assert len(first.text.split()) == i + 1
             break
 
@@ -119,9 +119,48 @@ def test_a_slow_device_makes_the_plan_grow_more_slowly() -> None:
     words = ("word " * 600).split()
     fast = list(iter_chunks(units_of(words), ChunkPolicy(rtf=0.05)))
     slow = list(iter_chunks(units_of(words), ChunkPolicy(rtf=0.8)))
-    assert fast[0] == slow[0]
+    assert fast[0].tokens <= slow[0].tokens <= ChunkPolicy().first_max_tokens
     assert sum(c.tokens for c in fast[:4]) > 2 * sum(c.tokens for c in slow[:4])
     assert len(slow) > len(fast)
+
+
+def test_the_per_chunk_overhead_is_paid_from_the_buffer() -> None:
+    words = ("word, " * 600).split()
+    lean = ChunkPolicy(rtf=0.45)
+    costly = lean.with_rtf(0.45, overhead_s=0.5)
+    # The first chunk buys what a floor-sized second chunk costs, with the margin.
+    first = next(iter_chunks(units_of(words), costly))
+    assert costly.audio_s(first.tokens) * costly.margin >= costly.compute_s(costly.floor_tokens)
+    assert first.tokens > next(iter_chunks(units_of(words), lean)).tokens
+    # Every later chunk costs at most margin * buffered, overhead included, unless it is at
+    # the floor; and the buffer never runs out in the simulation.
+    buffered = 0.0
+    for chunk in iter_chunks(units_of(words), costly):
+        if chunk.index > 0:
+            cost = costly.compute_s(chunk.tokens)
+            assert cost <= costly.margin * buffered or chunk.tokens <= costly.floor_tokens
+            assert cost < buffered
+        buffered = costly.after(chunk.index, buffered, chunk.tokens)
+
+
+def test_a_costly_share_never_plans_chunks_that_drain_the_buffer() -> None:
+    # Sharing the device with a listener doubles a chunk's wall-clock cost: floor-sized
+    # chunks would cost more than the audio they add, so the smallest budget rises.
+    shared = ChunkPolicy().with_rtf(0.76, overhead_s=0.4)
+    least = shared.least_tokens
+    assert least > shared.floor_tokens
+    assert shared.budget(3, 0.0) == least
+    assert shared.audio_s(least) - shared.compute_s(least) > 0
+    assert ChunkPolicy().with_rtf(0.38, overhead_s=0.2).least_tokens == ChunkPolicy().floor_tokens
+
+
+def test_max_chunk_s_caps_every_chunk_but_the_floor() -> None:
+    words = ("word " * 3000).split()
+    capped = list(iter_chunks(units_of(words), ChunkPolicy().with_rtf(0.05, max_chunk_s=4.0)))
+    assert max(c.tokens for c in capped) <= ChunkPolicy().tokens(4.0)
+    assert max(c.tokens for c in capped[5:]) >= ChunkPolicy().tokens(4.0) - 5  # it fills the cap
+    tiny = list(iter_chunks(units_of(words), ChunkPolicy().with_rtf(0.05, max_chunk_s=0.1)))
+    assert max(c.tokens for c in tiny[1:]) <= ChunkPolicy().floor_tokens
 
 
 def test_slower_than_real_time_drops_the_buffer_bound() -> None:
@@ -134,6 +173,9 @@ def test_with_rtf_and_with_speed_return_new_policies() -> None:
     policy = ChunkPolicy()
     assert policy.with_rtf(0.02).rtf == 0.02 and policy.rtf == ChunkPolicy().rtf
     assert policy.with_rtf(-1).rtf == 0.0
+    timed = policy.with_rtf(0.4, overhead_s=0.5, max_chunk_s=5.0)
+    assert (timed.overhead_s, timed.max_chunk_s) == (0.5, 5.0)
+    assert policy.with_rtf(0.4).overhead_s == 0.0
     assert policy.with_speed(2.0).audio_s(100) == pytest.approx(policy.audio_s(100) / 2)
 
 
@@ -170,7 +212,7 @@ def test_planning_is_lazy() -> None:
             pulled += 1
             yield Unit(word + " ", word + " ")
 
-    first = next(iter_chunks(source(), ChunkPolicy()))  # type: ignore[arg-type]
+    first = next(iter_chunks(source(), ChunkPolicy(rtf=0)))  # type: ignore[arg-type]
     assert first.text == "Some words here,"
     assert pulled < 100
 
@@ -240,7 +282,7 @@ def test_planning_200k_characters_is_quick_and_lazy(tiny_engine: Engine) -> None
 
 
 def test_titles_and_initials_do_not_end_sentences_but_no_does() -> None:
-    policy = ChunkPolicy(min_tokens=1)
+    policy = ChunkPolicy(min_tokens=1, rtf=0)
     first = next(iter_chunks(units_of(["Dr.", "J.", "Watson", "left.", "Then"]), policy))
     assert first.text == "Dr. J. Watson left."
     first = next(iter_chunks(units_of(["I", "said", "no.", "Then", "we", "went", "home."]), policy))
