@@ -88,6 +88,7 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
     )
+    group.add_argument("--quantum", help="longest synthesis of one chunk, in seconds (2.5)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +125,10 @@ def worker_config(settings: Settings) -> WorkerConfig:
     from speechd.worker import WorkerConfig
 
     return WorkerConfig(
-        store=settings.store_url, engine=engine_config(settings), policy=settings.policy
+        store=settings.store_url,
+        engine=engine_config(settings),
+        policy=settings.policy,
+        quantum_s=settings.quantum,
     )
 
 

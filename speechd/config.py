@@ -82,6 +82,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
+    quantum: Seconds = 2.5
+    """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
+    how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
     default_voice: str = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""

@@ -99,9 +99,10 @@ class Meta(msgspec.Struct, frozen=True):
 
 
 class Start(msgspec.Struct, frozen=True):
-    """Opens an attempt. `rtf` is the real-time factor the chunk plan was made for: a later
-    attempt plans with the same value, so its chunks (and audio) match this one's. `failures`
-    counts the attempts before this one that ended in a failure of this cast."""
+    """Opens an attempt. `rtf`, `overhead_s` and `max_chunk_s` are the timing the chunk plan
+    was made for (the worker's `PlanTiming`): a later attempt plans with the same values, so its
+    chunks (and audio) match this one's. `failures` counts the attempts before this one that
+    ended in a failure of this cast."""
 
     attempt: int
     worker: str
@@ -109,6 +110,8 @@ class Start(msgspec.Struct, frozen=True):
     rtf: float | None = None
     failures: int = 0
     lease_ms: int = 0  # 0: written before leases; the worker's heartbeats stand for one
+    overhead_s: float = 0.0
+    max_chunk_s: float = 0.0
 
 
 class Lease(msgspec.Struct, frozen=True):

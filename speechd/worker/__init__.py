@@ -12,6 +12,8 @@ from ._config import WorkerConfig, default_worker_id
 from ._health import FRESH_HEARTBEATS, ready_workers, worker_alive
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
+    COMFORTABLE_LEAD_S,
+    QUANTUM_S,
     Candidate,
     CastView,
     ChunkTimes,
@@ -19,10 +21,12 @@ from ._policy import (
     Decision,
     FifoPolicy,
     Idle,
+    PlanTiming,
     Policy,
     Run,
     Sleep,
     make_policy,
+    plan_timing,
 )
 from ._process import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, run_worker
 from ._protocols import (
@@ -37,15 +41,17 @@ from ._protocols import (
 from ._queue import committed_offset, queue_depth, queue_position
 from ._supervisor import Supervisor, describe_exit
 from ._watermark import Watermark
-from ._worker import MAX_RECORD_S, ROTATE_NOTICES, Worker, chunk_seed
+from ._worker import MAX_RECORD_S, ROTATE_NOTICES, Worker, chunk_seed, warm_up
 
 __all__ = [
+    "COMFORTABLE_LEAD_S",
     "EXIT_FAILED",
     "EXIT_MODEL_UNAVAILABLE",
     "EXIT_OK",
     "FRESH_HEARTBEATS",
     "LEASE_SKEW_MS",
     "MAX_RECORD_S",
+    "QUANTUM_S",
     "ROTATE_NOTICES",
     "Candidate",
     "CastView",
@@ -60,6 +66,7 @@ __all__ = [
     "FifoPolicy",
     "Idle",
     "Parts",
+    "PlanTiming",
     "Policy",
     "Run",
     "Sleep",
@@ -75,10 +82,12 @@ __all__ = [
     "describe_exit",
     "lease_held",
     "make_policy",
+    "plan_timing",
     "queue_depth",
     "queue_position",
     "ready_workers",
     "run_worker",
+    "warm_up",
     "worker_alive",
 ]
 

@@ -11,6 +11,8 @@ import msgspec
 
 from speechd.engine import EngineConfig  # torch-free: load_engine is what imports torch
 
+from ._policy import COMFORTABLE_LEAD_S, QUANTUM_S
+
 __all__ = ["WorkerConfig", "default_worker_id"]
 
 
@@ -20,8 +22,10 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     `max_active` is a hard cap on admitted casts on top of the capacity-based admission (None:
     capacity only). `retries` is how many new attempts a cast gets after failing at the same
     chunk before its job goes to `jobs/dead`. When every active cast is ahead by
-    `comfortable_lead_s` the worker sleeps briefly. On SIGTERM the chunk in flight is still
-    appended if it finishes within `stop_grace_s`, else abandoned (the next attempt redoes it).
+    `comfortable_lead_s` the worker sleeps briefly. Chunks are planned to take at most
+    `quantum_s` to synthesize (the longest a newcomer waits for the device). On SIGTERM the
+    chunk in flight is still appended if it finishes within `stop_grace_s`, else abandoned
+    (the next attempt redoes it).
     `policy` picks the scheduler: "deadline", or "fifo" (the baseline). `lease_s` is how long
     a cast stays this worker's without an append or a renewal (it renews every third of it);
     another worker takes it over after that (hosts' clocks must agree within a second).
@@ -32,7 +36,8 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     worker_id: str | None = None
     max_active: int | None = None
     retries: int = 2
-    comfortable_lead_s: float = 8.0
+    comfortable_lead_s: float = COMFORTABLE_LEAD_S
+    quantum_s: float = QUANTUM_S
     heartbeat_s: float = 5.0
     lease_s: float = 15.0
     policy: Literal["deadline", "fifo"] = "deadline"

@@ -26,9 +26,13 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   deadline fits before it (Jackson's rule for one machine). On a small box two listeners who
   play smoothly beat four who all stutter.
 * **Plans for the casts it shares the device with.** A newcomer's chunks are planned
-  (progressive chunking) for `rtf * n`, n counting itself and each active listener weighted by
-  the part of the newcomer's life that listener still needs audio in (the same demand): a
-  listener far enough ahead does not count against a short newcomer.
+  (progressive chunking) for `n` times the measured cost per chunk (`share`), n counting itself
+  and each active listener weighted by the part of the newcomer's life that listener still
+  needs audio in (the same demand): a listener far enough ahead does not count against a short
+  newcomer.
+* **A quantum.** A chunk cannot be interrupted, so the longest chunk is the longest a
+  newcomer waits for the device: every chunk is planned to cost at most `quantum_s` of
+  compute alone (`plan_timing`). On a fast device the token caps bind first.
 
 `FifoPolicy` is the baseline: one cast at a time, each finished before the next starts.
 """
@@ -42,6 +46,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "COMFORTABLE_LEAD_S",
+    "QUANTUM_S",
     "Candidate",
     "CastView",
     "ChunkTimes",
@@ -49,11 +55,25 @@ __all__ = [
     "Decision",
     "FifoPolicy",
     "Idle",
+    "PlanTiming",
     "Policy",
     "Run",
     "Sleep",
     "make_policy",
+    "plan_timing",
 ]
+
+
+COMFORTABLE_LEAD_S = 30.0
+"""Past this lead (plus its next chunk) a listener needs nothing for a while: with every one
+that far ahead the worker sleeps. Pacing keeps the device free for a newcomer, but every
+second slept is one the last cast of a burst ends later (and a download waits): it only pays
+once the quantum no longer bounds a newcomer's wait, far ahead of any listener."""
+
+QUANTUM_S = 2.5
+"""The longest a chunk may compute alone (about one sentence on a 2-core CPU; on a GPU the
+token caps bind long before): with the newcomer's own first chunk, the longest wait for
+first audio."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +146,9 @@ class Policy(Protocol):
         """Whether `candidate` may join the active `casts` now."""
         ...
 
-    def plan_rtf(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
-    ) -> float:
-        """The real-time factor to plan `candidate`'s chunks for, given who shares the device."""
+    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+        """How many casts `candidate` shares the device with (itself included): its chunks are
+        planned for that many times the device's cost per chunk."""
         ...
 
 
@@ -141,7 +160,7 @@ class DeadlinePolicy:
     def __init__(
         self,
         *,
-        comfortable_lead_s: float = 8.0,
+        comfortable_lead_s: float = COMFORTABLE_LEAD_S,
         margin: float = 0.25,
         max_sleep_s: float = 1.0,
         min_sleep_s: float = 0.02,
@@ -193,14 +212,11 @@ class DeadlinePolicy:
         due_by_end = sum(gen for due, gen in jobs if due <= life)
         return due_by_end + fluid * life <= life
 
-    def plan_rtf(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
-    ) -> float:
-        """`rtf` times how many casts share the device during `candidate`'s life: itself,
-        plus each active listener weighted by the part of that life it still needs audio in
-        (a listener far enough ahead needs none of it)."""
+    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+        """Itself, plus each active listener weighted by the part of `candidate`'s life it
+        still needs audio in (a listener far enough ahead needs none of it)."""
         life = max(candidate.audio_s, 1e-6)
-        return rtf * (1.0 + _need(_demands(now, casts), life) / life)
+        return 1.0 + _need(_demands(now, casts), life) / life
 
 
 def _chunk_jobs(now: float, cast: CastView, cost: float) -> list[tuple[float, float]]:
@@ -257,13 +273,38 @@ class FifoPolicy:
     ) -> bool:
         return not casts
 
-    def plan_rtf(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
-    ) -> float:
-        return rtf  # a cast has the device to itself
+    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+        return 1.0  # a cast has the device to itself
 
 
-def make_policy(name: str, *, comfortable_lead_s: float = 8.0) -> Policy:
+@dataclass(frozen=True, slots=True)
+class PlanTiming:
+    """What a cast's chunks are planned for: each chunk of `a` audio seconds costs
+    `overhead_s + rtf * a` (the cast's share of the device), and none holds more than
+    `max_chunk_s` of audio (0: no cap). Kept in the cast's `start`, so that a later attempt
+    plans the very same chunks."""
+
+    rtf: float
+    overhead_s: float = 0.0
+    max_chunk_s: float = 0.0
+
+
+def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0) -> PlanTiming:
+    """The timing to plan a cast for, from the device's measured costs: `share` times them
+    (see `Policy.share`), chunks capped to cost at most `quantum_s` alone (0: no cap)."""
+    overhead, slope = times.line
+    cap = 0.0
+    if quantum_s > 0:
+        cap = times.audio_within(quantum_s)
+        cap = 0.0 if math.isinf(cap) else max(cap, 0.01)  # a tiny cap: the planner's floor
+    return PlanTiming(
+        rtf=round(slope * share, 4),
+        overhead_s=round(overhead * share, 4),
+        max_chunk_s=round(cap, 3),
+    )
+
+
+def make_policy(name: str, *, comfortable_lead_s: float = COMFORTABLE_LEAD_S) -> Policy:
     """The policy called `name` ("deadline" or "fifo")."""
     if name == "deadline":
         return DeadlinePolicy(comfortable_lead_s=comfortable_lead_s)
@@ -340,17 +381,23 @@ class ChunkTimes:
             per_char = self._prior_per_char
         return chars * per_char / speed
 
-    def rtf_for(self, audio_s: float) -> float:
-        """Predicted compute seconds per audio second of a chunk of `audio_s` seconds (short
-        chunks pay the per-call overhead on less audio)."""
-        return self.gen_s(audio_s) / audio_s
+    @property
+    def line(self) -> tuple[float, float]:
+        """(overhead, slope): a chunk of `a` audio seconds is predicted to take
+        `overhead + slope * a` compute seconds."""
+        if self._fit is None:
+            self._fit = self._line()
+        return self._fit
 
     def gen_s(self, audio_s: float) -> float:
         """Predicted compute time of a chunk that makes `audio_s` seconds of audio."""
-        if self._fit is None:
-            self._fit = self._line()
-        overhead, slope = self._fit
+        overhead, slope = self.line
         return overhead + slope * audio_s
+
+    def audio_within(self, gen_s: float) -> float:
+        """The most audio a chunk may make for its compute to take at most `gen_s`."""
+        overhead, slope = self.line
+        return max(gen_s - overhead, 0.0) / slope if slope > 0 else math.inf
 
     def _line(self) -> tuple[float, float]:
         rtf = self.rtf

@@ -112,6 +112,7 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
             policy=make_policy(config.policy, comfortable_lead_s=config.comfortable_lead_s),
             retries=config.retries,
             max_active=config.max_active,
+            quantum_s=config.quantum_s,
             heartbeat_s=config.heartbeat_s,
             lease_s=config.lease_s,
             stop_grace_s=config.stop_grace_s,

@@ -32,12 +32,15 @@ class ChunkLike(Protocol):
 
 
 class ChunkPolicyLike(Protocol):
-    """The engine's progressive chunking policy; `rtf` bounds how fast chunks may grow, and
-    `speed` scales its estimate of a chunk's audio."""
+    """The engine's progressive chunking policy; `rtf` and `overhead_s` (compute per chunk)
+    bound how fast chunks may grow, `max_chunk_s` caps them, and `speed` scales its estimate
+    of a chunk's audio."""
 
     @property
     def rtf(self) -> float: ...
-    def with_rtf(self, rtf: float) -> ChunkPolicyLike: ...
+    def with_rtf(
+        self, rtf: float, *, overhead_s: float = 0.0, max_chunk_s: float = 0.0
+    ) -> ChunkPolicyLike: ...
     def with_speed(self, speed: float) -> ChunkPolicyLike: ...
 
 

@@ -93,25 +93,39 @@ from speechd.durable import (
 from ._health import last_notice
 from ._history import CastState, read_cast
 from ._lease import lease_held
-from ._policy import Candidate, CastView, ChunkTimes, DeadlinePolicy, Idle, Policy, Run, Sleep
+from ._policy import (
+    QUANTUM_S,
+    Candidate,
+    CastView,
+    ChunkTimes,
+    DeadlinePolicy,
+    Idle,
+    PlanTiming,
+    Policy,
+    Run,
+    Sleep,
+    plan_timing,
+)
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._queue import committed_offset
 from ._thread import EngineThread
 from ._watermark import Watermark
 
-__all__ = ["MAX_RECORD_S", "ROTATE_NOTICES", "Worker", "chunk_seed"]
+__all__ = ["MAX_RECORD_S", "ROTATE_NOTICES", "Worker", "chunk_seed", "warm_up"]
 
 log = logging.getLogger("speechd.worker")
 
 MAX_RECORD_S = 15.0  # longest audio in one record: 15 s of 16-bit wav is ~720 KB < 1 MiB
 ROTATE_NOTICES = 10_000  # a worker's stream starts over (with `ready`) after this many
 _JOBS_PAGE = 256
-_EARLY_CHUNK_S = 2.0  # about the audio of a cast's first chunks
 _LOOKUPS = 32  # foreign casts whose tails are looked up at once
 _MAX_PENDING = 10_000
+_WARM_UP_CHUNKS = 4
 _WARM_UP_TEXT = (
     "Hello there. This short warm up measures how fast this machine speaks, "
-    "so that the first listener is served well."
+    "so that the first listener is served well. It reads a few sentences of different "
+    "lengths, because a long chunk costs a little more per second of audio than a short one, "
+    "and a short one pays a fixed price for every call on top of that."
 )
 
 
@@ -119,6 +133,28 @@ def chunk_seed(cast_id: str, index: int) -> int:
     """The synthesis seed of chunk `index` of `cast_id`: the same in every attempt."""
     digest = hashlib.blake2b(f"{cast_id}/{index}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big")
+
+
+def warm_up(
+    engine: EngineLike, chunk_policy: ChunkPolicyLike, voice: str, times: ChunkTimes
+) -> None:
+    """Synthesize the chunks of a short text, short and long, and record their costs in
+    `times` (the first call pays one-off costs: it is made twice, and measured the second
+    time)."""
+    chunks = engine.plan(_WARM_UP_TEXT, voice, chunk_policy.with_rtf(0.0, max_chunk_s=5.0))
+    for n, chunk in enumerate([*chunks[:1], *chunks[:_WARM_UP_CHUNKS]]):
+        begun = time.perf_counter()
+        synthesis = engine.synthesize(chunk, voice, 1.0)
+        gen_s = time.perf_counter() - begun
+        samples = int(np.asarray(synthesis.pcm).size)
+        if n > 0 and samples:
+            times.observe(
+                units=len(chunk.phonemes),
+                chars=len(chunk.text),
+                speed=1.0,
+                gen_s=gen_s,
+                audio_s=samples / engine.sample_rate,
+            )
 
 
 def _now_ms() -> int:
@@ -138,7 +174,7 @@ class _Cast:
     job: _Job
     recipe: Recipe
     chunks: Sequence[ChunkLike]
-    rtf: float  # the rtf its plan was made for (kept by later attempts)
+    timing: PlanTiming  # what its plan was made for (kept by later attempts)
     attempt: int
     start_seq: int
     next_seq: int  # the seq this worker expects to append next
@@ -194,6 +230,7 @@ class Worker:
         times: ChunkTimes | None = None,
         retries: int = 2,
         max_active: int | None = None,
+        quantum_s: float = QUANTUM_S,
         heartbeat_s: float = 5.0,
         lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
@@ -208,6 +245,7 @@ class Worker:
         self._encoders = encoders
         self._retries = retries
         self._max_active = max_active
+        self._quantum_s = quantum_s
         self._heartbeat_s = heartbeat_s
         self._lease_s = lease_s
         self._stop_grace_s = stop_grace_s
@@ -250,22 +288,7 @@ class Worker:
     async def warm_up(self, voice: str) -> None:
         """Synthesize a few short chunks once, so the first listener meets a warm engine and
         the scheduler starts from measurements rather than priors."""
-        chunks = await self._thread.call(
-            self._engine.plan, _WARM_UP_TEXT, voice, self._chunk_policy
-        )
-        for n, chunk in enumerate(chunks[:3]):
-            begun = time.perf_counter()
-            synthesis = await self._thread.call(self._engine.synthesize, chunk, voice, 1.0)
-            gen_s = time.perf_counter() - begun
-            samples = int(np.asarray(synthesis.pcm).size)
-            if n > 0 and samples:  # the very first call pays one-off costs: not a measurement
-                self.times.observe(
-                    units=len(chunk.phonemes),
-                    chars=len(chunk.text),
-                    speed=1.0,
-                    gen_s=gen_s,
-                    audio_s=samples / self._engine.sample_rate,
-                )
+        await self._thread.call(warm_up, self._engine, self._chunk_policy, voice, self.times)
 
     async def idle(self) -> None:
         """Wait until the engine is no longer busy with a chunk this worker abandoned on stop.
@@ -462,10 +485,10 @@ class Worker:
             if fresh is None:
                 return False
             state = fresh
-        # The buffer bound on chunk growth binds on the early, short chunks, whose per-call
-        # overhead makes them dearer per audio second than the average: plan with theirs.
-        early_rtf = self.times.rtf_for(_EARLY_CHUNK_S)
-        await self._begin(job, state, self.policy.plan_rtf(now, views, candidate, rtf=early_rtf))
+        share = self.policy.share(now, views, candidate)
+        await self._begin(
+            job, state, plan_timing(self.times, share=share, quantum_s=self._quantum_s)
+        )
         return True
 
     async def _settle(self, job: _Job) -> CastState | None:
@@ -490,7 +513,7 @@ class Worker:
         self._foreign[job.offset] = job
         self._foreign_seen[job.offset] = (tail, self._clock())
 
-    async def _begin(self, job: _Job, state: CastState, plan_rtf: float) -> None:
+    async def _begin(self, job: _Job, state: CastState, timing: PlanTiming) -> None:
         latest = state.latest
         attempt = latest.attempt if latest is not None else 0
         failures = latest.failures if latest is not None else 0
@@ -514,17 +537,19 @@ class Worker:
         except (IndexError, msgspec.DecodeError):
             await self._give_up(job, state.tail, attempt, "the cast has no readable recipe")
             return
-        # A later attempt plans for the rtf of the first, so its chunks (and audio) match.
-        rtf = latest.rtf if latest is not None else None
-        if rtf is None:
-            rtf = max(round(plan_rtf, 3), 0.001)
+        # A later attempt plans for the timing of the first, so its chunks (and audio) match.
+        if latest is not None and latest.rtf is not None:
+            timing = PlanTiming(latest.rtf, latest.overhead_s, latest.max_chunk_s)
+        chunk_policy = self._chunk_policy.with_rtf(
+            timing.rtf, overhead_s=timing.overhead_s, max_chunk_s=timing.max_chunk_s
+        )
         try:
             chunks = list(
                 await self._thread.call(
                     self._engine.plan,
                     recipe.text,
                     recipe.voice,
-                    self._chunk_policy.with_rtf(rtf).with_speed(recipe.speed),
+                    chunk_policy.with_speed(recipe.speed),
                 )
             )
             encoder = self._encoders(recipe.format, self._engine.sample_rate)
@@ -532,14 +557,7 @@ class Worker:
             log.warning("cast %s cannot be planned: %s", job.id, exc)
             await self._give_up(job, state.tail, attempt, f"the text could not be planned: {exc}")
             return
-        start = Start(
-            attempt=attempt,
-            worker=self.id,
-            chunks=max(len(chunks), 1),
-            rtf=rtf,
-            failures=failures,
-            lease_ms=self._lease_ms,
-        )
+        start = _start_of(attempt, self.id, max(len(chunks), 1), timing, failures, self._lease_ms)
         sent = self._clock()
         try:
             ack = await self._store.append(
@@ -552,7 +570,7 @@ class Worker:
             job=job,
             recipe=recipe,
             chunks=chunks,
-            rtf=rtf,
+            timing=timing,
             attempt=attempt,
             start_seq=ack.start_seq,
             next_seq=ack.next_seq,
@@ -560,7 +578,9 @@ class Worker:
             failures=failures,
             renewed=sent,
         )
-        log.info("cast %s: attempt %d, %d chunks, plan rtf %.3f", job.id, attempt, len(chunks), rtf)
+        log.info(
+            "cast %s: attempt %d, %d chunks, planned for %s", job.id, attempt, len(chunks), timing
+        )
         if chunks:
             self._active[job.id] = cast
         else:
@@ -830,13 +850,8 @@ class Worker:
             cast.records = 0
             cast.samples = 0
         cast.attempt += 1
-        start = Start(
-            attempt=cast.attempt,
-            worker=self.id,
-            chunks=len(cast.chunks),
-            rtf=cast.rtf,
-            failures=cast.failures,
-            lease_ms=self._lease_ms,
+        start = _start_of(
+            cast.attempt, self.id, len(cast.chunks), cast.timing, cast.failures, self._lease_ms
         )
         start_seq = cast.next_seq
         if await self._append(cast, [start_record(start), *copies]):
@@ -881,6 +896,21 @@ class Worker:
                 continue
             self._cursor_tail += 1
             self._committed = target
+
+
+def _start_of(
+    attempt: int, worker: str, chunks: int, timing: PlanTiming, failures: int, lease_ms: int
+) -> Start:
+    return Start(
+        attempt=attempt,
+        worker=worker,
+        chunks=chunks,
+        rtf=timing.rtf,
+        failures=failures,
+        lease_ms=lease_ms,
+        overhead_s=timing.overhead_s,
+        max_chunk_s=timing.max_chunk_s,
+    )
 
 
 def _relabel(headers: tuple[tuple[bytes, bytes], ...], body: bytes, attempt: int) -> AppendRecord:

@@ -57,9 +57,15 @@ class FakeChunkPolicy(msgspec.Struct, frozen=True):
     first_words: int = 2
     max_words: int = 16
     speed: float = 1.0
+    overhead_s: float = 0.0
+    max_chunk_s: float = 0.0
 
-    def with_rtf(self, rtf: float) -> FakeChunkPolicy:
-        return msgspec.structs.replace(self, rtf=rtf)
+    def with_rtf(
+        self, rtf: float, *, overhead_s: float = 0.0, max_chunk_s: float = 0.0
+    ) -> FakeChunkPolicy:
+        return msgspec.structs.replace(
+            self, rtf=rtf, overhead_s=overhead_s, max_chunk_s=max_chunk_s
+        )
 
     def with_speed(self, speed: float) -> FakeChunkPolicy:
         return msgspec.structs.replace(self, speed=speed)
@@ -92,13 +98,13 @@ class CostEngine:
         self.audio_per_char = audio_per_char
         self.silent = silent
         self.calls: list[tuple[str, int | None]] = []
-        self.plans: list[float] = []
+        self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
         self._flaky_seen: set[str] = set()
 
     def plan(self, text: str, voice: str, policy: FakeChunkPolicy) -> list[FakeChunk]:
         if voice not in self.voices.installed:
             raise ValueError(f"unknown voice {voice!r}")
-        self.plans.append(policy.rtf)
+        self.plans.append((policy.rtf, policy.overhead_s, policy.max_chunk_s))
         words = text.split() if text.strip() != self.silent else []
         chunks: list[FakeChunk] = []
         size = policy.first_words

@@ -107,7 +107,7 @@ def simulate(
             if not policy.admit(t, views, candidate, rtf=times.rtf):
                 starved = True
                 break
-            head.plan_rtf = policy.plan_rtf(t, views, candidate, rtf=times.rtf)
+            head.plan_rtf = times.rtf * policy.share(t, views, candidate)
             head.chunks = plan(head.total_audio, head.plan_rtf, max_chunk_s)
             active.append(waiting.pop(0))
         decision = policy.choose(t, [view(c) for c in active], starved=starved)

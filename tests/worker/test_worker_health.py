@@ -66,14 +66,16 @@ async def test_queue_position_follows_the_line(store: Store) -> None:
     assert await queue_depth(store) == 0
 
 
-async def test_each_start_records_the_rtf_its_plan_was_made_for(store: Store) -> None:
+async def test_each_start_records_the_timing_its_plan_was_made_for(store: Store) -> None:
     ids = [await submit_text(store, f"cast number {n} says hello") for n in range(2)]
     engine = CostEngine()
-    async with running(make_worker(store, engine, times=ChunkTimes(prior_rtf=0.3))):
+    worker = make_worker(store, engine, times=ChunkTimes(prior_rtf=0.3), quantum_s=1.5)
+    async with running(worker):
         await wait_ended(store, ids)
     starts = [decode((await records(store, cast_stream(cid)))[1].body, Start) for cid in ids]
-    assert [s.rtf for s in starts] == engine.plans
-    assert engine.plans[0] == 0.3  # nothing measured yet: the prior, the device to itself
+    assert [(s.rtf, s.overhead_s, s.max_chunk_s) for s in starts] == engine.plans
+    # Nothing measured yet: the prior, the device to itself, chunks capped at the quantum.
+    assert engine.plans[0] == (0.3, 0.0, 5.0)
 
 
 async def test_stopping_abandons_a_chunk_that_outlasts_the_grace(store: Store) -> None:

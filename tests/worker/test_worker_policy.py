@@ -14,6 +14,7 @@ from speechd.worker import (
     Run,
     Sleep,
     make_policy,
+    plan_timing,
 )
 
 from ._sim import SimCast, simulate
@@ -157,14 +158,25 @@ def test_a_fast_device_admits_many_listeners() -> None:
 def test_a_newcomer_is_planned_for_the_share_of_the_device_it_gets() -> None:
     policy = DeadlinePolicy()
     newcomer = Candidate("b", 10.0)
-    assert policy.plan_rtf(0.0, [], newcomer, rtf=0.5) == 0.5
+    assert policy.share(0.0, [], newcomer) == 1.0
     # A listener 30 s ahead needs nothing during the newcomer's 10 s: the device is its own.
     far_ahead = cast("a", first=0.0, audio=30.0, left=20.0)
-    assert policy.plan_rtf(0.0, [far_ahead], newcomer, rtf=0.5) == 0.5
-    # One that needs audio all through those 10 s shares the device: twice the rtf.
+    assert policy.share(0.0, [far_ahead], newcomer) == 1.0
+    # One that needs audio all through those 10 s shares the device: twice the cost.
     close = cast("a", first=0.0, audio=0.0, left=20.0)
-    assert policy.plan_rtf(0.0, [close], newcomer, rtf=0.5) == pytest.approx(1.0)
-    assert FifoPolicy().plan_rtf(0.0, [close], newcomer, rtf=0.5) == 0.5
+    assert policy.share(0.0, [close], newcomer) == pytest.approx(2.0)
+    assert FifoPolicy().share(0.0, [close], newcomer) == 1.0
+
+
+def test_plan_timing_scales_the_measured_costs_and_caps_chunks_at_the_quantum() -> None:
+    times = ChunkTimes()
+    for audio in (1.0, 2.0, 4.0, 8.0):  # 0.3 s per call + 0.5 s per audio second
+        times.observe(units=10, chars=10, speed=1.0, gen_s=0.3 + 0.5 * audio, audio_s=audio)
+    timing = plan_timing(times, share=2.0, quantum_s=2.3)
+    assert timing.rtf == pytest.approx(1.0) and timing.overhead_s == pytest.approx(0.6)
+    assert timing.max_chunk_s == pytest.approx(4.0)  # 0.3 + 0.5 * 4 = 2.3 s alone
+    assert plan_timing(times).max_chunk_s == 0.0  # no quantum, no cap
+    assert plan_timing(times, quantum_s=0.1).max_chunk_s > 0  # below the overhead: the floor
 
 
 def test_fifo_admits_one_cast_at_a_time() -> None:
@@ -203,7 +215,8 @@ def test_chunk_times_learn_overhead_and_slope_by_length() -> None:
         )
     assert times.gen_s(1.0) == pytest.approx(0.8)
     assert times.gen_s(10.0) == pytest.approx(5.3)
-    assert times.rtf_for(2.0) == pytest.approx(0.65)  # short chunks pay the overhead
+    assert times.line == pytest.approx((0.3, 0.5))  # short chunks pay the overhead
+    assert times.audio_within(2.3) == pytest.approx(4.0)
     assert times.rtf == pytest.approx((4 * 0.3 + 0.5 * 15) / 15)
     assert times.audio_s(24, 1.0) == pytest.approx(2.0)
     assert times.audio_for_chars(30, 2.0) == pytest.approx(1.0)
