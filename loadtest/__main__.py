@@ -73,13 +73,12 @@ def _machine(device: str, threads: int | None) -> Machine:
 def _raw(args: argparse.Namespace, texts: Sequence[str]) -> RawResult:
     from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 
-    from ._raw import raw_loop, warm_rtf
+    from ._raw import lone_cast_policy, raw_loop
 
     engine = load_engine(
         EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
     )
-    policy = ChunkPolicy()
-    raw = raw_loop(engine, policy.with_rtf(warm_rtf(engine, policy)), texts)
+    raw = raw_loop(engine, lone_cast_policy(engine, ChunkPolicy()), texts)
     del engine
     gc.collect()  # the servers get the memory, not this process
     return RawResult(raw.audio_s, raw.gen_s, raw.rtf, raw.capacity, raw.chunks, raw.chunk_time_s)

@@ -1,7 +1,8 @@
 """Baseline: the raw engine looping with no server, no store and no scheduler.
 
-Every chunk of every text synthesized back to back, each text planned as if alone: the
-physical limit for throughput on this machine, and its real-time factor.
+Every chunk of every text synthesized back to back, each text planned as the worker plans a
+cast that has the device to itself: the physical limit for throughput on this machine with
+the worker's chunks, and its real-time factor.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._workload import SENTENCES, VOICE
+from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
-__all__ = ["RawLoop", "raw_loop", "warm_rtf"]
+from ._workload import VOICE
+
+__all__ = ["RawLoop", "lone_cast_policy", "raw_loop"]
 
 
 @dataclass
@@ -28,16 +31,19 @@ class RawLoop:
     chunks: int
     chunk_time_s: float
     """The median chunk's synthesis time."""
+    longest_chunk_s: float
     per_text_audio_s: list[float]
 
 
-def warm_rtf(engine: Any, chunk_policy: Any, voice: str = VOICE) -> float:
-    """Warm the engine up and return a first real-time factor (two sentences, timed)."""
-    engine.warm_up(voice)
-    begun, audio = time.perf_counter(), 0.0
-    for chunk in engine.plan(" ".join(SENTENCES[:2]), voice, chunk_policy):
-        audio += len(engine.synthesize(chunk, voice, 1.0).pcm) / engine.sample_rate
-    return (time.perf_counter() - begun) / audio
+def lone_cast_policy(engine: Any, chunk_policy: Any, voice: str = VOICE) -> Any:
+    """Warm the engine up, measure its costs as a worker does, and return `chunk_policy` timed
+    as the worker plans a cast that has the device to itself (its quantum included)."""
+    times = ChunkTimes()
+    warm_up(engine, chunk_policy, voice, times)
+    timing = plan_timing(times, quantum_s=QUANTUM_S)
+    return chunk_policy.with_rtf(
+        timing.rtf, overhead_s=timing.overhead_s, max_chunk_s=timing.max_chunk_s
+    )
 
 
 def raw_loop(engine: Any, chunk_policy: Any, texts: Sequence[str], voice: str = VOICE) -> RawLoop:
@@ -63,5 +69,6 @@ def raw_loop(engine: Any, chunk_policy: Any, texts: Sequence[str], voice: str = 
         capacity=total / gen,
         chunks=len(times),
         chunk_time_s=statistics.median(times),
+        longest_chunk_s=max(times),
         per_text_audio_s=per_text,
     )

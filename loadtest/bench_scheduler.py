@@ -1,11 +1,13 @@
 """The worker's scheduling on the real model: the deadline policy against FIFO, same run.
 
     python -m loadtest.bench_scheduler --model-dir ~/.cache/speechd/kokoro-82m [--load 0.7]
-        [--quick] [--threads 2] [--json out.json]
+        [--quick] [--threads 2] [--quantum S] [--lead S] [--json out.json]
 
 1. **Raw engine loop.** Every chunk of the workload's casts synthesized back to back, no store,
-   no scheduler: the engine's real-time factor, its capacity (audio seconds per wall second),
-   and the median chunk time (one "chunk-time").
+   no scheduler, each cast planned as the worker plans one alone (its quantum included): the
+   engine's real-time factor, its capacity (audio seconds per wall second), and the median
+   chunk time (one "chunk-time"). It runs before and after the policies of each round, and the
+   ratios are against the mean of the two: this machine's speed drifts by 20% over minutes.
 2. **Staggered arrivals.** Long and short casts arrive spaced so that the offered load (audio
    requested per second, times the raw rtf) is `--load` of capacity. For each policy, on a fresh
    store, an in-process worker on the same engine serves them while a simulated listener per
@@ -45,10 +47,17 @@ from speechd.casts import (
     submit,
 )
 from speechd.durable import Store, open_store
-from speechd.worker import ChunkTimes, DeadlinePolicy, FifoPolicy, Policy, Worker
+from speechd.worker import (
+    COMFORTABLE_LEAD_S,
+    QUANTUM_S,
+    DeadlinePolicy,
+    FifoPolicy,
+    Policy,
+    Worker,
+)
 
 from ._listener import Listener
-from ._raw import RawLoop, raw_loop, warm_rtf
+from ._raw import RawLoop, lone_cast_policy, raw_loop
 from ._workload import VOICE, paragraph
 
 FORMAT = "mp3"
@@ -97,9 +106,9 @@ async def serve(
     policy: Policy,
     label: str,
     casts: list[CastSpec],
-    rtf: float,
     scenario: str,
     chunk_time: float,
+    quantum_s: float,
 ) -> PolicyRun:
     with tempfile.TemporaryDirectory(prefix="speechd-bench-") as data:
         store = await open_store(data)
@@ -111,8 +120,9 @@ async def serve(
                 chunk_policy=chunk_policy,
                 encoders=new_encoder,
                 policy=policy,
-                times=ChunkTimes(prior_rtf=rtf),
+                quantum_s=quantum_s,
             )
+            await worker.warm_up(VOICE)  # as a worker process does before it is ready
             stop = asyncio.Event()
             running = asyncio.create_task(worker.run(stop))
             began = time.monotonic()
@@ -189,12 +199,12 @@ def staggered(casts: list[CastSpec], load: float, capacity: float) -> list[CastS
     return [CastSpec(c.name, c.text, n * gap, c.audio_s) for n, c in enumerate(casts)]
 
 
-def print_run(run: PolicyRun, raw: RawLoop) -> None:
+def print_run(run: PolicyRun, capacity: float) -> None:
     print(
         f"  {run.policy:19s} first audio p50 {run.ttfa_p50_s:5.2f} s, max {run.ttfa_max_s:5.2f} s"
         f" ({run.ttfa_max_chunk_times:4.1f} chunk-times); underruns {run.underruns:2d},"
         f" gaps {run.gap_ms:6.0f} ms; {run.throughput:4.2f} audio s/s"
-        f" ({run.throughput / raw.capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
+        f" ({run.throughput / capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
         f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}"
     )
 
@@ -211,6 +221,15 @@ def main() -> None:
         "--rounds", type=int, default=1, help="repeat raw loop + both policies (noisy hosts)"
     )
     parser.add_argument("--max-tokens", type=int, help="cap chunks (ChunkPolicy.max_tokens)")
+    parser.add_argument(
+        "--quantum", type=float, default=QUANTUM_S, help=f"longest chunk, s ({QUANTUM_S})"
+    )
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=COMFORTABLE_LEAD_S,
+        help=f"the deadline policy's comfortable lead, s ({COMFORTABLE_LEAD_S})",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
 
@@ -220,6 +239,7 @@ def main() -> None:
         EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
     )
     casts = workload(args.quick)[: args.casts]
+    texts = [c.text for c in casts]
     chunk_policy = ChunkPolicy()
     if args.max_tokens:
         chunk_policy = msgspec.structs.replace(
@@ -227,42 +247,40 @@ def main() -> None:
             max_tokens=args.max_tokens,
             sentence_tokens=min(chunk_policy.sentence_tokens, args.max_tokens),
         )
-    # Warm up and take a first rtf: the raw loop plans each cast, as if alone, at that rtf.
-    first_rtf = warm_rtf(engine, chunk_policy)
+    raw_policy = lone_cast_policy(engine, chunk_policy)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
-        f" device {engine.device}, load average {os.getloadavg()[0]:.1f}"
+        f" device {engine.device}, load average {os.getloadavg()[0]:.1f};"
+        f" quantum {args.quantum:.1f} s (lone-cast plan: rtf {raw_policy.rtf:.3f}"
+        f" + {raw_policy.overhead_s:.2f} s a chunk, chunks up to {raw_policy.max_chunk_s:.1f} s),"
+        f" comfortable lead {args.lead:.0f} s"
     )
-    report: dict[str, Any] = {"load": args.load, "rounds": []}
+    report: dict[str, Any] = {"load": args.load, "quantum_s": args.quantum, "rounds": []}
     arrivals: list[CastSpec] = []
     for number in range(args.rounds):
-        raw = raw_loop(engine, chunk_policy.with_rtf(first_rtf), [c.text for c in casts])
-        for spec, audio_s in zip(casts, raw.per_text_audio_s, strict=True):
+        before = raw_loop(engine, raw_policy, texts)
+        print_raw(f"round {number + 1}: raw engine loop before", before)
+        for spec, audio_s in zip(casts, before.per_text_audio_s, strict=True):
             spec.audio_s = audio_s
-        print(
-            f"round {number + 1}: raw engine loop: {raw.audio_s:.1f} s of audio in"
-            f" {raw.gen_s:.1f} s, rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f}"
-            f" audio s/s, {raw.chunks} chunks, median chunk-time {raw.chunk_time_s:.2f} s"
-        )
         if not arrivals:  # the same arrivals every round
-            arrivals = staggered(casts, args.load, raw.capacity)
+            arrivals = staggered(casts, args.load, before.capacity)
         print(
             f"  staggered: {len(casts)} casts, {sum(c.audio_s for c in casts):.0f} s of audio,"
             f" arriving over {arrivals[-1].arrival:.0f} s"
             f" (offered load {args.load:.0%} of the first round's capacity)"
         )
-        runs: list[PolicyRun] = []
+        chunk_time = before.chunk_time_s
+        results: list[PolicyRun] = []
         burst = [CastSpec(c.name, c.text, 0.0, c.audio_s) for c in casts]
         for scenario, specs in (("staggered", arrivals), ("saturation", burst)):
             policies: list[tuple[str, Policy]] = [
-                ("deadline", DeadlinePolicy()),
+                ("deadline", DeadlinePolicy(comfortable_lead_s=args.lead)),
                 ("fifo", FifoPolicy()),
             ]
             if scenario == "saturation":
-                print("  saturation: every cast at once")
                 # The deadline policy paces a cast that is far ahead (it sleeps, keeping the
-                # device free for newcomers), so the last cast of a burst ends later than it
-                # could: without pacing, the run shows the scheduling overhead alone.
+                # device free for newcomers), so the last cast of a burst may end later than
+                # it could: without pacing, the run shows the scheduling overhead alone.
                 policies.append(("deadline, no pacing", DeadlinePolicy(comfortable_lead_s=1e9)))
             for label, policy in policies:
                 run = asyncio.run(
@@ -272,17 +290,43 @@ def main() -> None:
                         policy,
                         label,
                         specs,
-                        raw.rtf,
                         scenario,
-                        raw.chunk_time_s,
+                        chunk_time,
+                        args.quantum,
                     )
                 )
-                runs.append(run)
-                print_run(run, raw)
-        report["rounds"].append({"raw": asdict(raw), "runs": [asdict(r) for r in runs]})
+                results.append(run)
+                print(f"  {scenario}, {label}: done in {run.wall_s:.0f} s", flush=True)
+        after = raw_loop(engine, raw_policy, texts)
+        print_raw("  raw engine loop after", after)
+        capacity = (before.capacity + after.capacity) / 2
+        print(f"  ratios against the mean raw capacity, {capacity:.2f} audio s/s:")
+        scenario = ""
+        for run in results:
+            if run.scenario != scenario:
+                scenario = run.scenario
+                print(f"  {scenario}:")
+            print_run(run, capacity)
+        report["rounds"].append(
+            {
+                "raw_before": asdict(before),
+                "raw_after": asdict(after),
+                "capacity": capacity,
+                "runs": [asdict(run) for run in results],
+            }
+        )
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=2)
+
+
+def print_raw(label: str, raw: RawLoop) -> None:
+    print(
+        f"{label}: {raw.audio_s:.1f} s of audio in {raw.gen_s:.1f} s, rtf {raw.rtf:.3f},"
+        f" capacity {raw.capacity:.2f} audio s/s, {raw.chunks} chunks,"
+        f" median chunk-time {raw.chunk_time_s:.2f} s, longest {raw.longest_chunk_s:.2f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
