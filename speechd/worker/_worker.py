@@ -286,8 +286,8 @@ class Worker:
         return len(self._foreign)
 
     async def warm_up(self, voice: str) -> None:
-        """Synthesize a few short chunks once, so the first listener meets a warm engine and
-        the scheduler starts from measurements rather than priors."""
+        """Synthesize a few chunks, short and long, once: the first listener meets a warm
+        engine, and the first plan is made from measured costs rather than priors."""
         await self._thread.call(warm_up, self._engine, self._chunk_policy, voice, self.times)
 
     async def idle(self) -> None:
