@@ -40,10 +40,7 @@ def lone_cast_policy(engine: Any, chunk_policy: Any, voice: str = VOICE) -> Any:
     as the worker plans a cast that has the device to itself (its quantum included)."""
     times = ChunkTimes()
     warm_up(engine, chunk_policy, voice, times)
-    timing = plan_timing(times, quantum_s=QUANTUM_S)
-    return chunk_policy.with_rtf(
-        timing.rtf, overhead_s=timing.overhead_s, max_chunk_s=timing.max_chunk_s
-    )
+    return plan_timing(times, quantum_s=QUANTUM_S).apply(chunk_policy)
 
 
 def raw_loop(engine: Any, chunk_policy: Any, texts: Sequence[str], voice: str = VOICE) -> RawLoop:

@@ -45,6 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._protocols import ChunkPolicyLike
+
 __all__ = [
     "COMFORTABLE_LEAD_S",
     "QUANTUM_S",
@@ -287,6 +289,12 @@ class PlanTiming:
     rtf: float
     overhead_s: float = 0.0
     max_chunk_s: float = 0.0
+
+    def apply(self, chunk_policy: ChunkPolicyLike) -> ChunkPolicyLike:
+        """`chunk_policy` timed for this plan."""
+        return chunk_policy.with_rtf(
+            self.rtf, overhead_s=self.overhead_s, max_chunk_s=self.max_chunk_s
+        )
 
 
 def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0) -> PlanTiming:

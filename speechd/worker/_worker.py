@@ -540,9 +540,7 @@ class Worker:
         # A later attempt plans for the timing of the first, so its chunks (and audio) match.
         if latest is not None and latest.rtf is not None:
             timing = PlanTiming(latest.rtf, latest.overhead_s, latest.max_chunk_s)
-        chunk_policy = self._chunk_policy.with_rtf(
-            timing.rtf, overhead_s=timing.overhead_s, max_chunk_s=timing.max_chunk_s
-        )
+        chunk_policy = timing.apply(self._chunk_policy)
         try:
             chunks = list(
                 await self._thread.call(
