@@ -7,17 +7,33 @@ the worker's chunks, and its real-time factor.
 
 from __future__ import annotations
 
+import concurrent.futures
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
 from ._workload import VOICE
 
-__all__ = ["RawLoop", "lone_cast_policy", "raw_loop"]
+__all__ = ["RawLoop", "lone_cast_policy", "on_own_thread", "raw_loop"]
+
+T = TypeVar("T")
+
+
+def on_own_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on a thread of its own that ends with it.
+
+    Every thread that runs torch keeps its own OpenMP team for as long as it lives, and libgomp
+    cuts its threads' spin-waiting to almost nothing once a process holds more of them than
+    CPUs: a raw loop run on the main thread left a team behind that made an in-process worker's
+    engine thread synthesize 13% slower on 2 cores. A worker process loads its model on a thread
+    that ends, likewise (`speechd.worker._process`).
+    """
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-engine") as pool:
+        return pool.submit(fn, *args).result()
 
 
 @dataclass

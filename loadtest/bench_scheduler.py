@@ -1,13 +1,14 @@
 """The worker's scheduling on the real model: the deadline policy against FIFO, same run.
 
     python -m loadtest.bench_scheduler --model-dir ~/.cache/speechd/kokoro-82m [--load 0.7]
-        [--quick] [--threads 2] [--quantum S] [--lead S] [--json out.json]
+        [--quick] [--rounds N] [--threads 2] [--quantum S] [--lead S] [--json out.json]
 
 1. **Raw engine loop.** Every chunk of the workload's casts synthesized back to back, no store,
    no scheduler, each cast planned as the worker plans one alone (its quantum included): the
    engine's real-time factor, its capacity (audio seconds per wall second), and the median
-   chunk time (one "chunk-time"). It runs before and after the policies of each round, and the
-   ratios are against the mean of the two: this machine's speed drifts by 20% over minutes.
+   chunk time (one "chunk-time"). It runs between the policies' runs (both staggered runs, then
+   each saturation run, alone), and each run's ratio is against the mean of the raw loops just
+   before and after it: this machine's speed drifts by 10-20% over minutes.
 2. **Staggered arrivals.** Long and short casts arrive spaced so that the offered load (audio
    requested per second, times the raw rtf) is `--load` of capacity. For each policy, on a fresh
    store, an in-process worker on the same engine serves them while a simulated listener per
@@ -57,7 +58,7 @@ from speechd.worker import (
 )
 
 from ._listener import Listener
-from ._raw import RawLoop, lone_cast_policy, raw_loop
+from ._raw import RawLoop, lone_cast_policy, on_own_thread, raw_loop
 from ._workload import VOICE, paragraph
 
 FORMAT = "mp3"
@@ -85,6 +86,7 @@ class PolicyRun:
     throughput: float
     worker_rtf: float  # the engine's compute (synthesis + encoding) per audio second, in the worker
     engine_busy: float  # the fraction of the wall time the engine was computing
+    raw_capacity: float = 0.0  # the mean of the raw loops run just before and after it
     per_cast: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -199,12 +201,12 @@ def staggered(casts: list[CastSpec], load: float, capacity: float) -> list[CastS
     return [CastSpec(c.name, c.text, n * gap, c.audio_s) for n, c in enumerate(casts)]
 
 
-def print_run(run: PolicyRun, capacity: float) -> None:
+def print_run(run: PolicyRun) -> None:
     print(
         f"  {run.policy:19s} first audio p50 {run.ttfa_p50_s:5.2f} s, max {run.ttfa_max_s:5.2f} s"
         f" ({run.ttfa_max_chunk_times:4.1f} chunk-times); underruns {run.underruns:2d},"
         f" gaps {run.gap_ms:6.0f} ms; {run.throughput:4.2f} audio s/s"
-        f" ({run.throughput / capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
+        f" ({run.throughput / run.raw_capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
         f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}"
     )
 
@@ -235,8 +237,11 @@ def main() -> None:
 
     from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 
-    engine = load_engine(
-        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
+    # Torch runs only on threads that end (the worker's own engine thread included): see
+    # `on_own_thread`.
+    engine = on_own_thread(
+        load_engine,
+        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads),
     )
     casts = workload(args.quick)[: args.casts]
     texts = [c.text for c in casts]
@@ -247,7 +252,7 @@ def main() -> None:
             max_tokens=args.max_tokens,
             sentence_tokens=min(chunk_policy.sentence_tokens, args.max_tokens),
         )
-    raw_policy = lone_cast_policy(engine, chunk_policy)
+    raw_policy = on_own_thread(lone_cast_policy, engine, chunk_policy)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
         f" device {engine.device}, load average {os.getloadavg()[0]:.1f};"
@@ -257,33 +262,26 @@ def main() -> None:
     )
     report: dict[str, Any] = {"load": args.load, "quantum_s": args.quantum, "rounds": []}
     arrivals: list[CastSpec] = []
+    summary: list[PolicyRun] = []
     for number in range(args.rounds):
-        before = raw_loop(engine, raw_policy, texts)
-        print_raw(f"round {number + 1}: raw engine loop before", before)
-        for spec, audio_s in zip(casts, before.per_text_audio_s, strict=True):
+        raw = on_own_thread(raw_loop, engine, raw_policy, texts)
+        print_raw(f"round {number + 1}: raw engine loop", raw)
+        for spec, audio_s in zip(casts, raw.per_text_audio_s, strict=True):
             spec.audio_s = audio_s
         if not arrivals:  # the same arrivals every round
-            arrivals = staggered(casts, args.load, before.capacity)
+            arrivals = staggered(casts, args.load, raw.capacity)
         print(
             f"  staggered: {len(casts)} casts, {sum(c.audio_s for c in casts):.0f} s of audio,"
             f" arriving over {arrivals[-1].arrival:.0f} s"
             f" (offered load {args.load:.0%} of the first round's capacity)"
         )
-        chunk_time = before.chunk_time_s
-        results: list[PolicyRun] = []
+        chunk_time = raw.chunk_time_s
         burst = [CastSpec(c.name, c.text, 0.0, c.audio_s) for c in casts]
-        for scenario, specs in (("staggered", arrivals), ("saturation", burst)):
-            policies: list[tuple[str, Policy]] = [
-                ("deadline", DeadlinePolicy(comfortable_lead_s=args.lead)),
-                ("fifo", FifoPolicy()),
-            ]
-            if scenario == "saturation":
-                # The deadline policy paces a cast that is far ahead (it sleeps, keeping the
-                # device free for newcomers), so the last cast of a burst may end later than
-                # it could: without pacing, the run shows the scheduling overhead alone.
-                policies.append(("deadline, no pacing", DeadlinePolicy(comfortable_lead_s=1e9)))
-            for label, policy in policies:
-                run = asyncio.run(
+        raws = [raw]
+        results: list[PolicyRun] = []
+        for leg in legs(arrivals, burst, args.lead):
+            runs = [
+                asyncio.run(
                     serve(
                         engine,
                         chunk_policy,
@@ -295,29 +293,71 @@ def main() -> None:
                         args.quantum,
                     )
                 )
-                results.append(run)
-                print(f"  {scenario}, {label}: done in {run.wall_s:.0f} s", flush=True)
-        after = raw_loop(engine, raw_policy, texts)
-        print_raw("  raw engine loop after", after)
-        capacity = (before.capacity + after.capacity) / 2
-        print(f"  ratios against the mean raw capacity, {capacity:.2f} audio s/s:")
-        scenario = ""
-        for run in results:
-            if run.scenario != scenario:
-                scenario = run.scenario
-                print(f"  {scenario}:")
-            print_run(run, capacity)
+                for scenario, specs, label, policy in leg
+            ]
+            for run in runs:
+                print(f"  {run.scenario}, {run.policy}: done in {run.wall_s:.0f} s", flush=True)
+            raw = on_own_thread(raw_loop, engine, raw_policy, texts)
+            print_raw("  raw engine loop", raw)
+            for run in runs:
+                run.raw_capacity = (raws[-1].capacity + raw.capacity) / 2
+            raws.append(raw)
+            results += runs
+        print("  ratios against the mean of the raw loops just before and after each run:")
+        print_runs(results)
+        summary += results
         report["rounds"].append(
-            {
-                "raw_before": asdict(before),
-                "raw_after": asdict(after),
-                "capacity": capacity,
-                "runs": [asdict(run) for run in results],
-            }
+            {"raw": [asdict(r) for r in raws], "runs": [asdict(run) for run in results]}
         )
+    if args.rounds > 1:
+        print_summary(summary)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=2)
+
+
+def legs(
+    arrivals: list[CastSpec], burst: list[CastSpec], lead: float
+) -> list[list[tuple[str, list[CastSpec], str, Policy]]]:
+    """The runs of a round, in legs with a raw engine loop between them: the saturation runs,
+    whose throughput is the figure the raw loop is for, each have raw loops next to them."""
+    return [
+        [
+            ("staggered", arrivals, "deadline", DeadlinePolicy(comfortable_lead_s=lead)),
+            ("staggered", arrivals, "fifo", FifoPolicy()),
+        ],
+        [("saturation", burst, "deadline", DeadlinePolicy(comfortable_lead_s=lead))],
+        [("saturation", burst, "fifo", FifoPolicy())],
+        # The deadline policy paces a cast that is far ahead (it sleeps, keeping the device
+        # free for newcomers), so the last cast of a burst may end later than it could:
+        # without pacing, the run shows the scheduling overhead alone.
+        [("saturation", burst, "deadline, no pacing", DeadlinePolicy(comfortable_lead_s=1e9))],
+    ]
+
+
+def print_summary(runs: list[PolicyRun]) -> None:
+    """Per policy over all rounds: every throughput ratio and their median, the worst first
+    audio, and the underruns summed."""
+    print("all rounds, per policy:")
+    for key in dict.fromkeys((r.scenario, r.policy) for r in runs):
+        same = [r for r in runs if (r.scenario, r.policy) == key]
+        ratios = [r.throughput / r.raw_capacity for r in same]
+        worst = max(same, key=lambda r: r.ttfa_max_s)
+        print(
+            f"  {key[0]}, {key[1]}: throughput {statistics.median(ratios):4.2f}x raw (median of"
+            f" {', '.join(f'{x:.2f}' for x in ratios)}); first audio max {worst.ttfa_max_s:.2f} s"
+            f" ({worst.ttfa_max_chunk_times:.1f} chunk-times); underruns"
+            f" {sum(r.underruns for r in same)}, gaps {sum(r.gap_ms for r in same):.0f} ms"
+        )
+
+
+def print_runs(runs: list[PolicyRun]) -> None:
+    scenario = ""
+    for run in runs:
+        if run.scenario != scenario:
+            scenario = run.scenario
+            print(f"  {scenario}:")
+        print_run(run)
 
 
 def print_raw(label: str, raw: RawLoop) -> None:

@@ -3,6 +3,11 @@
 One model, one call in flight; the worker's event loop stays free to heartbeat, long-poll jobs
 and react to SIGTERM while a chunk renders. The thread is a daemon so that a worker stopping
 mid-chunk can abandon the call and exit without waiting for it.
+
+It should be the only thread of its process that runs torch (the model loads on a thread that
+has ended by then). Each thread that runs torch keeps an OpenMP team of its own while it lives,
+and libgomp cuts its threads' spin-waiting to almost nothing once a process holds more OpenMP
+threads than CPUs: with a second team alive, synthesis on 2 cores took 13% longer.
 """
 
 from __future__ import annotations
