@@ -24,14 +24,9 @@ T = TypeVar("T")
 
 
 def on_own_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a thread of its own that ends with it.
-
-    Every thread that runs torch keeps its own OpenMP team for as long as it lives, and libgomp
-    cuts its threads' spin-waiting to almost nothing once a process holds more of them than
-    CPUs: a raw loop run on the main thread left a team behind that made an in-process worker's
-    engine thread synthesize 13% slower on 2 cores. A worker process loads its model on a thread
-    that ends, likewise (`speechd.worker._process`).
-    """
+    """`fn(*args)` on a thread of its own that ends with it: torch must not run on a thread
+    that outlives its work beside the worker's engine thread (`speechd.worker._thread` says
+    why). A raw loop left on the main thread made an in-process worker 13% slower on 2 cores."""
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-engine") as pool:
         return pool.submit(fn, *args).result()
 
