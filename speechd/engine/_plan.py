@@ -60,7 +60,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     min_tokens: no cut at a comma or phrase boundary leaves a chunk shorter than this.
     floor_tokens: no budget is smaller, however little audio is buffered: a tiny chunk
         costs more compute per second of audio than it buys (with a per-chunk overhead, the
-        floor rises to where a chunk still adds to the buffer: `least_tokens`).
+        floor rises to where a chunk clearly adds to the buffer: `least_tokens`).
     sentence_tokens: cap for the second chunk (the rest of the first sentence, or one sentence).
     max_tokens: cap for every later chunk (several whole sentences when they fit).
     rtf / overhead_s: a chunk of `a` seconds of audio costs `overhead_s + rtf * a` seconds of
@@ -121,13 +121,19 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     @property
     def least_tokens(self) -> int:
-        """The smallest budget after the first chunk: `floor_tokens`, or where the per-chunk
-        overhead would eat more than the margin's share of what a chunk adds to the buffer
-        (`a - overhead - rtf * a`), the size past which it no longer does."""
+        """The smallest budget after the first chunk: `floor_tokens`, or twice the size at
+        which the buffer bound stalls, whichever is larger.
+
+        A chunk of `a` seconds adds `a - overhead - rtf * a` to the buffer; budgeted at the
+        margin, the buffer stops growing once a chunk is `overhead / (margin * (1 - rtf))`.
+        A chunk is cut at a boundary below its budget, so a budget at that size leaves the
+        buffer stuck there, the plan a long run of ~1 s chunks that spend their compute on
+        the overhead (a cast sharing a 2-core CPU made 3x the chunks); twice that size
+        grows it."""
         if not (0 < self.rtf < 1 and self.overhead_s > 0):
             return self.floor_tokens
-        worth = self.overhead_s / (self.margin * (1 - self.rtf))
-        return min(max(self.tokens(worth) + 1, self.floor_tokens), self.max_tokens)
+        stall = self.overhead_s / (self.margin * (1 - self.rtf))
+        return min(max(self.tokens(2 * stall) + 1, self.floor_tokens), self.max_tokens)
 
     @property
     def first_min_tokens(self) -> int:
@@ -143,12 +149,13 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if index == 0:
             return min(self.first_max_tokens, self.limit_tokens)
         cap = self.sentence_tokens if index == 1 else self.max_tokens
-        least = self.least_tokens
-        if self.max_chunk_s > 0:
-            cap = min(cap, max(self.tokens(self.max_chunk_s), least))
         if 0 < self.rtf < 1:
             seconds = (self.margin * buffered_s - self.overhead_s) / self.rtf
-            cap = min(cap, max(self.tokens(seconds), least))
+            cap = min(cap, max(self.tokens(seconds), self.least_tokens))
+        if self.max_chunk_s > 0:
+            # Last: the cap bounds how long a newcomer waits for the device, which a listener
+            # who cannot be kept ahead anyway does not outweigh.
+            cap = min(cap, max(self.tokens(self.max_chunk_s), self.floor_tokens))
         return min(cap, self.limit_tokens)
 
     def after(self, index: int, buffered_s: float, tokens: int) -> float:

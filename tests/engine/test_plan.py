@@ -161,6 +161,21 @@ def test_max_chunk_s_caps_every_chunk_but_the_floor() -> None:
     assert max(c.tokens for c in capped[5:]) >= ChunkPolicy().tokens(4.0) - 5  # it fills the cap
     tiny = list(iter_chunks(units_of(words), ChunkPolicy().with_rtf(0.05, max_chunk_s=0.1)))
     assert max(c.tokens for c in tiny[1:]) <= ChunkPolicy().floor_tokens
+    # A share that cannot keep its listener ahead does not lift the cap (the quantum).
+    crowded = ChunkPolicy().with_rtf(0.97, overhead_s=0.67, max_chunk_s=4.0)
+    assert crowded.least_tokens > crowded.tokens(4.0)
+    assert max(c.tokens for c in iter_chunks(units_of(words), crowded)) <= crowded.tokens(4.0)
+
+
+@pytest.mark.parametrize("share", [1.25, 1.5, 1.75, 2.0, 2.4])
+def test_a_shared_device_plans_no_more_chunks_than_a_lone_one(share: float) -> None:
+    # Budgeted where the buffer stops growing, chunks cut at a comma below the budget once kept
+    # a cast that shares the device at ~1.5 s chunks to its end, paying the overhead each time.
+    sentence = "A quick brown fox jumps, and then it runs far away over the hills."
+    units = units_of(((sentence + " ") * 60).split())
+    lone = ChunkPolicy().with_rtf(0.41, overhead_s=0.28, max_chunk_s=5.4)
+    shared = lone.with_rtf(0.41 * share, overhead_s=0.28 * share, max_chunk_s=5.4)
+    assert len(list(iter_chunks(units, shared))) <= len(list(iter_chunks(units, lone))) + 3
 
 
 def test_slower_than_real_time_drops_the_buffer_bound() -> None:
