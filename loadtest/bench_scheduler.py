@@ -86,6 +86,7 @@ class PolicyRun:
     throughput: float
     worker_rtf: float  # the engine's compute (synthesis + encoding) per audio second, in the worker
     engine_busy: float  # the fraction of the wall time the engine was computing
+    chunks: int  # the raw loop makes the same audio in `RawLoop.chunks`
     raw_capacity: float = 0.0  # the mean of the raw loops run just before and after it
     per_cast: list[dict[str, Any]] = field(default_factory=list)
 
@@ -154,6 +155,7 @@ async def serve(
         throughput=audio / wall,
         worker_rtf=gen_s / audio,
         engine_busy=gen_s / wall,
+        chunks=sum(r.chunks for r in receipts),
         per_cast=[
             {
                 "cast": spec.name,
@@ -207,7 +209,7 @@ def print_run(run: PolicyRun) -> None:
         f" ({run.ttfa_max_chunk_times:4.1f} chunk-times); underruns {run.underruns:2d},"
         f" gaps {run.gap_ms:6.0f} ms; {run.throughput:4.2f} audio s/s"
         f" ({run.throughput / run.raw_capacity:4.2f}x raw) in {run.wall_s:5.1f} s;"
-        f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}"
+        f" engine busy {run.engine_busy:4.0%} at rtf {run.worker_rtf:.3f}, {run.chunks} chunks"
     )
 
 
