@@ -12,7 +12,11 @@ Prints:
      sentence, interleaved in the same run (at least 5 pairs), and the listener's stalls
      when the whole paragraph is synthesized in order and played from the first audio on;
   3. planning time (normalise + G2P + chunking) for a 4,096- and a 200,000-character text,
-     and the time to the first planned chunk of the lazy plan.
+     and the time to the first planned chunk of the lazy plan;
+  4. a 4,096-character text planned as the worker plans a cast that shares the device with
+     others (`speechd.worker.plan_timing`, the costs measured by the worker's warm-up): per
+     share, its chunks, the device time they cost and the listener's stalls at that share,
+     modelled from the measured costs, and its longest chunk's compute alone (the quantum).
 Encoder cost is loadtest.bench_encoders' business.
 """
 
@@ -26,8 +30,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine
+from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
 PARAGRAPH = (
     "The old lighthouse keeper climbed the narrow stairs every evening just before the sun "
@@ -135,21 +141,26 @@ def rtf_table(engine: Engine, voice: str, repeat: int) -> tuple[float, list[tupl
 def play(engine: Engine, chunks: Sequence[Chunk], voice: str, started: float) -> Run:
     """Synthesize in order; the listener starts at the first audio and stalls when the next
     chunk is not ready by the time the audio before it has played."""
-    ttfa = 0.0
-    position = 0.0  # when, after `started`, the listener needs the next chunk
-    stall = 0.0
-    audio = 0.0
+    ready: list[float] = []
+    audio: list[float] = []
     for chunk in chunks:
-        duration = engine.synthesize(chunk, voice, 1.0, seed=chunk.index).duration_s
-        ready = time.perf_counter() - started
-        if chunk.index == 0:
-            ttfa = position = ready
-        elif ready > position:
-            stall += ready - position
-            position = ready
-        position += duration
-        audio += duration
-    return Run(ttfa, stall, len(chunks), audio, time.perf_counter() - started)
+        audio.append(engine.synthesize(chunk, voice, 1.0, seed=chunk.index).duration_s)
+        ready.append(time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    return Run(ready[0], stalls(audio, ready), len(chunks), sum(audio), wall)
+
+
+def stalls(audio: Sequence[float], ready: Sequence[float]) -> float:
+    """A listener's total wait after its first audio, the chunks of `audio` seconds being
+    ready at `ready` seconds (in order)."""
+    position = ready[0]  # when the listener needs the next chunk
+    stalled = 0.0
+    for made, at in zip(audio[:-1], ready[1:], strict=True):
+        position += made
+        if at > position:
+            stalled += at - position
+            position = at
+    return stalled
 
 
 def first_audio(engine: Engine, voice: str, rtf: float, repeat: int) -> None:
@@ -205,6 +216,27 @@ def planning(engine: Engine, voice: str) -> None:
         )
 
 
+def shared_plans(engine: Engine, voice: str) -> None:
+    times = ChunkTimes()
+    warm_up(engine, ChunkPolicy(), voice, times)
+    overhead, slope = times.line
+    print(
+        f"\n4. Plans for a share of the device (measured: {overhead:.2f} s + {slope:.3f} s per"
+        f" audio second a chunk; quantum {QUANTUM_S} s)"
+    )
+    text = prose(4096)
+    print(f"   {'share':>5} {'chunks':>6} {'device s':>8} {'stalls s':>8} {'longest alone s':>15}")
+    for share in (1.0, 1.25, 1.5, 1.75, 2.0, 2.5):
+        policy = plan_timing(times, share=share, quantum_s=QUANTUM_S).apply(ChunkPolicy())
+        audio = [policy.audio_s(c.tokens) for c in engine.plan(text, voice, policy)]
+        alone = [overhead + slope * a for a in audio]
+        print(
+            f"   {share:>5.2f} {len(audio):>6} {sum(alone):>8.1f}"
+            f" {stalls(audio, list(accumulate(share * t for t in alone))):>8.1f}"
+            f" {max(alone):>15.2f}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", required=True)
@@ -232,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rtf, _ = rtf_table(engine, args.voice, args.repeat)
     first_audio(engine, args.voice, args.rtf or rtf, max(args.repeat, 5))
     planning(engine, args.voice)
+    shared_plans(engine, args.voice)
     print(f"\n   load average at the end {os.getloadavg()[0]:.1f}")
 
 
