@@ -35,6 +35,8 @@ from itertools import accumulate
 from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
+from ._listener import Listener
+
 PARAGRAPH = (
     "The old lighthouse keeper climbed the narrow stairs every evening just before the sun "
     "slipped below the hills. He lit the great lamp and wound the brass clockwork that turned "
@@ -139,28 +141,13 @@ def rtf_table(engine: Engine, voice: str, repeat: int) -> tuple[float, list[tupl
 
 
 def play(engine: Engine, chunks: Sequence[Chunk], voice: str, started: float) -> Run:
-    """Synthesize in order; the listener starts at the first audio and stalls when the next
-    chunk is not ready by the time the audio before it has played."""
-    ready: list[float] = []
-    audio: list[float] = []
+    """Synthesize in order, played by a listener from the first audio on."""
+    listener = Listener(submitted=started)
     for chunk in chunks:
-        audio.append(engine.synthesize(chunk, voice, 1.0, seed=chunk.index).duration_s)
-        ready.append(time.perf_counter() - started)
+        duration = engine.synthesize(chunk, voice, 1.0, seed=chunk.index).duration_s
+        listener.receive(time.perf_counter(), duration)
     wall = time.perf_counter() - started
-    return Run(ready[0], stalls(audio, ready), len(chunks), sum(audio), wall)
-
-
-def stalls(audio: Sequence[float], ready: Sequence[float]) -> float:
-    """A listener's total wait after its first audio, the chunks of `audio` seconds being
-    ready at `ready` seconds (in order)."""
-    position = ready[0]  # when the listener needs the next chunk
-    stalled = 0.0
-    for made, at in zip(audio[:-1], ready[1:], strict=True):
-        position += made
-        if at > position:
-            stalled += at - position
-            position = at
-    return stalled
+    return Run(listener.ttfa or 0.0, listener.stall_s, len(chunks), listener.received_s, wall)
 
 
 def first_audio(engine: Engine, voice: str, rtf: float, repeat: int) -> None:
@@ -230,9 +217,11 @@ def shared_plans(engine: Engine, voice: str) -> None:
         policy = plan_timing(times, share=share, quantum_s=QUANTUM_S).apply(ChunkPolicy())
         audio = [policy.audio_s(c.tokens) for c in engine.plan(text, voice, policy)]
         alone = [overhead + slope * a for a in audio]
+        listener = Listener(submitted=0.0)
+        for made, ready in zip(audio, accumulate(share * t for t in alone), strict=True):
+            listener.receive(ready, made)
         print(
-            f"   {share:>5.2f} {len(audio):>6} {sum(alone):>8.1f}"
-            f" {stalls(audio, list(accumulate(share * t for t in alone))):>8.1f}"
+            f"   {share:>5.2f} {len(audio):>6} {sum(alone):>8.1f} {listener.stall_s:>8.1f}"
             f" {max(alone):>15.2f}"
         )
 
