@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import msgspec
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     plan = [s for s in scenarios(args.quick) if not args.only or s.name in args.only]
     targets = [SPEECHD] if args.server else args.servers
     run = Run(
-        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         quick=args.quick,
         machine=_machine(args.device, args.threads),
         raw=None,

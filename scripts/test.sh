@@ -31,4 +31,7 @@ if [ -z "${SPEECHD_TEST_MODEL_DIR:-}" ]; then
 fi
 
 .venv/bin/ruff check speechd tests loadtest clients
+# Python 3.10 (JetPack 6) is supported but not installed here: a static minimum-version check.
+.venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients loadtest scripts tests || {
+  echo "scripts/test.sh: code above needs a newer Python than 3.10" >&2; exit 1; }
 exec .venv/bin/pytest --run-all "$@"

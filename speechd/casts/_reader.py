@@ -13,11 +13,11 @@ re-creates the same bytes for the chunks it repeats.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import AsyncIterator
 
 import msgspec
 
+from speechd._compat import StrEnum
 from speechd.durable import Record, Store
 from speechd.errors import CastFailed, CastNotFound
 
@@ -40,7 +40,7 @@ __all__ = ["CastEvent", "CastState", "CastStatus", "cast_audio", "cast_status", 
 CastEvent = Meta | Start | AudioChunk | Eos | Failure
 
 
-class CastState(enum.StrEnum):
+class CastState(StrEnum):
     QUEUED = "queued"
     GENERATING = "generating"
     DONE = "done"

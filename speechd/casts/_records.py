@@ -27,11 +27,11 @@ terminal record, may be taken over with a new attempt.
 
 from __future__ import annotations
 
-import enum
 from typing import TypeVar
 
 import msgspec
 
+from speechd._compat import StrEnum
 from speechd.durable import AppendRecord, Record
 
 __all__ = [
@@ -77,7 +77,7 @@ H_DURATION = b"d"
 H_TEXT = b"t"
 
 
-class Event(enum.StrEnum):
+class Event(StrEnum):
     META = "meta"
     START = "start"
     AUDIO = "audio"

@@ -29,7 +29,7 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Self
+from typing import TypeVar
 
 import msgspec
 
@@ -203,6 +203,9 @@ def check_batch(records: Sequence[AppendRecord]) -> int:
     return total
 
 
+_S = TypeVar("_S", bound="Store")
+
+
 class Store(abc.ABC):
     """An async stream store. Open one per event loop; close it when done."""
 
@@ -261,7 +264,7 @@ class Store(abc.ABC):
         survives it. Returns how many streams were deleted.
         """
 
-    async def __aenter__(self) -> Self:
+    async def __aenter__(self: _S) -> _S:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -584,7 +584,7 @@ class EmbeddedStore(Store):
                     return batch
                 try:
                     await asyncio.wait_for(waiter, remaining)
-                except TimeoutError:
+                except asyncio.TimeoutError:
                     return batch
             finally:
                 if waiter is not None:

@@ -450,7 +450,7 @@ class NatsStore(Store):
                 ),
                 retry_s,
             )
-        except (nats.errors.Error, OSError, TimeoutError) as exc:
+        except (nats.errors.Error, OSError, asyncio.TimeoutError) as exc:
             with contextlib.suppress(nats.errors.Error, OSError):
                 await nc.close()
             raise DurableError(f"cannot connect to NATS at {', '.join(servers)}: {exc!r}") from exc
@@ -742,7 +742,7 @@ class NatsStore(Store):
                         return batch
                     try:
                         await asyncio.wait_for(waiter, remaining)
-                    except TimeoutError:
+                    except asyncio.TimeoutError:
                         return batch
                 finally:
                     if watch is not None and waiter is not None:

@@ -199,7 +199,7 @@ def _no_answer(doing: str) -> Any:
     """nats-py's errors (and a timeout) as `NoAnswer`, chained."""
     try:
         yield
-    except (nats.errors.Error, TimeoutError, OSError) as exc:
+    except (nats.errors.Error, asyncio.TimeoutError, OSError) as exc:
         raise NoAnswer(f"{doing}: {type(exc).__name__} {exc}".rstrip()) from exc
 
 

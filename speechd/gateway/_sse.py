@@ -91,7 +91,7 @@ class Subscriber:
         """The next frame, or None after `idle_s` seconds idle (or on failure)."""
         if not self._queue and self.failure is None:
             self._ready.clear()
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), idle_s)
         return self._queue.popleft() if self._queue else None
 

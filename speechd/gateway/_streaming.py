@@ -73,7 +73,7 @@ class StreamApp:
             return  # the client went away, or the body ended as it was being stopped
         farewell = next((stops[task] for task in done if task in stops), None)
         if farewell is not None:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 last = {"type": "http.response.body", "body": farewell, "more_body": False}
                 await asyncio.wait_for(send(last), self._grace_s)  # type: ignore[arg-type]
 

@@ -434,7 +434,7 @@ class Worker:
         return AppendRecord(encode(notice))
 
     async def _sleep(self, seconds: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
     # -- intake and admission -----------------------------------------------------------

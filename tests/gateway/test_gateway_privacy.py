@@ -92,7 +92,7 @@ async def _private_streams(store: Store, cast_id: str) -> None:
 
 
 async def _bounded(coro: object, seconds: float = 0.6) -> None:
-    with contextlib.suppress(TimeoutError):
+    with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(coro, seconds)  # type: ignore[arg-type]
 
 
