@@ -62,7 +62,7 @@ from ._contract import (
 )
 from ._embedded_janitor import Janitor, drop_stream, mark_garbage, sweep_chunk
 from ._embedded_layout import connect, creation_lock, open_layout, translate_errors
-from ._embedded_wake import WakeBus
+from ._embedded_wake import Waiters, WakeBus
 from ._embedded_writer import Apply, Op, Outcomes, Writer
 
 __all__ = ["EmbeddedStore"]
@@ -107,7 +107,7 @@ class EmbeddedStore(Store):
         self._db_path = data_dir / "store.db"
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._waiters = Waiters()
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._readers = concurrent.futures.ThreadPoolExecutor(
@@ -119,7 +119,7 @@ class EmbeddedStore(Store):
         writer.broadcast = bus.broadcast
         self._version_conn = version_conn
         self._poll_task: asyncio.Task[None] | None = None
-        self._janitor = Janitor(self._background, vacuums=vacuums)
+        self._janitor = Janitor(self._background, self._housekeeping_due, vacuums=vacuums)
 
     @classmethod
     async def open(cls, data_dir: str | os.PathLike[str]) -> EmbeddedStore:
@@ -271,6 +271,17 @@ class EmbeddedStore(Store):
             await self._janitor.settle()
         return removed
 
+    async def _housekeeping_due(self) -> tuple[bool, int]:
+        """(whether records wait to be purged, free pages): a read, so an idle janitor takes
+        no lock."""
+        return await self._query(
+            "looking for housekeeping",
+            lambda conn: (
+                conn.execute("SELECT 1 FROM garbage LIMIT 1").fetchone() is not None,
+                conn.execute("PRAGMA freelist_count").fetchone()[0],
+            ),
+        )
+
     async def _expired(self, prefix: str, after: str, cutoff: int) -> list[tuple[int, str]]:
         """Up to `_SWEEP_PAGE` streams under `prefix`, named after `after`, untouched since
         `cutoff` (a read: no lock taken)."""
@@ -340,7 +351,7 @@ class EmbeddedStore(Store):
             self._check_open()
             # Registered before reading, so an append landing between the read and the wait
             # still wakes us.
-            waiter = self._register(stream) if wait > 0 else None
+            waiter = self._waiters.register(stream) if wait > 0 else None
             try:
                 batch = await self._loop.run_in_executor(
                     self._readers, self._read_now, stream, seq_num, max_records, max_bytes
@@ -354,7 +365,7 @@ class EmbeddedStore(Store):
                     return batch
             finally:
                 if waiter is not None:
-                    self._unregister(stream, waiter)
+                    self._waiters.unregister(stream, waiter)
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)
@@ -388,25 +399,6 @@ class EmbeddedStore(Store):
 
     # -- wake-ups -----------------------------------------------------------------------
 
-    def _register(self, stream: str) -> asyncio.Future[None]:
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.setdefault(stream, set()).add(waiter)
-        return waiter
-
-    def _unregister(self, stream: str, waiter: asyncio.Future[None]) -> None:
-        waiters = self._waiters.get(stream)
-        if waiters is not None:
-            waiters.discard(waiter)
-            if not waiters:
-                del self._waiters[stream]
-
-    def _wake(self, streams: list[str] | None) -> None:
-        names = list(self._waiters) if streams is None else streams
-        for name in names:
-            for waiter in self._waiters.get(name, ()):
-                if not waiter.done():
-                    waiter.set_result(None)
-
     def _deliver_threadsafe(self, ops: list[Op], outcomes: Outcomes, changed: list[str]) -> None:
         """Writer thread, after a round: one hop to the event loop for all its ops."""
         with contextlib.suppress(RuntimeError):  # the loop already closed: nobody is waiting
@@ -421,10 +413,10 @@ class EmbeddedStore(Store):
             else:
                 op.future.set_exception(value)
         if changed:
-            self._wake(changed)
+            self._waiters.wake(changed)
 
     def _on_wake_datagram(self) -> None:
-        self._wake(self._bus.receive())
+        self._waiters.wake(self._bus.receive())
 
     async def _poll_data_version(self, version_conn: sqlite3.Connection, last: int) -> None:
         """The fallback wake-up: any commit by any connection changes `data_version`.
@@ -447,7 +439,7 @@ class EmbeddedStore(Store):
                 log.exception("store: polling for changes failed; waking every reader")
                 version = -1
             if version != last:
-                self._wake(None)
+                self._waiters.wake(None)
             last = version
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -467,10 +459,7 @@ class EmbeddedStore(Store):
                 await self._poll_task
         if self._bus.listener is not None:
             self._loop.remove_reader(self._bus.listener.fileno())
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_exception(StoreClosed("the store is closed"))
+        self._waiters.fail(StoreClosed("the store is closed"))
         await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.shutdown, wait=True)
         for conn in (*self._reader_conns, self._version_conn):

@@ -117,13 +117,16 @@ def _vacuum_step(conn: sqlite3.Connection, now: int) -> tuple[bool, list[str]]:
 
 # Submits `apply` as a background op of the writer and returns its result.
 BackgroundWrite = Callable[[Apply], Awaitable[Any]]
+# Reads (no lock) whether records wait to be purged, and how many pages are free.
+Due = Callable[[], Awaitable[tuple[bool, int]]]
 
 
 class Janitor:
     """Runs purge and vacuum steps while there is work, paced; `kick()` says there may be."""
 
-    def __init__(self, write: BackgroundWrite, *, vacuums: bool) -> None:
+    def __init__(self, write: BackgroundWrite, due: Due, *, vacuums: bool) -> None:
         self._write = write
+        self._due = due
         self._vacuums = vacuums
         self._kicked = asyncio.Event()
         self._settling: list[asyncio.Future[None]] = []
@@ -156,9 +159,10 @@ class Janitor:
             settling, self._settling = self._settling, []
             try:
                 while True:
+                    garbage, free = await self._due()
                     started = loop.time()
-                    did = await self._write(_purge_step)
-                    if not did and self._vacuums:
+                    did = garbage and await self._write(_purge_step)
+                    if not did and self._vacuums and free > _FREE_RESERVE_PAGES:
                         did = await self._write(_vacuum_step)
                     if not did:
                         break

@@ -17,6 +17,7 @@ registration, so the stores of its own namespace still wake it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -30,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["WakeBus"]
+__all__ = ["Waiters", "WakeBus"]
 
 log = logging.getLogger("speechd.durable")
 
@@ -173,3 +174,39 @@ class WakeBus:
         for sock in (self._listener, self._sender):
             if sock is not None:
                 sock.close()
+
+
+class Waiters:
+    """The readers of one store waiting at a tail, by stream; `wake` ends their waits."""
+
+    def __init__(self) -> None:
+        self._by_stream: dict[str, set[asyncio.Future[None]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_stream)
+
+    def register(self, stream: str) -> asyncio.Future[None]:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._by_stream.setdefault(stream, set()).add(waiter)
+        return waiter
+
+    def unregister(self, stream: str, waiter: asyncio.Future[None]) -> None:
+        waiters = self._by_stream.get(stream)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._by_stream[stream]
+
+    def wake(self, streams: list[str] | None) -> None:
+        """Wake the waiters of `streams` (None: everyone)."""
+        names = list(self._by_stream) if streams is None else streams
+        for name in names:
+            for waiter in self._by_stream.get(name, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        for waiters in self._by_stream.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)

@@ -55,8 +55,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Final, TypeVar
-from urllib.parse import parse_qs
+from typing import Final
 
 import nats
 import nats.errors
@@ -77,6 +76,7 @@ from ._contract import (
     check_batch,
     validate_name,
 )
+from ._nats_config import NAMESPACE, number, parse_url, report_sync
 from ._nats_layout import H_DELETED, LAYOUT_VERSION, Layout, ensure_streams
 from ._nats_reader import At, Heads, Reader
 from ._nats_retry import Retry, retrying
@@ -87,13 +87,10 @@ __all__ = ["H_DELETED", "LAYOUT_VERSION", "NatsStore"]
 
 log = logging.getLogger("speechd.durable")
 
-T = TypeVar("T")
-
 _DEFAULT_TIMEOUT_S = 5.0
 _DEFAULT_RETRY_S = 60.0
 _DEFAULT_BATCH_MSGS: Final = 1000  # the server's default, if its probe answer says nothing
 _VARZ_TIMEOUT_S = 1.0
-_NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-.]+")
 _LIST_PAGE = 1000  # heads per multi_last request (the server answers at most 1024)
 _SWEEP_PAGE = 256  # heads a sweep looks at, at a time
@@ -102,54 +99,6 @@ _SWEEP_CONCURRENCY = 4  # deletes of a sweep in flight at once
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _parse_url(url: str) -> tuple[list[str], dict[str, str]]:
-    scheme, _, rest = url.partition("://")
-    hosts, _, query = rest.partition("?")
-    hosts = hosts.rstrip("/")
-    if not hosts or "/" in hosts:
-        raise DurableError(f"malformed NATS store URL {url!r}")
-    servers = [f"{scheme}://{host}" for host in hosts.split(",") if host]
-    params = {key: values[-1] for key, values in parse_qs(query).items()}
-    unknown = set(params) - {"namespace", "shards", "replicas", "timeout", "retry"}
-    if unknown:
-        raise DurableError(f"unknown NATS store URL parameters: {', '.join(sorted(unknown))}")
-    return servers, params
-
-
-def _number(params: dict[str, str], key: str, kind: type[T], default: T) -> T:
-    if key not in params:
-        return default
-    try:
-        value = kind(params[key])  # type: ignore[call-arg]
-    except ValueError as exc:
-        raise DurableError(f"NATS store URL: {key}={params[key]!r} is not a number") from exc
-    if value <= 0:  # type: ignore[operator]
-        raise DurableError(f"NATS store URL: {key} must be positive")
-    return value
-
-
-def _report_sync(varz: dict[str, object] | None) -> None:
-    """The log line that says how the server makes appends durable."""
-    jetstream = varz.get("jetstream") if varz else None
-    config = jetstream.get("config") if isinstance(jetstream, dict) else None
-    if not isinstance(config, dict):
-        log.info(
-            "store: the NATS server does not say how JetStream syncs to disk; recommended:"
-            " `jetstream { sync_interval: always }` (README: the store)"
-        )
-        return
-    if config.get("sync_always"):
-        log.info("store: NATS JetStream syncs every write to disk (sync_interval: always)")
-        return
-    interval = config.get("sync_interval")
-    every = f"{int(interval) / 1e9:g} s" if isinstance(interval, int) else "interval"
-    log.warning(
-        "store: NATS JetStream syncs to disk every %s, so a power cut can lose appends it"
-        " acknowledged; recommended: `jetstream { sync_interval: always }`",
-        every,
-    )
 
 
 class NatsStore(Store):
@@ -174,14 +123,14 @@ class NatsStore(Store):
 
     @classmethod
     async def open(cls, url: str) -> NatsStore:
-        servers, params = _parse_url(url)
+        servers, params = parse_url(url)
         namespace = params.get("namespace", "speechd")
-        if not _NAMESPACE.fullmatch(namespace):
+        if not NAMESPACE.fullmatch(namespace):
             raise DurableError(f"NATS store namespace {namespace!r}: use 1-64 of A-Z a-z 0-9 _ -")
-        timeout = _number(params, "timeout", float, _DEFAULT_TIMEOUT_S)
-        retry_s = _number(params, "retry", float, _DEFAULT_RETRY_S)
-        replicas = _number(params, "replicas", int, 1)
-        wanted_shards = _number(params, "shards", int, 0) if "shards" in params else None
+        timeout = number(params, "timeout", float, _DEFAULT_TIMEOUT_S)
+        retry_s = number(params, "retry", float, _DEFAULT_RETRY_S)
+        replicas = number(params, "replicas", int, 1)
+        wanted_shards = number(params, "shards", int, 0) if "shards" in params else None
         holder: list[NatsStore] = []
 
         async def on_error(exc: Exception) -> None:
@@ -235,7 +184,7 @@ class NatsStore(Store):
                 await js.start()
                 layout = await ensure_streams(js, namespace, wanted_shards, replicas, retry_s)
                 batch_msgs = await cls._batch_size(js, layout, retry_s)
-                _report_sync(await js.server_varz(_VARZ_TIMEOUT_S))
+                report_sync(await js.server_varz(_VARZ_TIMEOUT_S))
             except WireError as exc:
                 raise DurableError(f"opening the NATS store failed: {exc}") from exc
             limits = limits_for(nc.max_payload, batch_msgs)
