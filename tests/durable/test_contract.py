@@ -517,3 +517,33 @@ async def test_async_with_closes(store_url: str) -> None:
         await store.append("s", [rec(b"x")])
     with pytest.raises(StoreClosed):
         await store.read("s")
+
+
+# -- Limits.batches (the worker splits its appends with it) ------------------------------------
+
+
+def test_batches_split_records_into_appends_that_fit_in_order() -> None:
+    limits = Limits(max_record_bytes=100, max_batch_records=3, max_batch_bytes=150)
+    records = [rec(b"%02d" % i) for i in range(7)]  # 2 bytes each: the record count decides
+    assert [[r.body for r in b] for b in limits.batches(records)] == [
+        [b"00", b"01", b"02"],
+        [b"03", b"04", b"05"],
+        [b"06"],
+    ]
+    heavy = [rec(b"x" * 60, (b"h", b"v" * 9)) for _ in range(4)]  # 70 bytes each
+    assert [len(b) for b in limits.batches(heavy)] == [2, 2]
+    assert limits.batches([]) == []
+    for batch in limits.batches(heavy + records):
+        assert len(batch) <= 3 and sum(record_size(r) for r in batch) <= 150
+
+
+def test_batches_refuse_a_record_no_append_could_hold() -> None:
+    limits = Limits(max_record_bytes=100, max_batch_records=3, max_batch_bytes=150)
+    with pytest.raises(RecordTooLarge):
+        limits.batches([rec(b"ok"), rec(b"x" * 101)])
+    with pytest.raises(TypeError):
+        limits.batches([rec(b"ok"), AppendRecord(body="text")])  # type: ignore[arg-type]
+
+
+def test_record_size_is_the_body_and_header_bytes() -> None:
+    assert record_size(rec(b"abc", (b"k", b"vv"), (b"", b""))) == 6
