@@ -67,6 +67,7 @@ from speechd.durable import (
     MAX_BATCH_BYTES,
     AppendAck,
     AppendRecord,
+    Limits,
     ReadBatch,
     Store,
     StreamInfo,
@@ -143,6 +144,13 @@ class Counting(Store):
 
     async def check_tail(self, stream: str) -> int:
         return await self._timed("check_tail", self.inner.check_tail(stream), stream)
+
+    @property
+    def limits(self) -> Limits:
+        return self.inner.limits
+
+    async def trim(self, stream: str, before_seq: int) -> int:
+        return await self._timed("trim", self.inner.trim(stream, before_seq), stream)
 
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
         return await self._timed("list", self.inner.list(prefix, limit=limit))

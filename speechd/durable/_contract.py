@@ -4,9 +4,9 @@ Errors:
 
     DurableError
     ├── InvalidStreamName      the name is empty, too long, or malformed
-    ├── RecordTooLarge         a record or batch is over the limits below
+    ├── RecordTooLarge         a record or batch is over the store's `limits`
     ├── SeqMismatch            a conditional append found another next seq (`.next_seq`)
-    ├── SeqOutOfRange          a read started past the stream's tail (`.tail`)
+    ├── SeqOutOfRange          a read or trim outside `[first, tail]` (`.first`, `.tail`)
     └── StoreClosed            the store was used after `close()`
 
 Semantics every backend keeps (the conformance suite in tests/durable checks them):
@@ -18,8 +18,25 @@ Semantics every backend keeps (the conformance suite in tests/durable checks the
 * `read` at the tail returns no records (after waiting up to `wait` seconds for one); `read`
   past the tail raises `SeqOutOfRange`. A read returns at least one record when any is
   available, even if that record alone is over `max_bytes`.
-* `delete` removes a stream; a later append starts it again from seq 0. A read waiting past
-  the new tail of a deleted stream ends with `SeqOutOfRange`, so a follower learns of it.
+* **Trim.** `trim(stream, before_seq)` drops the records below `before_seq`: the stream's
+  *first* seq becomes `before_seq` (it never goes back: a lower `before_seq` changes nothing),
+  its tail and every seq stay as they were, and appends carry on at the tail. Trimming is not
+  an append: it neither touches the stream for retention nor creates a missing one. Once it
+  returns, no read returns a record below `before_seq`. A `before_seq` past the tail raises
+  `SeqOutOfRange` and trims nothing. A long poll waiting at the tail is not disturbed.
+* **The out-of-range outcome.** A read below the first seq (a trimmed-away record) or past
+  the tail raises `SeqOutOfRange`; `.first` and `.tail` say where the stream's records are,
+  so `seq_num < .first` means "trimmed, resume from `.first`" and `seq_num > .tail` means
+  "past the end". A missing stream has first 0 and tail 0.
+* `delete` removes a stream; a later append starts it again from seq 0 (and first 0). A read
+  waiting past the new tail of a deleted stream ends with `SeqOutOfRange`, so a follower
+  learns of it.
+* **Limits.** Each store reports what it accepts in `limits` (a `Limits`): the largest record
+  (`record_size`: body plus header names and values), the most headers per record, the
+  largest batch in records and bytes. A store behind a server reports what that server takes
+  (the NATS backend: its `max_payload` and atomic-batch size), never more than the maxima
+  here. A batch over a limit raises `RecordTooLarge` and writes nothing; `Limits.batches`
+  splits records into appends that fit.
 * A record's body and header names and values are `bytes`; anything else is a `TypeError`,
   raised before anything of the batch is written.
 """
@@ -34,15 +51,18 @@ from typing import TypeVar
 import msgspec
 
 __all__ = [
+    "CONTRACT_LIMITS",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_RECORDS",
     "MAX_BODY_BYTES",
+    "MAX_HEADERS",
     "MAX_HEADER_BYTES",
     "MAX_NAME_BYTES",
     "AppendAck",
     "AppendRecord",
     "DurableError",
     "InvalidStreamName",
+    "Limits",
     "ReadBatch",
     "Record",
     "RecordTooLarge",
@@ -51,12 +71,17 @@ __all__ = [
     "Store",
     "StoreClosed",
     "StreamInfo",
+    "check_batch",
+    "record_size",
     "validate_name",
 ]
 
+# The contract's maxima: no store accepts more, a store behind a server may accept less (its
+# `limits` say).
 MAX_NAME_BYTES = 512
 MAX_BODY_BYTES = 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024
+MAX_HEADER_BYTES = 64 * 1024  # header names and values of one record, together
+MAX_HEADERS = 128  # header pairs per record
 MAX_BATCH_RECORDS = 1000
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 
@@ -102,9 +127,62 @@ class ReadBatch(msgspec.Struct, frozen=True):
 
 
 class StreamInfo(msgspec.Struct, frozen=True):
+    """A stream as `list` sees it: its tail, its last append's time, and its first seq."""
+
     name: str
     next_seq: int
     touched_ms: int
+    first_seq: int = 0
+
+
+def record_size(record: AppendRecord | Record) -> int:
+    """What a record weighs against the limits: its body plus its header names and values."""
+    return len(record.body) + sum(len(k) + len(v) for k, v in record.headers)
+
+
+class Limits(msgspec.Struct, frozen=True):
+    """What one store accepts; see `Store.limits`.
+
+    `max_record_bytes` bounds `record_size` of one record; `max_body_bytes` and
+    `max_header_bytes` bound its parts alone, `max_headers` its header pairs. A batch holds
+    at most `max_batch_records` records weighing `max_batch_bytes` together.
+    """
+
+    max_record_bytes: int
+    max_batch_records: int
+    max_batch_bytes: int
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_header_bytes: int = MAX_HEADER_BYTES
+    max_headers: int = MAX_HEADERS
+
+    def batches(self, records: Sequence[AppendRecord]) -> list[list[AppendRecord]]:
+        """`records` split, in order, into as few consecutive appends as fit these limits.
+
+        Raises `RecordTooLarge` (before anything is split) if one record alone is over them.
+        """
+        batches: list[list[AppendRecord]] = []
+        current: list[AppendRecord] = []
+        size = 0
+        for record in records:
+            weight = _check_record(record, self)
+            if current and (
+                len(current) >= self.max_batch_records or size + weight > self.max_batch_bytes
+            ):
+                batches.append(current)
+                current, size = [], 0
+            current.append(record)
+            size += weight
+        if current:
+            batches.append(current)
+        return batches
+
+
+CONTRACT_LIMITS = Limits(
+    max_record_bytes=MAX_BODY_BYTES + MAX_HEADER_BYTES,
+    max_batch_records=MAX_BATCH_RECORDS,
+    max_batch_bytes=MAX_BATCH_BYTES,
+)
+"""The contract's maxima as `Limits`: what the embedded store accepts."""
 
 
 class DurableError(Exception):
@@ -130,13 +208,18 @@ class SeqMismatch(DurableError):
 
 
 class SeqOutOfRange(DurableError):
-    """A read started at `seq_num`, past the stream's `tail`."""
+    """A read (or trim) at `seq_num`, outside the stream's records: below `first` (trimmed
+    away) or past `tail`."""
 
-    def __init__(self, stream: str, seq_num: int, tail: int) -> None:
-        super().__init__(f"{stream}: seq {seq_num} is past the tail {tail}")
+    def __init__(self, stream: str, seq_num: int, tail: int, first: int = 0) -> None:
+        where = (
+            f"below the first seq {first} (trimmed)" if seq_num < first else f"past the tail {tail}"
+        )
+        super().__init__(f"{stream}: seq {seq_num} is {where}")
         self.stream = stream
         self.seq_num = seq_num
         self.tail = tail
+        self.first = first
 
 
 class StoreClosed(DurableError):
@@ -179,7 +262,25 @@ def _check_types(record: AppendRecord) -> None:
             raise TypeError(f"a header must be a (bytes, bytes) pair, not {header!r:.80}")
 
 
-def check_batch(records: Sequence[AppendRecord]) -> int:
+def _check_record(record: AppendRecord, limits: Limits) -> int:
+    """Check one record's types and limits; return its `record_size`."""
+    _check_types(record)
+    if len(record.body) > limits.max_body_bytes:
+        raise RecordTooLarge(f"a record body holds at most {limits.max_body_bytes} bytes")
+    if len(record.headers) > limits.max_headers:
+        raise RecordTooLarge(f"a record holds at most {limits.max_headers} headers")
+    header_bytes = sum(len(k) + len(v) for k, v in record.headers)
+    if header_bytes > limits.max_header_bytes:
+        raise RecordTooLarge(f"a record's headers hold at most {limits.max_header_bytes} bytes")
+    size = len(record.body) + header_bytes
+    if size > limits.max_record_bytes:
+        raise RecordTooLarge(
+            f"a record (body and headers) holds at most {limits.max_record_bytes} bytes here"
+        )
+    return size
+
+
+def check_batch(records: Sequence[AppendRecord], limits: Limits = CONTRACT_LIMITS) -> int:
     """Validate a batch's types and limits; return its size in bytes.
 
     Raises `TypeError` for a record that is not bytes where bytes belong, `RecordTooLarge` for
@@ -187,19 +288,11 @@ def check_batch(records: Sequence[AppendRecord]) -> int:
     """
     if not records:
         raise RecordTooLarge("an append needs at least one record")
-    if len(records) > MAX_BATCH_RECORDS:
-        raise RecordTooLarge(f"a batch holds at most {MAX_BATCH_RECORDS} records")
-    total = 0
-    for record in records:
-        _check_types(record)
-        if len(record.body) > MAX_BODY_BYTES:
-            raise RecordTooLarge(f"a record body holds at most {MAX_BODY_BYTES} bytes")
-        header_bytes = sum(len(k) + len(v) for k, v in record.headers)
-        if header_bytes > MAX_HEADER_BYTES:
-            raise RecordTooLarge(f"a record's headers hold at most {MAX_HEADER_BYTES} bytes")
-        total += len(record.body) + header_bytes
-    if total > MAX_BATCH_BYTES:
-        raise RecordTooLarge(f"a batch holds at most {MAX_BATCH_BYTES} bytes")
+    if len(records) > limits.max_batch_records:
+        raise RecordTooLarge(f"a batch holds at most {limits.max_batch_records} records here")
+    total = sum(_check_record(record, limits) for record in records)
+    if total > limits.max_batch_bytes:
+        raise RecordTooLarge(f"a batch holds at most {limits.max_batch_bytes} bytes here")
     return total
 
 
@@ -208,6 +301,11 @@ _S = TypeVar("_S", bound="Store")
 
 class Store(abc.ABC):
     """An async stream store. Open one per event loop; close it when done."""
+
+    @property
+    @abc.abstractmethod
+    def limits(self) -> Limits:
+        """What this store accepts (fixed while it is open)."""
 
     @abc.abstractmethod
     async def append(
@@ -236,6 +334,14 @@ class Store(abc.ABC):
         """The stream's next seq (0 for a missing stream)."""
 
     @abc.abstractmethod
+    async def trim(self, stream: str, before_seq: int) -> int:
+        """Drop `stream`'s records below `before_seq`; return its first seq afterwards.
+
+        Seqs stay as they were; a lower `before_seq` than the first changes nothing; one past
+        the tail raises `SeqOutOfRange`. Reads below the first seq raise `SeqOutOfRange`.
+        """
+
+    @abc.abstractmethod
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
         """Streams whose name starts with `prefix`, in name order."""
 
@@ -248,7 +354,11 @@ class Store(abc.ABC):
         """Release the store's resources; later calls raise `StoreClosed`."""
 
     async def follow(self, stream: str, seq_num: int = 0) -> AsyncIterator[Record]:
-        """Yield the records from `seq_num` on, then live ones as they land, until cancelled."""
+        """Yield the records from `seq_num` on, then live ones as they land, until cancelled.
+
+        Raises `SeqOutOfRange` when the stream is deleted under it, or trimmed past the record
+        it would read next (a follower at the tail is never trimmed past).
+        """
         while True:
             batch = await self.read(stream, seq_num, wait=30.0)
             for record in batch.records:
@@ -261,7 +371,8 @@ class Store(abc.ABC):
         """Delete streams under `prefixes` untouched (no append) for `max_age_s` seconds.
 
         Each stream is checked and deleted atomically, so a stream appended to during the sweep
-        survives it. Returns how many streams were deleted.
+        survives it. The work goes in bounded steps, so appends (of any process) are never kept
+        waiting behind a whole sweep. Returns how many streams were deleted.
         """
 
     async def __aenter__(self: _S) -> _S:

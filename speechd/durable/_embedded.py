@@ -1,37 +1,30 @@
 """The embedded backend: one SQLite database in a data folder, shared by several processes.
 
-On disk (persisted, so keep it stable; `PRAGMA user_version` names the layout):
+Its parts, each readable alone:
 
-    <data>/store.db            tables `streams` (name -> id, next seq, last touch) and
-                               `records` ((stream id, seq) -> timestamp, headers, body)
-    <data>/store.db-wal, -shm  SQLite's write-ahead log (WAL mode, synchronous=FULL)
-    <data>/store.lock          flock'd while a process opens the store (WAL set-up, schema)
-    <data>/write.lock          flock'd by a writer thread for each group transaction
-    <data>/wake/<token>        one empty file per open store: the address of its wake socket
+    _embedded_layout   the files and tables (persisted: keep them stable), opening, upgrading
+    _embedded_writer   the writer thread: group commit of foreground ops, background ops apart
+    _embedded_janitor  sweeping, purging trimmed and deleted records, handing space back, in
+                       bounded, paced steps
+    _embedded_wake     wake-up datagrams between the processes that have the folder open
+    _embedded          this facade: the contract's operations, reads, waiting readers
 
-Writes: one writer thread per open store drains every append queued while the previous
-transaction committed and commits them together (group commit), so durability costs one WAL
-fsync per batch of appends, not per record. An append is acknowledged only after COMMIT
-returned, and a round's outcomes reach the event loop in one hop. Conditional appends are
-checked inside the transaction, each in a savepoint, so one failed condition never undoes its
-neighbours. An append cancelled before the writer takes it is not applied; one cancelled
-later is applied, and its caller does not hear. Writers of different processes take turns on
-the flock of `write.lock` (woken at once), then on SQLite's write lock. Checkpoints are
-SQLite's automatic ones (every ~4 MB of WAL, inside the COMMIT that crosses it); running them
-on another thread was measured slower (the WAL grows instead of being rewound).
+Reads run on a few reader threads, each with its own connection, one read transaction per
+read (so the tail and the records come from one snapshot). A reader waiting at the tail is
+woken by a commit of this store (at once), by a datagram from another process (within a
+millisecond), or by the `data_version` poll every `_POLL_INTERVAL_S` that covers a lost
+datagram and processes in other network namespaces.
 
-Wake-ups: after a commit the writer sends the changed stream names as one datagram to every
-other open store's abstract unix socket (Linux), listing `wake/` afresh each time; a reader
-waiting in another process wakes within a millisecond. A datagram can be dropped (a full
-socket buffer), so each store also polls `PRAGMA data_version` while anyone waits, from a
-baseline taken at open; that bounds a missed wake-up to `_POLL_INTERVAL_S`. Off Linux, or
-between network namespaces (containers), the poll is the only wake-up. A registration left by
-a process that died is removed by the next broadcast that finds nobody listening.
+Trim and delete are instant for readers: trim raises the stream's `first_seq`, delete drops
+its row; their records are purged afterwards by the janitor, in bounded steps. A sweep
+selects expired streams on a reader thread (taking no lock), deletes them a chunk at a time,
+and returns once the janitor has purged their records.
 
 Limits: one machine, local disk (SQLite over a network filesystem is not safe); one writer at
 a time across processes, so write throughput is one disk's fsync rate times the batch size;
-the limits of `_contract` (record 1 MiB, headers 64 KiB, batch 1000 records / 8 MiB, names
-512 bytes). Open the store after forking or spawning a process, never before.
+the contract's maxima (`CONTRACT_LIMITS`: a record 1 MiB of body and 64 KiB of headers, a
+batch 1000 records / 8 MiB, names 512 bytes). Open the store after forking or spawning a
+process, never before.
 """
 
 from __future__ import annotations
@@ -39,30 +32,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import errno
-import fcntl
-import hashlib
 import logging
 import os
-import queue
-import re
-import secrets
-import socket
 import sqlite3
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ._contract import (
+    CONTRACT_LIMITS,
     MAX_BATCH_BYTES,
     AppendAck,
     AppendRecord,
     DurableError,
+    Limits,
     ReadBatch,
     Record,
     SeqMismatch,
@@ -73,305 +60,54 @@ from ._contract import (
     check_batch,
     validate_name,
 )
+from ._embedded_janitor import Janitor, drop_stream, mark_garbage, sweep_chunk
+from ._embedded_layout import connect, creation_lock, open_layout, translate_errors
+from ._embedded_wake import Waiters, WakeBus
+from ._embedded_writer import Apply, Op, Outcomes, Writer
 
 __all__ = ["EmbeddedStore"]
 
 log = logging.getLogger("speechd.durable")
 
-_LAYOUT_VERSION = 1
 _POLL_INTERVAL_S = 0.5
-_MAX_GROUP_OPS = 1024
-_MAX_GROUP_BYTES = 16 * 1024 * 1024
-_MAX_WAKE_PAYLOAD = 16 * 1024
 _READ_THREADS = 4
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS streams (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    next_seq INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS records (
-    stream_id INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    ts INTEGER NOT NULL,
-    headers BLOB NOT NULL,
-    body BLOB NOT NULL,
-    PRIMARY KEY (stream_id, seq)
-);
-"""
+_SWEEP_PAGE = 256  # expired streams listed at a time
+_SWEEP_CHUNK = 64  # ... and deleted in one step
 
 _headers_encoder = msgspec.msgpack.Encoder()
 _headers_decoder = msgspec.msgpack.Decoder(tuple[tuple[bytes, bytes], ...])
+
+# A new stream's id: above every id that any row still names, so the records of a deleted
+# stream waiting to be purged never meet a new stream's (see `_embedded_layout`).
+_NEW_ID = (
+    "SELECT max(coalesce((SELECT max(id) FROM streams), 0),"
+    " coalesce((SELECT max(stream_id) FROM records), 0),"
+    " coalesce((SELECT max(stream_id) FROM garbage), 0)) + 1"
+)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """A connection to a store database that `_create_schema` has already put in WAL mode."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA busy_timeout=60000")
-    return conn
-
-
-@contextlib.contextmanager
-def _creation_lock(data_dir: Path) -> Iterator[None]:
-    """Serialise opening the database across processes.
-
-    Switching a new database to WAL mode takes an exclusive lock without waiting on the busy
-    timeout, so processes opening a fresh folder at once failed with 'database is locked'.
-    """
-    fd = os.open(data_dir / "store.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-@contextlib.contextmanager
-def _translate_errors(doing: str) -> Iterator[None]:
-    """Raise sqlite3's errors (and OSError) as DurableError, chained."""
-    try:
-        yield
-    except (sqlite3.Error, OSError) as exc:
-        raise DurableError(f"{doing} failed: {exc}") from exc
-
-
-# Applies one write inside the group transaction at time `now`; returns (result, changed streams).
-_Apply = Callable[[sqlite3.Connection, int], tuple[Any, list[str]]]
-
-
-class _Op:
-    """One queued write: applied by the writer thread inside a group transaction.
-
-    `future` belongs to the store's event loop; the writer thread only reads `cancelled()`
-    and hands the outcome back through one `call_soon_threadsafe` per round.
-    """
-
-    __slots__ = ("apply", "future", "size")
-
-    def __init__(self, apply: _Apply, size: int, future: asyncio.Future[Any]) -> None:
-        self.apply = apply
-        self.size = size
-        self.future = future
-
-
-# Per op (ok, result or exception), in order.
-_Outcomes = list[tuple[bool, Any]]
-
-_STOP = object()
-
-
-class _Writer(threading.Thread):
-    """Owns the write connection; commits every queued op in one transaction per round.
-
-    After each round it calls `deliver(ops, outcomes, changed streams)` (which hands them to
-    the event loop) and then `broadcast(changed streams)` (the other processes' wake-up).
-
-    The thread must outlive every failure: an op whose caller went away (a cancelled append)
-    is skipped if it has not started, and any error fails that round's ops, never the thread.
-    """
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(name="speechd-store-writer", daemon=True)
-        self._conn = _connect(path)
-        self._lock_fd = os.open(path.with_name("write.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.deliver: Callable[[list[_Op], _Outcomes, list[str]], None] = lambda *args: None
-        self.broadcast: Callable[[list[str]], None] = lambda streams: None
-
-    def close(self) -> None:
-        """Close the connection of a writer that was never started."""
-        self._conn.close()
-        os.close(self._lock_fd)
-
-    def submit(self, op: _Op) -> None:
-        self._queue.put(op)
-
-    def stop(self) -> None:
-        self._queue.put(_STOP)
-        self.join()
-
-    def run(self) -> None:
-        carried: _Op | None = None  # taken from the queue but over the last round's size cap
-        while True:
-            ops: list[_Op] = [] if carried is None else [carried]
-            size = 0 if carried is None else carried.size
-            carried = None
-            stopping = False
-            while len(ops) < _MAX_GROUP_OPS:
-                try:
-                    item = self._queue.get_nowait() if ops else self._queue.get()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stopping = True
-                    break
-                # An op cancelled before we take it (its caller gave up) is dropped unapplied.
-                # One cancelled later is applied; its caller just never hears.
-                if item.future.cancelled():
-                    continue
-                if ops and size + item.size > _MAX_GROUP_BYTES:
-                    carried = item
-                    break
-                ops.append(item)
-                size += item.size
-            if ops:
-                self._round(ops)
-            if stopping:
-                break
-        self.close()
-
-    def _round(self, ops: list[_Op]) -> None:
-        outcomes, changed = self._commit(ops)
-        try:
-            self.deliver(ops, outcomes, changed)
-        except Exception:
-            log.exception("store: handing results back to the event loop failed")
-        if changed:
-            try:
-                self.broadcast(changed)
-            except Exception:
-                # The appends are durable and acknowledged; only a wake-up was lost, and the
-                # readers' data_version poll covers that.
-                log.exception("store: waking the other processes after a commit failed")
-
-    def _commit(self, ops: list[_Op]) -> tuple[_Outcomes, list[str]]:
-        outcomes: _Outcomes = []
-        changed: list[str] = []
-        try:
-            # Writers in other processes queue on this flock, and each is woken the moment the
-            # holder is done; waiting on SQLite's own lock instead means its busy handler's
-            # sleeps (1, 2, 5 ... 100 ms), which cost several writer processes most of their
-            # throughput. The flock is released when the holder dies.
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            self._conn.execute("BEGIN IMMEDIATE")
-            now = _now_ms()
-            for op in ops:
-                self._conn.execute("SAVEPOINT op")
-                try:
-                    value, streams = op.apply(self._conn, now)
-                except DurableError as exc:
-                    self._conn.execute("ROLLBACK TO op")
-                    outcomes.append((False, exc))
-                else:
-                    changed.extend(streams)
-                    outcomes.append((True, value))
-                self._conn.execute("RELEASE op")
-            self._conn.execute("COMMIT")
-        except Exception as exc:
-            with contextlib.suppress(sqlite3.Error):
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-            failure = DurableError(f"store write failed: {exc}")
-            failure.__cause__ = exc
-            return [(False, failure)] * len(ops), []
-        finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        return outcomes, changed
-
-
-_TOKEN = re.compile(r"[0-9]+-[0-9a-f]{12}")
-
-
-class _WakeBus:
-    """Datagrams between the open stores of one data folder: 'these streams changed'."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self._dir = data_dir / "wake"
-        self._dir.mkdir(exist_ok=True)
-        self._namespace = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
-        self._token = f"{os.getpid()}-{secrets.token_hex(6)}"
-        self._listener: socket.socket | None = None
-        self._sender: socket.socket | None = None
-        if sys.platform.startswith("linux"):
-            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._listener.bind(self._address(self._token))
-            self._listener.setblocking(False)
-            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sender.setblocking(False)
-            # Registered only once bound, so a peer never finds a token with no socket behind it.
-            (self._dir / self._token).touch()
-
-    @property
-    def listener(self) -> socket.socket | None:
-        return self._listener
-
-    def _address(self, token: str) -> bytes:
-        return f"\0speechd/{self._namespace}/{token}".encode()
-
-    def _peers(self) -> list[str]:
-        # Listed afresh for every broadcast (a few microseconds next to the commit's fsync): a
-        # listing cached by the folder's mtime misses a store that registers within the mtime's
-        # granularity (a jiffy, or a second on some filesystems), which then never hears a wake.
-        try:
-            names = os.listdir(self._dir)
-        except FileNotFoundError:
-            return []
-        return [name for name in names if name != self._token and _TOKEN.fullmatch(name)]
-
-    def broadcast(self, streams: list[str]) -> None:
-        """Tell every other store in this folder which streams changed (writer thread)."""
-        if self._sender is None:
-            return
-        payload = "\n".join(dict.fromkeys(streams)).encode()
-        if len(payload) > _MAX_WAKE_PAYLOAD:
-            payload = b"*"
-        for peer in self._peers():
-            try:
-                self._sender.sendto(payload, self._address(peer))
-            except (ConnectionRefusedError, FileNotFoundError):
-                # Nobody listens there any more: that store's process died without closing.
-                with contextlib.suppress(FileNotFoundError):
-                    (self._dir / peer).unlink()
-            except OSError as exc:
-                # A full buffer (EAGAIN, ENOBUFS) or anything else: this peer misses one
-                # datagram, and its data_version poll catches the change.
-                if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
-                    log.debug("store: wake datagram to %s failed: %s", peer, exc)
-
-    def receive(self) -> list[str] | None:
-        """Drain pending datagrams: the changed stream names, or None for 'anything'."""
-        assert self._listener is not None
-        names: list[str] = []
-        while True:
-            try:
-                data = self._listener.recv(65536)
-            except BlockingIOError:
-                return names
-            if data == b"*":
-                return None
-            try:
-                names.extend(data.decode("ascii").split("\n"))
-            except UnicodeDecodeError:
-                return None  # not from a store (anyone may send here): wake everyone
-
-    def close(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self._dir / self._token).unlink()
-        for sock in (self._listener, self._sender):
-            if sock is not None:
-                sock.close()
-
-
 class EmbeddedStore(Store):
     """The stream store in a local data folder. Open with `await EmbeddedStore.open(path)`."""
 
     def __init__(
-        self, data_dir: Path, writer: _Writer, bus: _WakeBus, version_conn: sqlite3.Connection
+        self,
+        data_dir: Path,
+        writer: Writer,
+        bus: WakeBus,
+        version_conn: sqlite3.Connection,
+        *,
+        vacuums: bool,
     ) -> None:
         """Use `open`, which makes the files and connections off the event loop."""
         self._data_dir = data_dir
         self._db_path = data_dir / "store.db"
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._waiters = Waiters()
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._readers = concurrent.futures.ThreadPoolExecutor(
@@ -383,70 +119,61 @@ class EmbeddedStore(Store):
         writer.broadcast = bus.broadcast
         self._version_conn = version_conn
         self._poll_task: asyncio.Task[None] | None = None
+        self._janitor = Janitor(self._background, self._housekeeping_due, vacuums=vacuums)
 
     @classmethod
     async def open(cls, data_dir: str | os.PathLike[str]) -> EmbeddedStore:
         path = Path(data_dir)
-        writer, bus, version_conn, version = await asyncio.to_thread(cls._open_files, path)
-        store = cls(path, writer, bus, version_conn)
+        writer, bus, version_conn, version, vacuums = await asyncio.to_thread(cls._open_files, path)
+        if not vacuums:
+            log.info(
+                "store: %s was made before speechd handed space back; it reuses freed pages"
+                " but never shrinks (README: the store)",
+                path / "store.db",
+            )
+        store = cls(path, writer, bus, version_conn, vacuums=vacuums)
         writer.start()
         if bus.listener is not None:
             store._loop.add_reader(bus.listener.fileno(), store._on_wake_datagram)
         store._poll_task = asyncio.create_task(store._poll_data_version(version_conn, version))
+        store._janitor.start()
         return store
 
     @staticmethod
-    def _open_files(data_dir: Path) -> tuple[_Writer, _WakeBus, sqlite3.Connection, int]:
-        with _translate_errors(f"opening the store in {data_dir}"):
+    def _open_files(data_dir: Path) -> tuple[Writer, WakeBus, sqlite3.Connection, int, bool]:
+        with translate_errors(f"opening the store in {data_dir}"):
             data_dir.mkdir(parents=True, exist_ok=True)
-            with _creation_lock(data_dir):
-                EmbeddedStore._create_schema(data_dir / "store.db")
-            version_conn = _connect(data_dir / "store.db")
+            with creation_lock(data_dir):
+                vacuums = open_layout(data_dir / "store.db")
+            version_conn = connect(data_dir / "store.db")
             try:
                 version = version_conn.execute("PRAGMA data_version").fetchone()[0]
-                writer = _Writer(data_dir / "store.db")
+                writer = Writer(data_dir / "store.db")
             except BaseException:
                 version_conn.close()
                 raise
             try:
-                bus = _WakeBus(data_dir)
+                bus = WakeBus(data_dir)
             except BaseException:
                 writer.close()
                 version_conn.close()
                 raise
-        return writer, bus, version_conn, version
+        return writer, bus, version_conn, version, vacuums
 
-    @staticmethod
-    def _create_schema(db_path: Path) -> None:
-        conn = _connect(db_path)
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
-            if mode != "wal":
-                raise DurableError(f"{db_path} cannot use WAL mode (journal_mode is {mode})")
-            conn.execute("BEGIN IMMEDIATE")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _LAYOUT_VERSION):
-                conn.execute("ROLLBACK")
-                raise DurableError(
-                    f"{db_path} has store layout {version}; this speechd reads {_LAYOUT_VERSION}"
-                )
-            if version == 0:
-                # One statement at a time: executescript would COMMIT the transaction first.
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={_LAYOUT_VERSION}")
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+    @property
+    def limits(self) -> Limits:
+        return CONTRACT_LIMITS
 
     # -- writes -------------------------------------------------------------------------
 
-    async def _write(self, apply: _Apply, size: int = 0) -> Any:
+    async def _write(self, apply: Apply, size: int = 0, *, background: bool = False) -> Any:
         self._check_open()
-        op = _Op(apply, size, self._loop.create_future())
+        op = Op(apply, size, self._loop.create_future(), background=background)
         self._writer.submit(op)
         return await op.future
+
+    async def _background(self, apply: Apply) -> Any:
+        return await self._write(apply, background=True)
 
     async def append(
         self,
@@ -471,10 +198,11 @@ class EmbeddedStore(Store):
                 raise SeqMismatch(stream, match_seq_num, next_seq)
             ts = max(now, touched)
             if stream_id is None:
-                stream_id = conn.execute(
-                    "INSERT INTO streams (name, next_seq, touched_ms) VALUES (?, ?, ?)",
-                    (stream, len(rows), ts),
-                ).lastrowid
+                stream_id = conn.execute(_NEW_ID).fetchone()[0]
+                conn.execute(
+                    "INSERT INTO streams (id, name, next_seq, touched_ms) VALUES (?, ?, ?, ?)",
+                    (stream_id, stream, len(rows), ts),
+                )
             else:
                 conn.execute(
                     "UPDATE streams SET next_seq=?, touched_ms=? WHERE id=?",
@@ -488,64 +216,113 @@ class EmbeddedStore(Store):
 
         return await self._write(apply, size)
 
+    async def trim(self, stream: str, before_seq: int) -> int:
+        validate_name(stream)
+
+        def apply(conn: sqlite3.Connection, now: int) -> tuple[int, list[str]]:
+            found = conn.execute(
+                "SELECT id, next_seq, first_seq FROM streams WHERE name=?", (stream,)
+            ).fetchone()
+            stream_id, tail, first = found if found is not None else (None, 0, 0)
+            if before_seq < 0 or before_seq > tail:
+                raise SeqOutOfRange(stream, before_seq, tail, first)
+            if stream_id is None or before_seq <= first:
+                return first, []
+            conn.execute("UPDATE streams SET first_seq=? WHERE id=?", (before_seq, stream_id))
+            mark_garbage(conn, stream_id, first, before_seq)
+            return before_seq, []  # a trim wakes nobody: waiting readers are at the tail
+
+        first = await self._write(apply)
+        self._janitor.kick()
+        return first
+
     async def delete(self, stream: str) -> bool:
         validate_name(stream)
 
         def apply(conn: sqlite3.Connection, now: int) -> tuple[bool, list[str]]:
-            found = conn.execute("SELECT id FROM streams WHERE name=?", (stream,)).fetchone()
+            found = conn.execute(
+                "SELECT id, first_seq, next_seq FROM streams WHERE name=?", (stream,)
+            ).fetchone()
             if found is None:
                 return False, []
-            conn.execute("DELETE FROM records WHERE stream_id=?", found)
-            conn.execute("DELETE FROM streams WHERE id=?", found)
+            drop_stream(conn, *found)
             return True, [stream]
 
-        return await self._write(apply)
+        existed = await self._write(apply)
+        if existed:
+            self._janitor.kick()
+        return existed
 
     async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        def apply(conn: sqlite3.Connection, now: int) -> tuple[int, list[str]]:
-            cutoff = now - int(max_age_s * 1000)
-            doomed: list[tuple[int, str]] = []
-            for prefix in prefixes:
-                doomed += conn.execute(
-                    "SELECT id, name FROM streams WHERE name >= ? AND name < ? AND touched_ms < ?",
-                    (prefix, prefix + "\x7f", cutoff),
-                ).fetchall()
-            for stream_id, _ in doomed:
-                conn.execute("DELETE FROM records WHERE stream_id=?", (stream_id,))
-                conn.execute("DELETE FROM streams WHERE id=?", (stream_id,))
-            return len(doomed), [name for _, name in doomed]
+        self._check_open()
+        cutoff = _now_ms() - int(max_age_s * 1000)
+        removed = 0
+        for prefix in dict.fromkeys(prefixes):
+            after = ""
+            while page := await self._expired(prefix, after, cutoff):
+                after = page[-1][1]
+                for i in range(0, len(page), _SWEEP_CHUNK):
+                    started = self._loop.time()
+                    removed += await self._background(
+                        sweep_chunk(page[i : i + _SWEEP_CHUNK], cutoff)
+                    )
+                    await self._janitor.pause_after(started)
+        if removed:
+            await self._janitor.settle()
+        return removed
 
-        return await self._write(apply)
+    async def _housekeeping_due(self) -> tuple[bool, int]:
+        """(whether records wait to be purged, free pages): a read, so an idle janitor takes
+        no lock."""
+        return await self._query(
+            "looking for housekeeping",
+            lambda conn: (
+                conn.execute("SELECT 1 FROM garbage LIMIT 1").fetchone() is not None,
+                conn.execute("PRAGMA freelist_count").fetchone()[0],
+            ),
+        )
+
+    async def _expired(self, prefix: str, after: str, cutoff: int) -> list[tuple[int, str]]:
+        """Up to `_SWEEP_PAGE` streams under `prefix`, named after `after`, untouched since
+        `cutoff` (a read: no lock taken)."""
+        return await self._query(
+            "listing expired streams",
+            lambda conn: conn.execute(
+                "SELECT id, name FROM streams WHERE name >= ? AND name < ? AND name > ?"
+                " AND touched_ms < ? ORDER BY name LIMIT ?",
+                (prefix, prefix + "\x7f", after, cutoff, _SWEEP_PAGE),
+            ).fetchall(),
+        )
 
     # -- reads --------------------------------------------------------------------------
 
     def _reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = _connect(self._db_path)
+            conn = self._local.conn = connect(self._db_path)
             conn.execute("PRAGMA query_only=1")
             self._reader_conns.append(conn)
         return conn
 
     def _read_now(self, stream: str, seq_num: int, max_records: int, max_bytes: int) -> ReadBatch:
         conn = self._reader()
-        with _translate_errors(f"reading {stream}"):
+        with translate_errors(f"reading {stream}"):
             # One read transaction: the tail and the records come from the same snapshot.
             conn.execute("BEGIN")
             try:
                 found = conn.execute(
-                    "SELECT id, next_seq FROM streams WHERE name=?", (stream,)
+                    "SELECT id, next_seq, first_seq FROM streams WHERE name=?", (stream,)
                 ).fetchone()
-                stream_id, tail = found if found is not None else (None, 0)
-                if seq_num > tail:
-                    raise SeqOutOfRange(stream, seq_num, tail)
+                stream_id, tail, first = found if found is not None else (None, 0, 0)
+                if seq_num > tail or seq_num < first:
+                    raise SeqOutOfRange(stream, seq_num, tail, first)
                 records: list[Record] = []
                 if stream_id is not None and seq_num < tail:
                     size = 0
                     rows = conn.execute(
                         "SELECT seq, ts, headers, body FROM records"
-                        " WHERE stream_id=? AND seq>=? ORDER BY seq LIMIT ?",
-                        (stream_id, seq_num, max_records),
+                        " WHERE stream_id=? AND seq>=? AND seq<? ORDER BY seq LIMIT ?",
+                        (stream_id, seq_num, tail, max_records),
                     )
                     for seq, ts, headers, body in rows:
                         size += len(body) + len(headers)
@@ -574,7 +351,7 @@ class EmbeddedStore(Store):
             self._check_open()
             # Registered before reading, so an append landing between the read and the wait
             # still wakes us.
-            waiter = self._register(stream) if wait > 0 else None
+            waiter = self._waiters.register(stream) if wait > 0 else None
             try:
                 batch = await self._loop.run_in_executor(
                     self._readers, self._read_now, stream, seq_num, max_records, max_bytes
@@ -588,7 +365,7 @@ class EmbeddedStore(Store):
                     return batch
             finally:
                 if waiter is not None:
-                    self._unregister(stream, waiter)
+                    self._waiters.unregister(stream, waiter)
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)
@@ -602,7 +379,7 @@ class EmbeddedStore(Store):
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
         def query(conn: sqlite3.Connection) -> list[StreamInfo]:
             rows = conn.execute(
-                "SELECT name, next_seq, touched_ms FROM streams"
+                "SELECT name, next_seq, touched_ms, first_seq FROM streams"
                 " WHERE name >= ? AND name < ? ORDER BY name LIMIT ?",
                 (prefix, prefix + "\x7f", limit),
             )
@@ -615,38 +392,19 @@ class EmbeddedStore(Store):
         self._check_open()
 
         def run() -> Any:
-            with _translate_errors(doing):
+            with translate_errors(doing):
                 return query(self._reader())
 
         return await self._loop.run_in_executor(self._readers, run)
 
     # -- wake-ups -----------------------------------------------------------------------
 
-    def _register(self, stream: str) -> asyncio.Future[None]:
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.setdefault(stream, set()).add(waiter)
-        return waiter
-
-    def _unregister(self, stream: str, waiter: asyncio.Future[None]) -> None:
-        waiters = self._waiters.get(stream)
-        if waiters is not None:
-            waiters.discard(waiter)
-            if not waiters:
-                del self._waiters[stream]
-
-    def _wake(self, streams: list[str] | None) -> None:
-        names = list(self._waiters) if streams is None else streams
-        for name in names:
-            for waiter in self._waiters.get(name, ()):
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    def _deliver_threadsafe(self, ops: list[_Op], outcomes: _Outcomes, changed: list[str]) -> None:
+    def _deliver_threadsafe(self, ops: list[Op], outcomes: Outcomes, changed: list[str]) -> None:
         """Writer thread, after a round: one hop to the event loop for all its ops."""
         with contextlib.suppress(RuntimeError):  # the loop already closed: nobody is waiting
             self._loop.call_soon_threadsafe(self._deliver, ops, outcomes, changed)
 
-    def _deliver(self, ops: list[_Op], outcomes: _Outcomes, changed: list[str]) -> None:
+    def _deliver(self, ops: list[Op], outcomes: Outcomes, changed: list[str]) -> None:
         for op, (ok, value) in zip(ops, outcomes, strict=True):
             if op.future.done():  # cancelled while the writer had it
                 continue
@@ -655,10 +413,10 @@ class EmbeddedStore(Store):
             else:
                 op.future.set_exception(value)
         if changed:
-            self._wake(changed)
+            self._waiters.wake(changed)
 
     def _on_wake_datagram(self) -> None:
-        self._wake(self._bus.receive())
+        self._waiters.wake(self._bus.receive())
 
     async def _poll_data_version(self, version_conn: sqlite3.Connection, last: int) -> None:
         """The fallback wake-up: any commit by any connection changes `data_version`.
@@ -668,7 +426,7 @@ class EmbeddedStore(Store):
         """
 
         def data_version() -> int:
-            with _translate_errors("polling data_version"):
+            with translate_errors("polling data_version"):
                 return version_conn.execute("PRAGMA data_version").fetchone()[0]
 
         while True:
@@ -681,7 +439,7 @@ class EmbeddedStore(Store):
                 log.exception("store: polling for changes failed; waking every reader")
                 version = -1
             if version != last:
-                self._wake(None)
+                self._waiters.wake(None)
             last = version
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -694,16 +452,14 @@ class EmbeddedStore(Store):
         if self._closed:
             return
         self._closed = True
+        await self._janitor.close()
         if self._poll_task is not None:
             self._poll_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll_task
         if self._bus.listener is not None:
             self._loop.remove_reader(self._bus.listener.fileno())
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_exception(StoreClosed("the store is closed"))
+        self._waiters.fail(StoreClosed("the store is closed"))
         await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.shutdown, wait=True)
         for conn in (*self._reader_conns, self._version_conn):

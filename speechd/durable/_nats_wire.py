@@ -15,8 +15,12 @@ Requests and what they cost (one round trip each unless said):
     direct_last()       DIRECT.GET last-by-subject: one message, answered by any replica
     direct_multi()      DIRECT.GET `multi_last` over exact subjects: one request, n messages
                         and an end-of-batch status back, from one point-in-time snapshot
+    publish()           one message, one PubAck
     publish_atomic()    n messages of one atomic batch: n-1 published without a reply, the
                         commit with one, so one round trip and one PubAck for the batch
+    batch_limit()       the server's atomic batch size, from a probe it refuses
+    server_varz()       the server's `varz` (how JetStream syncs), where this account may see
+                        it; None where it may not
 """
 
 from __future__ import annotations
@@ -146,7 +150,8 @@ class ApiError(WireError):
         return self.err_code in TRANSIENT_ERRORS or self.code == 503
 
     def actual_seq(self) -> int | None:
-        """For `ERR_WRONG_LAST_SEQ`: the sequence the server found."""
+        """The number that ends the description: for `ERR_WRONG_LAST_SEQ` the sequence the
+        server found, for `ERR_BATCH_TOO_LARGE` the server's batch size."""
         head, _, tail = self.description.rpartition(": ")
         return int(tail) if head and tail.isdigit() else None
 
@@ -183,6 +188,15 @@ class _PubAckResponse(msgspec.Struct, frozen=True):
 
 
 _pub_ack_decoder = msgspec.json.Decoder(_PubAckResponse)
+_PROBE_BATCH_SEQ = 1_000_000
+
+
+def _pub_ack(msg: Msg) -> PubAck:
+    response = _pub_ack_decoder.decode(msg.data)
+    if response.error is not None:
+        error = response.error
+        raise ApiError(error.code, error.err_code, error.description)
+    return PubAck(response.stream, response.seq, response.count)
 
 
 def _check_api(response: dict[str, Any]) -> dict[str, Any]:
@@ -307,8 +321,15 @@ class JetStream:
             raise
         return bool(response.get("success"))
 
-    async def purge(self, stream: str, subject_filter: str) -> int:
-        response = await self.api(f"STREAM.PURGE.{stream}", {"filter": subject_filter})
+    async def purge(
+        self, stream: str, subject_filter: str, *, before_seq: int | None = None
+    ) -> int:
+        """Remove the messages on `subject_filter` (those below stream sequence `before_seq`
+        only, if given); how many went."""
+        request: dict[str, Any] = {"filter": subject_filter}
+        if before_seq is not None:
+            request["seq"] = before_seq
+        response = await self.api(f"STREAM.PURGE.{stream}", request)
         return int(response.get("purged", 0))
 
     # -- direct gets ---------------------------------------------------------------------
@@ -342,6 +363,12 @@ class JetStream:
 
     # -- publishing ----------------------------------------------------------------------
 
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
+        """Publish one message to a stream and wait for its PubAck (`headers` may carry a
+        condition). Raises `ApiError` if it was refused, `NoAnswer` if the outcome is unknown."""
+        (msg,) = await self._request(subject, data, headers=headers, doing="JetStream publish")
+        return _pub_ack(msg)
+
     async def publish_atomic(
         self, messages: Sequence[tuple[str, bytes]], condition: dict[str, str]
     ) -> PubAck:
@@ -365,11 +392,38 @@ class JetStream:
         (msg,) = await self._request(
             subject, data, headers=headers, doing="JetStream atomic publish"
         )
-        response = _pub_ack_decoder.decode(msg.data)
-        if response.error is not None:
-            error = response.error
-            raise ApiError(error.code, error.err_code, error.description)
-        return PubAck(response.stream, response.seq, response.count)
+        return _pub_ack(msg)
+
+    async def batch_limit(self, subject: str) -> int | None:
+        """The server's atomic batch size, as its refusal of a one-message batch numbered
+        past any sane limit says (nothing is stored: a batch must start at 1); None when the
+        server's answer does not say."""
+        headers = {
+            BATCH_ID: secrets.token_urlsafe(16),
+            BATCH_SEQ: str(_PROBE_BATCH_SEQ),
+            BATCH_COMMIT: "1",
+        }
+        (msg,) = await self._request(subject, b"", headers=headers, doing="JetStream batch probe")
+        try:
+            _pub_ack(msg)
+        except ApiError as exc:
+            if exc.err_code == ERR_BATCH_TOO_LARGE:
+                return exc.actual_seq()  # "atomic publish batch is too large: 1000"
+            if exc.err_code == ERR_BATCH_INCOMPLETE:
+                return _PROBE_BATCH_SEQ  # it takes batches this long: as good as unbounded
+            raise
+        return None
+
+    async def server_varz(self, timeout: float) -> dict[str, Any] | None:
+        """`$SYS.REQ.SERVER.PING.VARZ`, answered only where the operator exports it to this
+        account (it belongs to the system account); None when nobody answers."""
+        try:
+            msg = await self.nc.request("$SYS.REQ.SERVER.PING.VARZ", b"", timeout=timeout)
+            varz = json.loads(msg.data)
+        except (nats.errors.Error, asyncio.TimeoutError, OSError, ValueError):
+            return None
+        data = varz.get("data") if isinstance(varz, dict) else None
+        return data if isinstance(data, dict) else None
 
     async def close(self) -> None:
         self.abandon("the store is closing")

@@ -184,11 +184,38 @@ async def _crash_append(url: str, tag: str, seed: int) -> None:
     await asyncio.gather(shared(), shared(), conditional(), many_streams())
 
 
+# -- two stores in a network namespace of their own (run under `unshare -rn`) --------------
+
+
+async def _namespace_pair(url: str) -> None:
+    """Open a follower and a writer here; on "go" (stdin), follow `t` while the writer
+    appends to it, and print how long the follower took to wake (`woke <s>`, or `timeout`).
+
+    The data_version poll is off, so only a datagram from the writer can wake the follower:
+    its registration must have survived the refused datagrams of the other namespace."""
+    from speechd.durable import _embedded
+
+    _embedded._POLL_INTERVAL_S = 600.0
+    async with await open_store(url) as follower, await open_store(url) as writer:
+        _write_line("ready")
+        await asyncio.to_thread(sys.stdin.readline)
+        poll = asyncio.ensure_future(follower.read("t", 0, wait=20))
+        await asyncio.sleep(0.05)
+        await writer.append("t", [AppendRecord(b"x")])
+        started = time.monotonic()
+        batch = await poll
+        took = time.monotonic() - started
+        _write_line(f"woke {took:.3f}" if batch.records else "timeout")
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "crash-append":
         url, tag, seed = args
         asyncio.run(_crash_append(url, tag, int(seed)))
+    elif command == "namespace-pair":
+        (url,) = args
+        asyncio.run(_namespace_pair(url))
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -3,9 +3,11 @@
 A backend is one entry in `BACKENDS`: a name, the pytest marks its tests carry (a backend that
 needs a server marks them, e.g. `nats`), and `make_url(request, tmp_path)`, which returns the
 URL of a fresh, empty store that `speechd.durable.open_store` (in this process or a spawned one)
-opens. Two are here: the embedded store (a fresh data folder) and NATS JetStream (a fresh
-namespace on the session's server, `nats_server`, deleted afterwards; its tests carry the
-`nats` mark, so they run with --run-nats).
+opens. Three are here: the embedded store (a fresh data folder), and NATS JetStream on a server
+configured as the README recommends (`nats_server`) and on a stock one (`nats_stock_server`:
+`nats-server -js` as it comes, with its 1 MiB messages and 1000-message batches), each a fresh
+namespace deleted afterwards. The NATS backends' tests carry the `nats` mark, so they run with
+--run-nats.
 
 Tests use only the public surface (`open_store`, the `Store` methods, the errors), and reach
 other processes only through the URL, so they run unchanged on the new backend. Behaviour that
@@ -38,18 +40,24 @@ def _embedded_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "store")
 
 
-def _nats_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    server = request.getfixturevalue("nats_server")
-    namespace = namespace_for(tmp_path.name)
-    # Two shards, so every contract test also crosses JetStream streams.
-    url = f"{server.url}/?namespace={namespace}&shards=2"
-    request.addfinalizer(lambda: drop_namespace(server.url, namespace))
-    return url
+def _nats_url_on(fixture: str) -> Callable[[pytest.FixtureRequest, Path], str]:
+    def make_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+        server = request.getfixturevalue(fixture)
+        namespace = namespace_for(tmp_path.name)
+        # Two shards, so every contract test also crosses JetStream streams.
+        url = f"{server.url}/?namespace={namespace}&shards=2"
+        request.addfinalizer(lambda: drop_namespace(server.url, namespace))
+        return url
+
+    return make_url
 
 
 BACKENDS: dict[str, Backend] = {
     "embedded": Backend("embedded", _embedded_url),
-    "nats": Backend("nats", _nats_url, marks=(pytest.mark.nats,)),
+    "nats": Backend("nats", _nats_url_on("nats_server"), marks=(pytest.mark.nats,)),
+    "nats-stock": Backend(
+        "nats-stock", _nats_url_on("nats_stock_server"), marks=(pytest.mark.nats,)
+    ),
 }
 
 

@@ -12,15 +12,18 @@ from speechd.durable import (
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
     MAX_HEADER_BYTES,
+    MAX_HEADERS,
     MAX_NAME_BYTES,
     AppendRecord,
     InvalidStreamName,
+    Limits,
     Record,
     RecordTooLarge,
     SeqMismatch,
     SeqOutOfRange,
     Store,
     StoreClosed,
+    record_size,
 )
 
 from ._support import OpenHandle, read_all, rec
@@ -61,11 +64,12 @@ async def test_timestamps_are_set_by_the_store_and_never_go_back(store: Store) -
 
 async def test_bodies_and_headers_are_byte_exact(store: Store) -> None:
     every_byte = bytes(range(256))
+    largest = store.limits.max_body_bytes
     records = [
         rec(every_byte, (every_byte, every_byte[::-1]), (b"", b""), (b"e", b"audio")),
         rec(b""),
         rec(b"\x00" * 7, (b"\x00", b"\xff")),
-        rec(every_byte * 4096),  # 1 MiB, the largest body
+        rec((every_byte * 4096)[:largest]),  # the largest body this store takes
         rec(b"dup", (b"k", b"1"), (b"k", b"2")),
     ]
     await store.append("bin", records)
@@ -77,31 +81,68 @@ async def test_bodies_and_headers_are_byte_exact(store: Store) -> None:
     assert all(isinstance(r.body, bytes) for r in got)
 
 
+def test_a_stores_limits_are_within_the_contracts(store: Store) -> None:
+    limits = store.limits
+    assert isinstance(limits, Limits)
+    assert 60 * 1024 <= limits.max_body_bytes <= MAX_BODY_BYTES
+    assert limits.max_header_bytes == MAX_HEADER_BYTES
+    assert limits.max_headers == MAX_HEADERS
+    assert limits.max_body_bytes <= limits.max_record_bytes <= MAX_BODY_BYTES + MAX_HEADER_BYTES
+    assert 1 <= limits.max_batch_records <= MAX_BATCH_RECORDS
+    assert limits.max_record_bytes <= limits.max_batch_bytes <= MAX_BATCH_BYTES
+
+
+def _largest_record(limits: Limits) -> AppendRecord:
+    """A record of exactly `max_record_bytes`, with as many headers as a record may carry and
+    as much in them as fits beside the largest body."""
+    headers = [(b"h%d" % i, b"") for i in range(limits.max_headers - 1)]
+    used = sum(len(k) for k, _ in headers)
+    room = min(limits.max_header_bytes, limits.max_record_bytes - limits.max_body_bytes) - used
+    headers.append((b"v", b"v" * max(0, room - 1)))
+    record = AppendRecord(b"", tuple(headers))
+    body = b"b" * min(limits.max_body_bytes, limits.max_record_bytes - record_size(record))
+    return AppendRecord(body, tuple(headers))
+
+
 async def test_the_limits_themselves_are_accepted(store: Store) -> None:
-    largest_headers = ((b"h" * 100, b"v" * (MAX_HEADER_BYTES - 100)),)
-    await store.append("big", [AppendRecord(b"b" * MAX_BODY_BYTES, largest_headers)])
-    await store.append("many", [rec(b"%d" % i) for i in range(MAX_BATCH_RECORDS)])
+    limits = store.limits
+    largest = _largest_record(limits)
+    assert record_size(largest) == limits.max_record_bytes
+    assert len(largest.headers) == limits.max_headers
+    await store.append("big", [largest])
+    largest_headers = ((b"h" * 100, b"v" * (limits.max_header_bytes - 100)),)
+    await store.append("big", [AppendRecord(b"", largest_headers)])
+    await store.append("many", [rec(b"%d" % i) for i in range(limits.max_batch_records)])
+    per = limits.max_batch_bytes // limits.max_body_bytes
+    heavy = [rec(b"x" * limits.max_body_bytes)] * per
+    rest = limits.max_batch_bytes - per * limits.max_body_bytes
+    await store.append("heavy", [*heavy, rec(b"x" * rest)] if rest else heavy)
     got = await read_all(store, "big")
-    assert got[0].headers == largest_headers and len(got[0].body) == MAX_BODY_BYTES
-    assert len(await read_all(store, "many")) == MAX_BATCH_RECORDS
+    assert (got[0].headers, got[0].body) == (largest.headers, largest.body)
+    assert got[1].headers == largest_headers
+    assert len(await read_all(store, "many")) == limits.max_batch_records
+    assert sum(record_size(r) for r in await read_all(store, "heavy")) == limits.max_batch_bytes
 
 
-@pytest.mark.parametrize(
-    "batch",
-    [
-        pytest.param([], id="empty-batch"),
-        pytest.param([rec(b"ok"), rec(b"x" * (MAX_BODY_BYTES + 1))], id="body-too-large"),
-        pytest.param(
-            [rec(b"ok"), rec(b"", (b"h", b"v" * MAX_HEADER_BYTES))], id="headers-too-large"
-        ),
-        pytest.param([rec(b"r")] * (MAX_BATCH_RECORDS + 1), id="too-many-records"),
-        pytest.param(
-            [rec(b"x" * MAX_BODY_BYTES)] * (MAX_BATCH_BYTES // MAX_BODY_BYTES + 1),
-            id="batch-too-large",
-        ),
-    ],
-)
-async def test_a_batch_over_a_limit_writes_nothing(store: Store, batch: list[AppendRecord]) -> None:
+def _over(limits: Limits) -> dict[str, list[AppendRecord]]:
+    largest = limits.max_record_bytes
+    return {
+        "empty-batch": [],
+        "body-too-large": [rec(b"ok"), rec(b"x" * (limits.max_body_bytes + 1))],
+        "headers-too-large": [rec(b"ok"), rec(b"", (b"h", b"v" * limits.max_header_bytes))],
+        "too-many-headers": [rec(b"", *[(b"k", b"")] * (limits.max_headers + 1))],
+        "record-too-large": [
+            rec(b"x" * limits.max_body_bytes, (b"h", b"v" * (largest - limits.max_body_bytes)))
+        ],
+        "too-many-records": [rec(b"r")] * (limits.max_batch_records + 1),
+        "batch-too-large": [rec(b"x" * limits.max_body_bytes)]
+        * (limits.max_batch_bytes // limits.max_body_bytes + 1),
+    }
+
+
+@pytest.mark.parametrize("over", list(_over(Limits(100, 10, 1000))))
+async def test_a_batch_over_a_limit_writes_nothing(store: Store, over: str) -> None:
+    batch = _over(store.limits)[over]
     await store.append("s", [rec(b"before")])
     with pytest.raises(RecordTooLarge):
         await store.append("s", batch)
@@ -416,6 +457,8 @@ async def test_bad_names_are_refused_everywhere(store: Store, name: str) -> None
     with pytest.raises(InvalidStreamName):
         await store.delete(name)
     with pytest.raises(InvalidStreamName):
+        await store.trim(name, 0)
+    with pytest.raises(InvalidStreamName):
         await anext(store.follow(name))
     assert await store.list() == []
 
@@ -445,6 +488,7 @@ async def test_a_closed_store_raises_store_closed(open_handle: OpenHandle) -> No
         store.check_tail("s"),
         store.list(),
         store.delete("s"),
+        store.trim("s", 0),
         store.sweep(0, ["s"]),
         anext(store.follow("s")),
     ):
@@ -473,3 +517,33 @@ async def test_async_with_closes(store_url: str) -> None:
         await store.append("s", [rec(b"x")])
     with pytest.raises(StoreClosed):
         await store.read("s")
+
+
+# -- Limits.batches (the worker splits its appends with it) ------------------------------------
+
+
+def test_batches_split_records_into_appends_that_fit_in_order() -> None:
+    limits = Limits(max_record_bytes=100, max_batch_records=3, max_batch_bytes=150)
+    records = [rec(b"%02d" % i) for i in range(7)]  # 2 bytes each: the record count decides
+    assert [[r.body for r in b] for b in limits.batches(records)] == [
+        [b"00", b"01", b"02"],
+        [b"03", b"04", b"05"],
+        [b"06"],
+    ]
+    heavy = [rec(b"x" * 60, (b"h", b"v" * 9)) for _ in range(4)]  # 70 bytes each
+    assert [len(b) for b in limits.batches(heavy)] == [2, 2]
+    assert limits.batches([]) == []
+    for batch in limits.batches(heavy + records):
+        assert len(batch) <= 3 and sum(record_size(r) for r in batch) <= 150
+
+
+def test_batches_refuse_a_record_no_append_could_hold() -> None:
+    limits = Limits(max_record_bytes=100, max_batch_records=3, max_batch_bytes=150)
+    with pytest.raises(RecordTooLarge):
+        limits.batches([rec(b"ok"), rec(b"x" * 101)])
+    with pytest.raises(TypeError):
+        limits.batches([rec(b"ok"), AppendRecord(body="text")])  # type: ignore[arg-type]
+
+
+def test_record_size_is_the_body_and_header_bytes() -> None:
+    assert record_size(rec(b"abc", (b"k", b"vv"), (b"", b""))) == 6

@@ -43,7 +43,8 @@ async def test_layout_and_durability_settings(embedded_url: str) -> None:
         assert len(tokens) == 1
     db = sqlite3.connect(Path(embedded_url) / "store.db")
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # INCREMENTAL
         assert db.execute("SELECT name, next_seq FROM streams").fetchall() == [("s", 1)]
     finally:
         db.close()
@@ -137,6 +138,34 @@ async def test_a_dead_stores_registration_is_removed_on_the_next_append(
         await asyncio.wait_for(poll, 2)
         assert "999999-0123456789ab" not in os.listdir(wake_dir)
         assert len(os.listdir(wake_dir)) == 2
+
+
+async def test_a_live_store_in_another_network_namespace_keeps_its_registration(
+    embedded_url: str, no_poll: None
+) -> None:
+    """Abstract sockets are per network namespace: a writer in another namespace (another
+    container on the same volume) has its datagrams to our stores refused, as if nobody
+    listened. It must not remove their registrations, or the stores of their own namespace
+    stop waking them (issue 20: the wake-ups fall back to the poll)."""
+    wake_dir = Path(embedded_url) / "wake"
+    async with (
+        await open_store(embedded_url) as reader,
+        await open_store(embedded_url) as neighbour,
+        await open_store(embedded_url) as stranger,
+    ):
+        assert isinstance(reader, EmbeddedStore) and isinstance(stranger, EmbeddedStore)
+        # The stranger sends as from another namespace: to addresses nobody here listens on.
+        stranger._bus._namespace = "another-network-namespace"
+        for i in range(3):
+            await stranger.append("elsewhere", [rec(b"%d" % i)])  # each broadcast refused
+        assert reader._bus._token in os.listdir(wake_dir)
+        assert len(os.listdir(wake_dir)) == 3
+        for seq in range(3):
+            poll = asyncio.ensure_future(reader.read("s", seq, wait=30))
+            await asyncio.sleep(0.02)
+            await neighbour.append("s", [rec(b"%d" % seq)])
+            batch = await asyncio.wait_for(poll, 5)
+            assert [r.seq_num for r in batch.records] == [seq]
 
 
 async def test_junk_in_the_wake_folder_or_on_the_socket_breaks_nothing(

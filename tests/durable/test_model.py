@@ -1,7 +1,8 @@
 """A Hypothesis state machine: the backend and an in-memory model of the contract must agree.
 
 Each example opens two handles on the store (as two processes would) from a private event loop
-and works under its own stream prefix, so examples never see each other's streams.
+and works under its own stream prefix, so examples never see each other's streams. The model
+of a stream is its records by seq and its first seq (trim): records below the first are gone.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.handles.append(self.run(open_store(url)))
         self.prefix = f"model/{uuid.uuid4().hex[:12]}"
         self.streams: dict[str, list[Stored]] = {}
+        self.firsts: dict[str, int] = {}  # trim points; records below are never read
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(asyncio.wait_for(coro, 30))
@@ -99,6 +101,22 @@ class StoreMachine(RuleBasedStateMachine):
     def delete(self, handle: int, short: str) -> None:
         existed = self.run(self.handles[handle].delete(self.name(short)))
         assert existed == bool(self.streams.pop(short, None))
+        self.firsts.pop(short, None)
+
+    @rule(handle=HANDLES, short=NAMES, at=st.integers(-1, 12))
+    def trim(self, handle: int, short: str, at: int) -> None:
+        tail = len(self.streams.get(short, []))
+        first = self.firsts.get(short, 0)
+        try:
+            got = self.run(self.handles[handle].trim(self.name(short), at))
+        except SeqOutOfRange as err:
+            assert at < 0 or at > tail
+            assert (err.seq_num, err.first, err.tail) == (at, first, tail)
+            return
+        assert 0 <= at <= tail
+        assert got == max(first, at)
+        if short in self.streams:
+            self.firsts[short] = got
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -111,6 +129,7 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def read(self, handle: int, short: str, seq: int, max_records: int, max_bytes: int) -> None:
         stored = self.streams.get(short, [])
+        first = self.firsts.get(short, 0)
         try:
             batch = self.run(
                 self.handles[handle].read(
@@ -118,10 +137,10 @@ class StoreMachine(RuleBasedStateMachine):
                 )
             )
         except SeqOutOfRange as err:
-            assert seq > len(stored)
-            assert (err.seq_num, err.tail) == (seq, len(stored))
+            assert seq > len(stored) or seq < first
+            assert (err.seq_num, err.tail, err.first) == (seq, len(stored), first)
             return
-        assert seq <= len(stored)
+        assert first <= seq <= len(stored)
         assert batch.tail == len(stored)
         got = [(r.seq_num, r.timestamp, r.headers, r.body) for r in batch.records]
         want = [(seq + i, *s) for i, s in enumerate(stored[seq:])]
@@ -135,13 +154,15 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(handle=HANDLES, short=NAMES)
     def read_everything(self, handle: int, short: str) -> None:
+        first = self.firsts.get(short, 0)
         got: list[tuple[int, int, tuple[tuple[bytes, bytes], ...], bytes]] = []
         while True:
-            batch = self.run(self.handles[handle].read(self.name(short), len(got)))
+            batch = self.run(self.handles[handle].read(self.name(short), first + len(got)))
             if not batch.records:
                 break
             got += [(r.seq_num, r.timestamp, r.headers, r.body) for r in batch.records]
-        want = [(i, *s) for i, s in enumerate(self.streams.get(short, []))]
+        stored = self.streams.get(short, [])
+        want = [(i, *stored[i]) for i in range(first, len(stored))]
         assert got == want
 
     @rule(handle=HANDLES, short=NAMES)
@@ -158,8 +179,10 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def the_listing_matches(self) -> None:
         listed = self.run(self.handles[0].list(self.prefix + "/"))
-        want = sorted((self.name(s), len(r)) for s, r in self.streams.items())
-        assert [(s.name, s.next_seq) for s in listed] == want
+        want = sorted(
+            (self.name(s), len(r), self.firsts.get(s, 0)) for s, r in self.streams.items()
+        )
+        assert [(s.name, s.next_seq, s.first_seq) for s in listed] == want
 
 
 def test_the_store_agrees_with_the_model(store_url: str) -> None:

@@ -8,16 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client
 
-from speechd.durable import AppendRecord, DurableError, Record, Store, open_store
+from speechd.durable import (
+    MAX_BATCH_RECORDS,
+    MAX_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_NAME_BYTES,
+    AppendRecord,
+    DurableError,
+    Record,
+    RecordTooLarge,
+    Store,
+    open_store,
+)
 from speechd.durable import _nats as nats_backend
 from speechd.durable._nats_wire import JetStream, NoAnswer
+from speechd.durable._nats_writer import limits_for
 from tests.nats_support import NatsServer
 
 from . import test_crash
@@ -210,13 +225,86 @@ async def test_a_delete_racing_an_append_deletes_the_newer_life(
 # -- configuration ----------------------------------------------------------------------
 
 
-async def test_a_server_without_room_for_a_record_is_refused(tmp_path: Path) -> None:
-    small = NatsServer(tmp_path, max_payload="1MB").start()
+@pytest.mark.parametrize(
+    ("max_payload", "batch_msgs"), [("1MB", 1000), ("256KB", 50), ("4MB", 5000)]
+)
+async def test_the_limits_follow_the_servers(
+    tmp_path: Path, max_payload: str, batch_msgs: int
+) -> None:
+    """Records and appends are sized to the server's max_payload and atomic batch size, and
+    a record of exactly the largest size fits in one message of the server's."""
+    server = NatsServer(tmp_path, max_payload=max_payload, batch_msgs=batch_msgs).start()
+    try:
+        async with await open_store(f"{server.url}/?namespace=t") as store:
+            payload = {"1MB": 1 << 20, "256KB": 256 << 10, "4MB": 4 << 20}[max_payload]
+            assert store.limits == limits_for(payload, batch_msgs)
+            limits = store.limits
+            assert limits.max_batch_records == min(batch_msgs - 1, MAX_BATCH_RECORDS)
+            if payload < 2 << 20:
+                assert limits.max_record_bytes < payload
+            else:
+                assert limits.max_record_bytes == MAX_BODY_BYTES + MAX_HEADER_BYTES
+            # The largest record, with the longest name and as many headers as allowed.
+            name = "n" * MAX_NAME_BYTES
+            headers = tuple((b"k%d" % i, b"") for i in range(limits.max_headers))
+            room = limits.max_record_bytes - sum(len(k) for k, _ in headers)
+            body = b"b" * min(room, limits.max_body_bytes)
+            await store.append(name, [AppendRecord(body, headers)], match_seq_num=0)
+            await store.append(name, [rec(b"%d" % i) for i in range(limits.max_batch_records)])
+            records = await read_all(store, name)
+            assert (records[0].body, records[0].headers) == (body, headers)
+            assert len(records) == limits.max_batch_records + 1
+            with pytest.raises(RecordTooLarge):
+                await store.append(name, [rec(b"x")] * (limits.max_batch_records + 1))
+    finally:
+        server.stop()
+
+
+async def test_a_server_without_room_for_a_useful_record_is_refused(tmp_path: Path) -> None:
+    small = NatsServer(tmp_path, max_payload="32KB").start()
     try:
         with pytest.raises(DurableError, match="max_payload"):
             await open_store(f"{small.url}/?namespace=t")
     finally:
         small.stop()
+
+
+def _varz_export() -> str:
+    """An operator's config that lets the application's account read the server's varz."""
+    return (
+        "accounts {\n"
+        "  SYS: { users: [{user: sys, password: sys}],"
+        ' exports: [{service: "$SYS.REQ.SERVER.PING.VARZ"}] }\n'
+        "  APP: { jetstream: enabled, users: [{user: app, password: app}],"
+        ' imports: [{service: {account: SYS, subject: "$SYS.REQ.SERVER.PING.VARZ"}}] }\n'
+        "}\nsystem_account: SYS\nno_auth_user: app\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("setup", "level", "says"),
+    [
+        ("stock", logging.INFO, "does not say"),
+        ("varz, always", logging.INFO, "syncs every write"),
+        ("varz, default", logging.WARNING, "every 120 s"),
+    ],
+)
+async def test_opening_says_how_the_server_syncs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, setup: str, level: int, says: str
+) -> None:
+    extra = _varz_export() if setup.startswith("varz") else ""
+    server = NatsServer(
+        tmp_path, stock=setup == "stock", sync_always=setup != "varz, default", extra=extra
+    ).start()
+    try:
+        with caplog.at_level(logging.INFO, logger="speechd.durable"):
+            async with await open_store(f"{server.url}/?namespace=t"):
+                pass
+        lines = [r for r in caplog.records if "sync" in r.getMessage()]
+        assert len(lines) == 1
+        assert lines[0].levelno == level and says in lines[0].getMessage()
+    finally:
+        server.stop()
 
 
 async def test_the_shard_count_is_fixed_by_the_first_opener(server: NatsServer) -> None:
@@ -350,3 +438,37 @@ async def test_a_record_body_is_a_record_frame_not_nats_headers(url: str) -> Non
     async with await open_store(url) as store:
         await store.append("s", [AppendRecord(b"body", awkward)])
         assert (await store.read("s")).records[0].headers == awkward
+
+
+async def test_a_reader_cancelled_while_its_watch_is_made_strands_no_later_reader(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20: a long poll cancelled (its client gone) while the stream's wake-up
+    subscription was being made left a watch whose `ready` never resolved, so every later
+    long poll of that stream on the handle waited for ever."""
+    original = Client.subscribe
+    gate = asyncio.Event()
+    made = 0
+
+    async def slow_subscribe(self: Client, subject: str, *args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        if subject.startswith("speechd-wake."):
+            made += 1
+            if made == 1:
+                await gate.wait()  # the first subscription takes its time
+        return await original(self, subject, *args, **kwargs)
+
+    async with await open_store(url) as store, await open_store(url) as writer:
+        monkeypatch.setattr(Client, "subscribe", slow_subscribe)
+        first = asyncio.ensure_future(store.read("s", 0, wait=30))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        gate.set()
+        for seq in range(2):
+            later = asyncio.ensure_future(store.read("s", seq, wait=30))
+            await asyncio.sleep(0.05)
+            await writer.append("s", [rec(b"%d" % seq)])
+            batch = await asyncio.wait_for(later, 10)
+            assert [r.body for r in batch.records] == [b"%d" % seq]
+        assert made == 1  # one subscription, shared by the later readers

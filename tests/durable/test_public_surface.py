@@ -10,6 +10,7 @@ PUBLIC = {
     "MAX_BATCH_BYTES",
     "MAX_BATCH_RECORDS",
     "MAX_BODY_BYTES",
+    "MAX_HEADERS",
     "MAX_HEADER_BYTES",
     "MAX_NAME_BYTES",
     "AppendAck",
@@ -17,6 +18,7 @@ PUBLIC = {
     "DurableError",
     "EmbeddedStore",
     "InvalidStreamName",
+    "Limits",
     "ReadBatch",
     "Record",
     "RecordTooLarge",
@@ -27,6 +29,7 @@ PUBLIC = {
     "StoreClosed",
     "StreamInfo",
     "open_store",
+    "record_size",
     "sweep_forever",
     "validate_name",
 }

@@ -21,7 +21,15 @@ from speechd.casts import (
     event_of,
     submit,
 )
-from speechd.durable import AppendAck, AppendRecord, ReadBatch, Record, Store, StreamInfo
+from speechd.durable import (
+    AppendAck,
+    AppendRecord,
+    Limits,
+    ReadBatch,
+    Record,
+    Store,
+    StreamInfo,
+)
 from speechd.worker import EncoderFactory, Policy, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
@@ -192,6 +200,13 @@ class Partitioned(Store):
 
     async def check_tail(self, stream: str) -> int:
         return await self.inner.check_tail(stream)
+
+    @property
+    def limits(self) -> Limits:
+        return self.inner.limits
+
+    async def trim(self, stream: str, before_seq: int) -> int:
+        return await self.inner.trim(stream, before_seq)
 
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
         return await self.inner.list(prefix, limit=limit)
