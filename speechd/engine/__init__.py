@@ -24,8 +24,8 @@ from ._config import (
     EngineConfig,
 )
 from ._engine import Engine, Synthesis, load_engine
-from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._slices import normalize_text
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [

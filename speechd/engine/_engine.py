@@ -33,8 +33,8 @@ from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, EngineConfig
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._g2p import G2P, build_g2p, iter_units
 from ._heap import HeapTrimmer
-from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy, iter_chunks
+from ._slices import normalize_text
 from ._voices import VoiceBook
 
 if TYPE_CHECKING:
