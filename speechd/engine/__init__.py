@@ -25,6 +25,7 @@ from ._config import (
 )
 from ._engine import Engine, Synthesis, load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._planner import Planner, PlanStatus, PlanStep
 from ._slices import normalize_text
 from ._voices import VoiceBook, installed_voices
 
@@ -39,6 +40,9 @@ __all__ = [
     "ChunkPolicy",
     "Engine",
     "EngineConfig",
+    "PlanStatus",
+    "PlanStep",
+    "Planner",
     "Synthesis",
     "VoiceBook",
     "installed_voices",

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from speechd.engine import normalize_text
+from speechd.engine import ChunkPolicy, Engine, normalize_text
 
 #: Runs of each character the normaliser reads, and mixes that used to backtrack.
 PATTERNS = [
@@ -51,3 +51,20 @@ def test_zalgo_text_keeps_a_few_marks_per_letter() -> None:
     out = normalize_text("a" + "\u0301\u0316" * 40_000 + " b")
     assert time.perf_counter() - started < 10  # NFC sorts marks quadratically
     assert len(out) < 100 and out.endswith(" b")
+
+
+@pytest.mark.parametrize("pattern", ["[", "1-", "a@", "<", "a.", "[[((<<**__``", "a"])
+def test_the_first_chunk_of_a_hostile_text_comes_at_once(tiny_engine: Engine, pattern: str) -> None:
+    # The whole 200,000 characters were once normalised before the first chunk.
+    text = "Hello there, this is speechd. " + hostile(pattern, 200_000)
+    started = time.perf_counter()
+    first = next(tiny_engine.iter_plan(text, "af_heart"))
+    assert time.perf_counter() - started < 5  # linear and lazy: well under 0.5 s
+    assert first.text.startswith("Hello")
+
+
+def test_a_200k_character_word_plans_to_its_end(tiny_engine: Engine) -> None:
+    started = time.perf_counter()
+    chunks = tiny_engine.plan("a" * 200_000, "af_heart", ChunkPolicy(rtf=0))
+    assert time.perf_counter() - started < 60  # ~3 s
+    assert "".join("".join(c.text.split()) for c in chunks) == "a" * 200_000
