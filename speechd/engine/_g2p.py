@@ -63,6 +63,8 @@ _WORD_SUBTOKENS: Final = 8
 #: every other character.
 _SUBTOKEN = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_")
 _WORD = re.compile(r"\S+")
+#: Punctuation and symbols misaki reads itself (any other goes to its espeak fallback).
+_KNOWN_PUNCT: Final = frozenset(".,;:!?'\"()-\u2014\u2013\u2019\u201c\u201d$%&+@#/")
 _GAP_AFTER: Final = frozenset(".!?\u2026\u3002\uff01\uff1f")
 #: misaki's pronunciation markup, kept whole.
 _MARKUP = re.compile(r"\[[^\[\]]+\]\([^()]+\)\W{0,4}")
@@ -155,9 +157,12 @@ def cost(word: str) -> int:
     """What a word costs a G2P call, in units of about one plain word (0.1 ms)."""
     if word.isalpha():
         return 1
-    k = len(_SUBTOKEN.findall(word))
-    whole, rest = divmod(k, _WORD_SUBTOKENS)
-    return whole * (_WORD_SUBTOKENS + _WORD_SUBTOKENS**2 // 5) + rest + rest * rest // 5
+    parts = _SUBTOKEN.findall(word)
+    whole, rest = divmod(len(parts), _WORD_SUBTOKENS)
+    squared = whole * (_WORD_SUBTOKENS + _WORD_SUBTOKENS**2 // 5) + rest + rest * rest // 5
+    # A word with a symbol misaki's lexicon does not know goes to espeak: ~1 ms a symbol.
+    rare = sum(1 for part in parts if not part.isalnum() and part not in _KNOWN_PUNCT)
+    return squared + 8 * rare
 
 
 def _unit(words: list[str], phonemes: list[str], first_tag: str, last_tag: str) -> Unit:
