@@ -129,8 +129,9 @@ def test_resuming_at_every_position_reproduces_the_plan(text: str, size: int) ->
     made = run(Planner(WordG2P(), POLICY, text=text, done=True, slice_chars=size))
     chunks = [c for c, _ in made]
     for i, (_, position) in enumerate(made):
-        resumed = Planner(WordG2P(), POLICY, text=text, done=True, position=position)
-        resumed._slice_chars = size  # as the first planner sliced
+        resumed = Planner(
+            WordG2P(), POLICY, text=text, done=True, position=position, slice_chars=size
+        )
         assert [c for c, _ in run(resumed)] == chunks[i + 1 :]
 
 
