@@ -24,8 +24,9 @@ from ._config import (
     EngineConfig,
 )
 from ._engine import Engine, Synthesis, load_engine
-from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._planner import Planner, PlanStatus, PlanStep
+from ._slices import normalize_text
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
@@ -39,6 +40,9 @@ __all__ = [
     "ChunkPolicy",
     "Engine",
     "EngineConfig",
+    "PlanStatus",
+    "PlanStep",
+    "Planner",
     "Synthesis",
     "VoiceBook",
     "installed_voices",

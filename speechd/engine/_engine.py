@@ -31,10 +31,10 @@ from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, Speechd
 
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, EngineConfig
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
-from ._g2p import G2P, build_g2p, iter_units
+from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
-from ._normalize import normalize_text
-from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy, iter_chunks
+from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._planner import FLUSH_S, Planner
 from ._voices import VoiceBook
 
 if TYPE_CHECKING:
@@ -93,10 +93,23 @@ class Engine:
     ) -> Iterator[Chunk]:
         """`plan`, lazily: the first chunk is ready after G2P of the first few hundred
         characters, whatever the length of the text."""
-        lang = self.voices.language(voice)
-        g2p = self._g2p_for(lang)
-        normalized = normalize_text(text, lang)
-        return iter_chunks(iter_units(g2p, normalized), policy or ChunkPolicy())
+        return self.planner(voice, policy, text=text, done=True).chunks()
+
+    def planner(
+        self,
+        voice: str,
+        policy: ChunkPolicy | None = None,
+        *,
+        text: str = "",
+        done: bool = False,
+        position: str | None = None,
+        flush_s: float = FLUSH_S,
+    ) -> Planner:
+        """An incremental planner for `voice`'s language (see `Planner`): fed `text` (all of
+        it when `done`), or continuing from a `position` one of these reported (then fed the
+        same text from its beginning)."""
+        g2p = self._g2p_for(self.voices.language(voice))
+        return Planner(g2p, policy, text=text, done=done, position=position, flush_s=flush_s)
 
     def warm_up(self, voice: str | None = None) -> None:
         """Build the default language's G2P and run one short synthesis, so the first real

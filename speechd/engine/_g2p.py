@@ -6,6 +6,13 @@
     j           misaki[ja] (pyopenjtalk), when installed
     z           misaki[zh] (jieba, pypinyin), when installed
 
+What reaches a G2P per call is bounded so its cost is linear in the text: a call takes one
+*segment* of at most `_SEGMENT_CHARS` characters and `_SEGMENT_COST` cost units (`cost`:
+misaki's time per word grows with the square of the sub-tokens it holds, `1-1-1-...` or
+`a-a-a-...`: about 0.1 ms * (k + k²/5) for k of them on a slow CPU), and misaki never sees a
+word of more than `_WORD_SUBTOKENS` sub-tokens (a longer one is read in pieces, merged back
+into one unit). The normaliser already cut every run without a space to 48 characters.
+
 A language whose G2P is not installed is reported as InvalidRequest on `voice`, naming the
 package to install. misaki builds its English G2P with `spacy.load("en_core_web_sm")` and
 would try to *download* that model when it is missing, which hangs offline; the PyPI
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import logging
 import re
 import sys
@@ -27,7 +35,7 @@ from speechd.errors import InvalidRequest
 
 from ._plan import Unit
 
-__all__ = ["G2P", "build_g2p", "segments"]
+__all__ = ["G2P", "build_g2p", "cost", "split_segments"]
 
 _ESPEAK: Final = {"e": "es", "f": "fr-fr", "h": "hi", "i": "it", "p": "pt-br"}
 #: spaCy tags of words a phrase may start with: verbs, modals, prepositions, conjunctions,
@@ -43,10 +51,23 @@ _BINDING_TAGS: Final = frozenset(
 )
 #: Longest piece handed to a whole-phrase G2P (characters); longer clauses are split at spaces.
 _PIECE_CHARS: Final = 80
-#: G2P calls take at most this many characters, cut at a sentence end where possible.
-_SEGMENT_CHARS: Final = 2000
-#: ... and the first one far fewer, so a lazy plan yields its first chunk quickly.
+#: G2P calls take at most this many characters, cut at a sentence end where possible ...
+_SEGMENT_CHARS: Final = 1000
+#: ... and the first one far fewer, so a lazy plan yields its first chunk quickly ...
 _FIRST_SEGMENT_CHARS: Final = 300
+#: ... and at most this many cost units (about 0.1 ms each for misaki on a slow CPU).
+_SEGMENT_COST: Final = 300
+#: misaki reads a word of more sub-tokens than this in pieces.
+_WORD_SUBTOKENS: Final = 8
+#: What misaki (spaCy, then its own sub-tokenizer) takes apart: letter runs, digit runs, and
+#: every other character.
+_SUBTOKEN = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_")
+_WORD = re.compile(r"\S+")
+#: Punctuation and symbols misaki reads itself (any other goes to its espeak fallback).
+_KNOWN_PUNCT: Final = frozenset(".,;:!?'\"()-\u2014\u2013\u2019\u201c\u201d$%&+@#/")
+_GAP_AFTER: Final = frozenset(".!?\u2026\u3002\uff01\uff1f")
+#: misaki's pronunciation markup, kept whole.
+_MARKUP = re.compile(r"\[[^\[\]]+\]\([^()]+\)\W{0,4}")
 
 
 class G2P(Protocol):
@@ -73,6 +94,32 @@ class EnglishG2P:
             self._g2p = en.G2P(trf=False, british=lang == "b", fallback=fallback, unk="")
 
     def units(self, text: str) -> list[Unit]:
+        words = text.split(" ")
+        parts = [_word_pieces(word) for word in words]
+        flat = [piece for pieces in parts for piece in pieces]
+        units = self._units(" ".join(flat) if len(flat) > len(words) else text)
+        if len(units) != len(flat):
+            return units  # misaki merged or split words: keep its own units
+        if len(flat) > len(words):  # a word read in pieces is one unit again
+            merged: list[Unit] = []
+            for pieces in parts:
+                group, units = units[: len(pieces)], units[len(pieces) :]
+                gap = group[-1].text[len(group[-1].text.rstrip()) :]
+                merged.append(
+                    Unit(
+                        "".join(u.text.rstrip() for u in group) + gap,
+                        "".join(u.phonemes for u in group),
+                        phrase_start=group[0].phrase_start,
+                        binds_next=group[-1].binds_next,
+                    )
+                )
+            units = merged
+        # misaki may rewrite a token's text (`0'0` -> `00`); captions show the source words.
+        for unit, word in zip(units, words, strict=True):
+            unit.text = word + unit.text[len(unit.text.rstrip()) :]
+        return units
+
+    def _units(self, text: str) -> list[Unit]:
         _, tokens = self._g2p(text)
         units: list[Unit] = []
         words: list[str] = []
@@ -92,12 +139,30 @@ class EnglishG2P:
                 last_tag = ""
         if words:
             units.append(_unit(words, phonemes, first_tag, last_tag))
-        # misaki may rewrite a token's text (`0'0` -> `00`); captions show the source words.
-        source = text.split(" ")
-        if len(source) == len(units):
-            for unit, word in zip(units, source, strict=True):
-                unit.text = word + unit.text[len(unit.text.rstrip()) :]
         return units
+
+
+def _word_pieces(word: str) -> list[str]:
+    """A word cut so no piece holds more than `_WORD_SUBTOKENS` sub-tokens."""
+    if len(word) <= _WORD_SUBTOKENS or _MARKUP.fullmatch(word):
+        return [word]
+    starts = [m.start() for m in _SUBTOKEN.finditer(word)]
+    if len(starts) <= _WORD_SUBTOKENS:
+        return [word]
+    cuts = [0, *starts[_WORD_SUBTOKENS::_WORD_SUBTOKENS], len(word)]
+    return [word[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+def cost(word: str) -> int:
+    """What a word costs a G2P call, in units of about one plain word (0.1 ms)."""
+    if word.isalpha():
+        return 1
+    parts = _SUBTOKEN.findall(word)
+    whole, rest = divmod(len(parts), _WORD_SUBTOKENS)
+    squared = whole * (_WORD_SUBTOKENS + _WORD_SUBTOKENS**2 // 5) + rest + rest * rest // 5
+    # A word with a symbol misaki's lexicon does not know goes to espeak: ~1 ms a symbol.
+    rare = sum(1 for part in parts if not part.isalnum() and part not in _KNOWN_PUNCT)
+    return squared + 8 * rare
 
 
 def _unit(words: list[str], phonemes: list[str], first_tag: str, last_tag: str) -> Unit:
@@ -143,16 +208,15 @@ def _pieces(text: str, phrase: re.Pattern[str]) -> Iterator[str]:
 
 
 def _short(piece: str) -> Iterator[str]:
-    while len(piece) > _PIECE_CHARS:
-        cut = piece.rfind(" ", 0, _PIECE_CHARS)
-        if cut <= 0:
-            cut = piece.find(" ", _PIECE_CHARS)
-        if cut <= 0:  # no spaces at all (Japanese, Chinese): cut by characters
-            cut = _PIECE_CHARS - 1
-        yield piece[: cut + 1]
-        piece = piece[cut + 1 :]
-    if piece:
-        yield piece
+    pos = 0
+    while len(piece) - pos > _PIECE_CHARS:
+        cut = piece.rfind(" ", pos, pos + _PIECE_CHARS)
+        if cut <= pos:  # no space (Japanese, Chinese): cut by characters
+            cut = pos + _PIECE_CHARS - 1
+        yield piece[pos : cut + 1]
+        pos = cut + 1
+    if pos < len(piece):
+        yield piece[pos:]
 
 
 def build_g2p(lang: str) -> G2P:
@@ -225,48 +289,32 @@ def _spacy_model() -> Iterator[None]:
         spacy.util.is_package = original
 
 
-_SENTENCE_GAP = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f])\s+")
-
-
-def segments(text: str) -> Iterator[tuple[str, bool]]:
-    """Cut normalised text into G2P-sized segments: `(segment, ends_block)`.
-
-    Blocks (lines) are split further at sentence ends, then spaces, into segments of at most
-    `_SEGMENT_CHARS` (the very first one `_FIRST_SEGMENT_CHARS`), so a lazy plan starts fast
-    and no single G2P call is huge.
-    """
-    limit = _FIRST_SEGMENT_CHARS
-    for block in text.split("\n"):
-        block = block.strip()
-        while block:
-            if len(block) <= limit:
-                yield block, True
+def split_segments(text: str, *, first: bool = False) -> list[str]:
+    """Cut one line of normalised text into G2P-sized segments, each ending at the last
+    sentence end that fits (else the last word that fits): at most `_SEGMENT_CHARS`
+    characters (`_FIRST_SEGMENT_CHARS` for the text's first) and `_SEGMENT_COST` units."""
+    out: list[str] = []
+    pos = len(text) - len(text.lstrip())
+    limit = _FIRST_SEGMENT_CHARS if first else _SEGMENT_CHARS
+    while pos < len(text):
+        end = min(len(text), pos + limit)
+        spent = 0
+        fits = gap = -1
+        for m in _WORD.finditer(text, pos, end):
+            if m.end() == end < len(text) and not text[end].isspace():
+                break  # a word the window cuts does not fit
+            spent += cost(m.group())
+            if spent > _SEGMENT_COST and fits > 0:
                 break
-            cut = -1
-            for gap in _SENTENCE_GAP.finditer(block, 0, limit + 1):
-                cut = gap.start()
-            if cut <= 0:
-                cut = block.rfind(" ", 0, limit + 1)
-            if cut <= 0:
-                cut = block.find(" ", limit)
-            if cut <= 0:
-                yield block, True
-                break
-            yield block[:cut], False
-            block = block[cut:].strip()
-            limit = _SEGMENT_CHARS
+            fits = m.end()
+            if text[fits - 1] in _GAP_AFTER:
+                gap = fits
+        if fits < 0:  # one word longer than the window (no spaces): cut by characters
+            fits = end
+        cut = fits if fits == len(text) or gap < 0 else gap
+        out.append(text[pos:cut].strip())
+        pos = cut
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
         limit = _SEGMENT_CHARS
-
-
-def iter_units(g2p: G2P, text: str) -> Iterator[Unit]:
-    """All units of normalised text, with block ends marked and segments joined by a space."""
-    for segment, ends_block in segments(text):
-        units = g2p.units(segment)
-        if not units:
-            continue
-        last = units[-1]
-        if not last.text.endswith((" ", "\n")):
-            last.text += " "
-            last.phonemes += " "
-        last.block_end = ends_block
-        yield from units
+    return [segment for segment in out if segment]

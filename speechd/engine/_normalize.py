@@ -1,4 +1,4 @@
-"""What users paste, made speakable: `normalize_text`.
+"""What users paste, made speakable, one slice of text at a time.
 
 misaki (the English G2P) already reads cardinals, ordinals, years, decimals, `$`/`£`/`€`
 amounts, `%`, `&`, `+`, `@`, `Dr.`, `Mr.`, `Mrs.`, `vs.`, `e.g.`, `i.e.`, `etc.` and `No. 5`
@@ -7,34 +7,68 @@ well, so those are left alone. This module does what misaki does not:
 * every language: Unicode NFC, HTML entities and tags, control and zero-width characters,
   odd spaces, emoji, Markdown (headings, emphasis, code, links, images, lists, quotes,
   tables, rules), repeated `!!!`/`???`, soft-wrapped lines joined, and a `.` closing each
-  block (heading, list item, paragraph) that lacks one, so blocks are read as sentences;
-* English (`a`, `b`) only: URLs and e-mail addresses spelt out (`example dot com`), ISO and
-  slashed dates (`January 15th 2024`), clock times (`3 30 PM`, `9 oh 5`), phone numbers
-  digit by digit, negative numbers (`minus 5`), numeric ranges (`10 to 20`), units after a
-  number (`5 km` -> `5 kilometers`), common fractions, and the abbreviations misaki misreads
-  (`Prof.`, `Jr.`, `Jan.`, `approx.`, `Inc.`, ...).
+  block (heading, list item, paragraph) that lacks one when any letter or digit follows it
+  in the text, so blocks are read as sentences; a run of more than 48 characters without a
+  space is cut into pieces of 48 (no G2P word is longer);
+* English (`a`, `b`): see `_english` (URLs, e-mail addresses, dates, times, numbers, units,
+  abbreviations).
 
-The result keeps one block per line (`\n` between blocks, single spaces inside) and never
-starts or ends with whitespace; it may be empty (text of emoji only). misaki's inline
-pronunciation markup, `[word](/phonemes/)`, is kept for English.
+The text is read a line at a time (`read_slice`): `Carry` is all a slice needs to know of the
+text before it, so a long text is normalised in bounded slices (`_slices` says where they may
+end) and the slices together read exactly as the whole would. Every pattern is linear on any
+input: quantifiers are bounded (an inline span holds at most `SPAN` characters), the text a
+rule scans excludes the character that opens it (so no two attempts scan the same text), and
+what a pattern would have to backtrack over is a small scanner instead (headings, rules,
+tables, code spans). misaki's inline pronunciation markup, `[word](/phonemes/)`, is kept for
+English.
 """
 
 from __future__ import annotations
 
-import calendar
 import html
 import re
 import unicodedata
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Final, NamedTuple
 
-__all__ = ["normalize_text"]
+import msgspec
+
+from ._english import EMAIL, URL, english, neutral_spell
+
+__all__ = [
+    "CLOSERS",
+    "SPAN",
+    "TERMINAL",
+    "Carry",
+    "Piece",
+    "block_state",
+    "clean_line",
+    "lines",
+    "normalize_piece",
+    "read_slice",
+]
+
+#: The most characters an inline span (link text, emphasis, code, a tag) may hold.
+SPAN: Final = 300
+#: No word (a run without spaces) handed to a G2P is longer than this.
+WORD_CHARS: Final = 48
+#: Combining marks kept on one character (Unicode's canonical reordering is quadratic).
+_MAX_MARKS: Final = 16
 
 # ---------------------------------------------------------------- characters
 
-_NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x0b\x0c\x85]")
+LINE_BREAK: Final = re.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+_BREAK_CHARS: Final = frozenset("\n\r\x0b\x0c\x85\u2028\u2029")
+#: html.unescape's own pattern with bounded numbers: `&#` and 5,000 digits would make it
+#: convert them all (a ValueError past 4,300 digits); this reads 7 and leaves the rest.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[^\t\n\f <&#;]{1,32};?)")
 _ZERO_WIDTH = re.compile(r"[\u00ad\u180e\u200b-\u200d\u2060\ufeff]")
 _SPACES = re.compile(r"[\t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+#: ASCII control characters go; tabs and line breaks (from entities) become spaces.
+_ASCII_CONTROL: Final = {
+    **dict.fromkeys([*range(32), 127]),
+    **dict.fromkeys(map(ord, "\t\n\r\x0b\x0c"), " "),
+}
 _EMOJI = re.compile(
     "["
     "\U0001f000-\U0001faff"  # cards, enclosed, pictographs, emoticons, transport, ...
@@ -48,109 +82,291 @@ _EMOJI = re.compile(
 )
 
 
-def _clean_chars(text: str) -> str:
-    text = unicodedata.normalize("NFC", html.unescape(text))
-    text = _NEWLINES.sub("\n", text)
-    text = _ZERO_WIDTH.sub("", text)
-    text = _SPACES.sub(" ", text)
-    text = _EMOJI.sub(" ", text)
+def clean_line(line: str) -> str:
+    """One line (no line break) of pasted text: entities decoded, NFC, no control, zero-width
+    or odd-space characters, no emoji; a line break an entity decodes to becomes a space."""
+    if "&" in line:
+        line = _ENTITY.sub(lambda m: html.unescape(m.group(0)), line)
+    if line.isascii():
+        return line.translate(_ASCII_CONTROL)
+    line = unicodedata.normalize("NFC", _cap_marks(line))
+    line = _EMOJI.sub(" ", _SPACES.sub(" ", _ZERO_WIDTH.sub("", line)))
     # Control, format, unassigned and private-use characters (the last are our placeholders).
-    return "".join(c for c in text if c == "\n" or unicodedata.category(c)[0] != "C")
+    return "".join(
+        " " if c in _BREAK_CHARS else c
+        for c in line
+        if c in _BREAK_CHARS or unicodedata.category(c)[0] != "C"
+    )
+
+
+def _cap_marks(text: str) -> str:
+    """At most `_MAX_MARKS` combining marks in a row (what NFC must sort stays small)."""
+    out: list[str] = []
+    run = 0
+    for c in text:
+        if unicodedata.combining(c):
+            run += 1
+            if run > _MAX_MARKS:
+                continue
+        else:
+            run = 0
+        out.append(c)
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- markdown blocks
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
-_RULE = re.compile(r"^\s*(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|(?:=\s*){3,})$")
-_QUOTE = re.compile(r"^\s*(?:>\s?)+")
-_BULLET = re.compile(r"^\s*[-*+•◦▪‣]\s+")
-_ORDERED = re.compile(r"^\s*(\d{1,3})[.)]\s+")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s+\S+.*$")
-_TERMINAL: Final = ".!?…:;"
-_CLOSERS: Final = "\"'\u201d\u2019)]\u00bb"
+_FENCE = re.compile(r"\s*(?:```|~~~)")
+_QUOTE = re.compile(r"\s*(?:>\s?)+")
+_BULLET = re.compile(r"\s*[-*+•◦▪‣]\s+")
+_ORDERED = re.compile(r"\s*\d{1,3}[.)]\s+")
+_REF_DEF = re.compile(r"\[[^\[\]\n]{1,300}\]:\s+\S")
+_CELL_RULE = re.compile(r":?-{3,}:?")
+TERMINAL: Final = ".!?…:;"
+CLOSERS: Final = "\"'\u201d\u2019)]\u00bb"
 #: A line this long that ends without punctuation is taken as hard-wrapped prose.
 _WRAP_WIDTH: Final = 40
 
 
-def _blocks(text: str) -> list[str]:
-    """Split into blocks (paragraphs, headings, items, rows) with block markup removed."""
-    blocks: list[str] = []
-    para: list[str] = []
-    in_fence = False
+class Carry(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):
+    """What a slice must know of the text before it (kept in plan positions: only append
+    fields, with defaults).
 
-    def flush() -> None:
-        if para:
-            blocks.append(" ".join(para))
-            para.clear()
+    fence: inside a fenced code block. open: 0 at a line start between blocks; 1 (2) the
+    slice starts inside a line of a paragraph (of a fenced block), whose text before the
+    slice is `line_len` characters long and ends in `tail` (closers stripped).
+    """
 
-    for raw in text.split("\n"):
+    fence: bool = False
+    open: int = 0
+    line_len: int = 0
+    tail: str = ""
+
+
+class Piece(NamedTuple):
+    """A block (or a slice of one) normalised: one line of text, maybe empty."""
+
+    text: str
+    #: It ends its block; then `raw_end` is where the block ends in the raw text (a letter or
+    #: digit after it earns the block a closing `.`).
+    final: bool
+    raw_end: int
+
+
+def _heading(line: str) -> str | None:
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or len(line) == hashes or not line[hashes].isspace():
+        return None
+    text = line[hashes:].strip()
+    bare = text.rstrip("#")
+    if bare != text and bare[-1:].isspace():  # a closing run of `#`
+        text = bare.rstrip()
+    return text
+
+
+def _is_rule(line: str) -> bool:
+    c = line[:1]
+    return c in ("-", "*", "_", "=") and line.count(c) >= 3 and not line.replace(c, "").strip()
+
+
+def _is_table_rule(line: str) -> bool:
+    inner = line[1:] if line.startswith("|") else line
+    inner = inner[:-1] if inner.endswith("|") else inner
+    return all(_CELL_RULE.fullmatch(cell.strip()) for cell in inner.split("|"))
+
+
+def joins(tail: str, length: int) -> bool:
+    """Does a line break after a line of `length` ending in `tail` continue the sentence?"""
+    tail = tail.rstrip(CLOSERS)
+    if not tail or tail[-1] in TERMINAL:
+        return False
+    return length >= _WRAP_WIDTH or tail[-1] in ",\u2014\u2013-"
+
+
+class _Reader:
+    """Markdown blocks from lines, a line (or a piece of one) at a time."""
+
+    def __init__(self, carry: Carry) -> None:
+        self.fence = carry.fence
+        self.blocks: list[tuple[str, bool, int]] = []  # (markup-level text, final, raw end)
+        self.para: list[str] = []
+        self.para_end = 0
+        #: The open paragraph began before this slice (its first part is already out).
+        self.continued = carry.open == 1
+        self.tail = carry.tail
+        self.length = carry.line_len
+        self._resume = carry.open
+
+    def boundary(self) -> bool:
+        """After the last line: would the next line start a new block, whatever it says?"""
+        return not (self.para or self.continued) or not joins(self.tail, self.length)
+
+    def line(self, raw: str, raw_end: int, *, whole: bool) -> None:
+        """A cleaned line; `whole` False: only its start, the slice ends inside it."""
+        resume, self._resume = self._resume, 0
+        if resume == 2:  # the rest of a fenced line
+            self.blocks.append((raw, whole, raw_end))
+            return
+        if resume == 1:  # the rest of a paragraph's line
+            text = raw.rstrip() if whole else raw
+            self._append(text.strip(), raw_end, self.length + len(text))
+            return
         if _FENCE.match(raw):
-            flush()
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            flush()
-            blocks.append(raw)
-            continue
-        line = _QUOTE.sub("", raw).strip()
-        if not line or _RULE.match(line) or _TABLE_RULE.match(line) or _REF_DEF.match(line):
-            flush()
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            flush()
-            blocks.append(heading.group(1))
-            continue
-        if line.startswith("|") and line.endswith("|") and len(line) > 1:
-            flush()
-            blocks.append(", ".join(c.strip() for c in line[1:-1].split("|") if c.strip()))
-            continue
+            self._flush()
+            self.fence = not self.fence
+            return
+        if self.fence:
+            self._flush()
+            self.blocks.append((raw, whole, raw_end))
+            return
+        quote = _QUOTE.match(raw)
+        line = (raw[quote.end() :] if quote else raw).lstrip()
+        shown = line.rstrip() if whole else line  # `length` counts the spaces before a cut
+        line = line.rstrip()
+        if not line or (whole and (_is_rule(line) or _is_table_rule(line) or _REF_DEF.match(line))):
+            self._flush()
+            return
+        heading = _heading(line)
+        if heading is not None:
+            self._flush()
+            if whole:
+                self.blocks.append((heading, True, raw_end))
+            else:
+                self._append(heading, raw_end, len(shown))
+            return
+        if whole and line.startswith("|") and line.endswith("|") and len(line) > 1:
+            self._flush()
+            cells = ", ".join(c.strip() for c in line[1:-1].split("|") if c.strip())
+            self.blocks.append((cells, True, raw_end))
+            return
         item = _BULLET.match(line)
         if item:
-            flush()
-            para.append(line[item.end() :])
-            continue
-        if _ORDERED.match(line):
-            flush()
-            para.append(line)
-            continue
-        if para and not _joins(para[-1]):
-            flush()
-        para.append(line)
-    flush()
-    return blocks
+            self._flush()
+            text = line[item.end() :]
+            self._append(text, raw_end, len(shown) - item.end())
+            return
+        if _ORDERED.match(line) or (
+            (self.para or self.continued) and not joins(self.tail, self.length)
+        ):
+            self._flush()
+        self._append(line, raw_end, len(shown))
+
+    def _append(self, text: str, raw_end: int, length: int) -> None:
+        if text:
+            self.para.append(text)
+            self.tail = text.rstrip(CLOSERS)[-1:]
+        self.length = length
+        self.para_end = raw_end
+
+    def _flush(self, final: bool = True) -> None:
+        if self.para or self.continued:
+            self.blocks.append((" ".join(self.para), final, self.para_end))
+        self.para = []
+        self.continued = False
+
+    def finish(self, inside: bool) -> Carry:
+        """End the slice: at a block boundary, or `inside` a line (the block stays open)."""
+        if not inside:
+            self._flush()
+            return Carry(self.fence)
+        if self.fence:  # the fenced line's start is out already
+            return Carry(True, 2)
+        self._flush(final=False)
+        return Carry(False, 1, self.length, self.tail)
 
 
-def _joins(previous: str) -> bool:
-    """Does a line break after `previous` continue the same sentence (a soft wrap)?"""
-    tail = previous.rstrip(_CLOSERS)
-    if not tail or tail[-1] in _TERMINAL:
-        return False
-    return len(previous) >= _WRAP_WIDTH or tail[-1] in ",\u2014\u2013-"
+def lines(raw: str, start: int, end: int) -> Iterable[tuple[int, int, int]]:
+    """(start, end, next start) of each line of raw[start:end]; the last one may be open
+    (next start == end and no break after it)."""
+    pos = start
+    for brk in LINE_BREAK.finditer(raw, start, end):
+        yield pos, brk.start(), brk.end()
+        pos = brk.end()
+    if pos < end:
+        yield pos, end, end
+
+
+def read_slice(
+    raw: str, start: int, end: int, carry: Carry, lang: str, *, inside: bool
+) -> tuple[list[Piece], Carry]:
+    """Normalise raw[start:end], a slice that begins where `carry` says and ends at a block
+    boundary (or the end of the text) or, `inside`, inside a line."""
+    reader = _Reader(carry)
+    for line_start, line_end, following in lines(raw, start, end):
+        whole = not inside or following < end or line_end < end
+        reader.line(clean_line(raw[line_start:line_end]), line_end, whole=whole)
+    carry = reader.finish(inside)
+    return [
+        Piece(normalize_piece(text, lang), final, raw_end) for text, final, raw_end in reader.blocks
+    ], carry
+
+
+def block_state(
+    raw: str, lines_: Iterable[tuple[int, int, int]], carry: Carry
+) -> Iterable[tuple[int, bool]]:
+    """For each whole line: (where the next line starts, whether a block ends there)."""
+    reader = _Reader(carry)
+    for line_start, line_end, following in lines_:
+        reader.line(clean_line(raw[line_start:line_end]), line_end, whole=True)
+        yield following, reader.boundary()
 
 
 # ---------------------------------------------------------------- inline markdown
 
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_PRONOUNCE = re.compile(r"\[[^\]\n]+\]\((?:/[^/\n)]+/|[+-]?\d+(?:\.\d+)?|#[^#\n)]+#)\)")
-_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]*\)")
-_REF_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
-_AUTOLINK = re.compile(r"<((?:https?://|mailto:)[^>\s]+|[^@>\s]+@[^>\s]+)>")
-_CODE = re.compile(r"(`+)(.+?)\1")
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EM_STAR = re.compile(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])")
-_EM_UNDER = re.compile(r"(?<![\w_])_(?=\S)(.+?)(?<=\S)_(?![\w_])")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+_LINK_TARGET = r"\([^()\s]{0,512}(?:\s{1,8}\"[^\"\n]{0,300}\")?\)"
+_IMAGE = re.compile(r"!\[([^\[\]\n]{0,300})\]" + _LINK_TARGET)
+_PRONOUNCE = re.compile(
+    r"\[[^\[\]\n]{1,100}\]\((?:/[^/\n()]{1,200}/|[+-]?\d{1,2}(?:\.\d{1,2})?|#[^#\n()]{1,100}#)\)"
+)
+_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]" + _LINK_TARGET)
+_REF_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\[[^\[\]\n]{0,100}\]")
+_AUTOLINK = re.compile(r"<((?:https?://|mailto:)[^<>\s]{1,512}|[^<>@\s]{1,64}@[^<>@\s]{1,255})>")
+_TICKS = re.compile(r"`+")
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]{0,30}(?:\s[^<>]{0,300})?/?>")
+# Emphasis holds no character of its own marker, so an attempt ends at the next marker.
+_EMPHASIS = (
+    ("**", re.compile(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")),
+    ("__", re.compile(r"__(?=\S)([^_\n]{1,300}?)(?<=\S)__")),
+    ("~~", re.compile(r"~~(?=\S)([^~\n]{1,300}?)(?<=\S)~~")),
+    ("*", re.compile(r"(?<![\w*])\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*(?![\w*])")),
+    ("_", re.compile(r"(?<![\w_])_(?=\S)([^_\n]{1,300}?)(?<=\S)_(?![\w_])")),
+)
+_URL_HINT = re.compile(r"://|www\.", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}'\""
 _REPEATED = re.compile(r"([!?])\1+|(\.)\.{3,}")
+_SHIELDED = re.compile(r"\ue000(\d{1,6})\ue001")
+_MULTI_SPACE = re.compile(r" {2,}")
+_SPACE_BEFORE_PUNCT = re.compile(r" ([,.!?;:…](?:\s|$))")
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CHARS + 1},}}")
 
 
-def _inline(block: str, spell: Callable[[str], str]) -> str:
+def _code_spans(block: str) -> str:
+    """`code` -> code: a run of backticks opens a span the next run of the same length
+    closes, at most SPAN characters on (CommonMark's rule, in one pass)."""
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(block)]
+    if len(runs) < 2:
+        return block
+    closer: list[int | None] = [None] * len(runs)
+    seen: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        width = runs[i][1] - runs[i][0]
+        closer[i] = seen.get(width)
+        seen[width] = i
+    out: list[str] = []
+    pos = i = 0
+    while i < len(runs):
+        j = closer[i]
+        if j is not None and 0 < runs[j][0] - runs[i][1] <= SPAN:
+            out += (block[pos : runs[i][0]], block[runs[i][1] : runs[j][0]].strip())
+            pos = runs[j][1]
+            i = j + 1
+        else:
+            i += 1
+    out.append(block[pos:])
+    return "".join(out)
+
+
+def inline(block: str, spell: Callable[[str], str]) -> str:
     """Strip inline markup; URLs and e-mails go through `spell`, shielded from the rest."""
     kept: list[str] = []
 
@@ -158,228 +374,54 @@ def _inline(block: str, spell: Callable[[str], str]) -> str:
         kept.append(text)
         return f"\ue000{len(kept) - 1}\ue001"
 
-    block = _AUTOLINK.sub(lambda m: m.group(1).removeprefix("mailto:"), block)
-    block = _PRONOUNCE.sub(lambda m: shield(m.group(0)), block)
-    block = _IMAGE.sub(lambda m: m.group(1), block)
-    block = _LINK.sub(lambda m: m.group(1), block)
-    block = _REF_LINK.sub(lambda m: m.group(1), block)
-    block = _CODE.sub(lambda m: m.group(2).strip(), block)
-    block = _TAG.sub(" ", block)
+    if "<" in block:
+        block = _AUTOLINK.sub(lambda m: m.group(1).removeprefix("mailto:"), block)
+    if "[" in block:
+        block = _PRONOUNCE.sub(lambda m: shield(m.group(0)), block)
+        block = _IMAGE.sub(lambda m: m.group(1), block)
+        block = _LINK.sub(lambda m: m.group(1), block)
+        block = _REF_LINK.sub(lambda m: m.group(1), block)
+    if "`" in block:
+        block = _code_spans(block)
+    if "<" in block:
+        block = _TAG.sub(" ", block)
 
     def url(m: re.Match[str]) -> str:
         found = m.group(0)
         core = found.rstrip(_TRAILING)
         return shield(spell(core)) + found[len(core) :]
 
-    block = _URL.sub(url, block)
-    block = _EMAIL.sub(lambda m: shield(spell(m.group(0))), block)
-    for pattern in (_STRONG, _STRIKE):
-        block = pattern.sub(lambda m: m.group(2) if m.lastindex == 2 else m.group(1), block)
-    block = _EM_STAR.sub(lambda m: m.group(1), block)
-    block = _EM_UNDER.sub(lambda m: m.group(1), block)
+    if _URL_HINT.search(block):
+        block = URL.sub(url, block)
+    if "@" in block:
+        block = EMAIL.sub(lambda m: shield(spell(m.group(0))), block)
+    for marker, pattern in _EMPHASIS:
+        if marker in block:
+            block = pattern.sub(lambda m: m.group(1), block)
     block = _REPEATED.sub(lambda m: m.group(1) or "...", block)
-    return re.sub(r"\ue000(\d+)\ue001", lambda m: kept[int(m.group(1))], block)
+    return _SHIELDED.sub(lambda m: kept[int(m.group(1))], block) if kept else block
 
 
-def _neutral_spell(found: str) -> str:
-    """Outside English: a URL is read as its host name; an address as written."""
-    if "@" in found and "/" not in found:
-        return found
-    host = re.sub(r"^(?:https?://)?(?:www\.)?", "", found, flags=re.IGNORECASE)
-    return re.split(r"[/?#]", host, maxsplit=1)[0]
+def _split_run(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if len(run) <= 3 * SPAN // 2 and _PRONOUNCE.search(run):
+        return run  # pronunciation markup is read as a whole
+    pieces = []
+    i = 0
+    while i < len(run):
+        j = min(i + WORD_CHARS, len(run))
+        while j < len(run) and unicodedata.combining(run[j]):
+            j += 1
+        pieces.append(run[i:j])
+        i = j
+    return " ".join(pieces)
 
 
-def _english_spell(found: str) -> str:
-    """`https://www.example.com/a-b/c?x=1` -> `example dot com slash a b slash c`."""
-    if "@" in found and "/" not in found:
-        user, _, host = found.partition("@")
-        return f"{_dots(user)} at {_dots(host)}"
-    rest = re.sub(r"^(?:https?://)?(?:www\.)?", "", found, flags=re.IGNORECASE)
-    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
-    host, *path = [p for p in rest.split("/") if p]
-    words = [_dots(host), *(re.sub(r"[-_.+=]+", " ", p).strip() for p in path)]
-    return " slash ".join(w for w in words if w)
-
-
-def _dots(name: str) -> str:
-    return " dot ".join(p for p in re.split(r"[.]", name) if p).replace("_", " underscore ")
-
-
-# ---------------------------------------------------------------- English
-
-_MONTHS: Final = list(calendar.month_name)[1:]
-_ABBREVIATIONS: Final = {
-    # titles: never end a sentence
-    "Prof.": "Professor", "Jr.": "Junior", "Sr.": "Senior", "Gen.": "General",
-    "Capt.": "Captain", "Lt.": "Lieutenant", "Sgt.": "Sergeant", "Col.": "Colonel",
-    "Rev.": "Reverend", "Hon.": "Honorable", "Gov.": "Governor", "Sen.": "Senator",
-    "Pres.": "President", "Mt.": "Mount", "Ft.": "Fort",
-}  # fmt: skip
-_ABBREVIATIONS_END: Final = {
-    # may end a sentence: the period is kept when a capital or the end follows
-    "approx.": "approximately", "Inc.": "Incorporated", "Ltd.": "Limited",
-    "Corp.": "Corporation", "Dept.": "Department", "dept.": "department",
-    "govt.": "government", "Fig.": "Figure", "fig.": "figure", "Vol.": "Volume",
-    "vol.": "volume", "pp.": "pages", "Ch.": "Chapter", "ch.": "chapter",
-    "Ave.": "Avenue", "Blvd.": "Boulevard", "Rd.": "Road", "a.k.a.": "also known as",
-    "cf.": "compare", "ca.": "circa", "et al.": "and others",
-    **{f"{m[:3]}.": m for m in _MONTHS if len(m) > 3},
-    "Sept.": "September",
-    **{f"{d[:3]}.": d for d in calendar.day_name},
-    "Tues.": "Tuesday", "Thurs.": "Thursday",
-}  # fmt: skip
-_ABBREV_RE = re.compile(
-    r"(?<![\w.])("
-    + "|".join(re.escape(a) for a in sorted([*_ABBREVIATIONS, *_ABBREVIATIONS_END], key=len)[::-1])
-    + r")"
-)
-_SHORTHAND: Final = {"w/o": "without", "w/": "with"}
-_UNITS: Final = {
-    "km": ("kilometer", "kilometre"), "cm": ("centimeter", "centimetre"),
-    "mm": ("millimeter", "millimetre"), "kg": ("kilogram", None), "mg": ("milligram", None),
-    "lb": ("pound", None), "lbs": ("pound", None), "oz": ("ounce", None),
-    "ft": ("foot", None), "mph": ("mile per hour", None), "kph": ("kilometer per hour",
-    "kilometre per hour"), "km/h": ("kilometer per hour", "kilometre per hour"),
-    "ml": ("milliliter", "millilitre"), "mL": ("milliliter", "millilitre"),
-    "KB": ("kilobyte", None), "kB": ("kilobyte", None), "MB": ("megabyte", None),
-    "GB": ("gigabyte", None), "TB": ("terabyte", None), "Hz": ("hertz", None),
-    "kHz": ("kilohertz", None), "MHz": ("megahertz", None), "GHz": ("gigahertz", None),
-    "kW": ("kilowatt", None), "kWh": ("kilowatt hour", None), "ms": ("millisecond", None),
-    "°C": ("degree Celsius", None), "°F": ("degree Fahrenheit", None),
-}  # fmt: skip
-_PLURALS: Final = {
-    "foot": "feet", "hertz": "hertz", "kilohertz": "kilohertz", "megahertz": "megahertz",
-    "gigahertz": "gigahertz", "mile per hour": "miles per hour",
-    "kilometer per hour": "kilometers per hour", "kilometre per hour": "kilometres per hour",
-    "degree Celsius": "degrees Celsius", "degree Fahrenheit": "degrees Fahrenheit",
-    "kilowatt hour": "kilowatt hours",
-}  # fmt: skip
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_UNIT_RE = re.compile(
-    rf"(?<![\w.])({_NUMBER})\s?("
-    + "|".join(re.escape(u) for u in sorted(_UNITS, key=len)[::-1])
-    + r")(?![\w/])"
-)
-_FRACTIONS: Final = {
-    "1/2": "one half", "1/3": "one third", "2/3": "two thirds", "1/4": "one quarter",
-    "3/4": "three quarters", "1/8": "one eighth",
-}  # fmt: skip
-_FRACTION_RE = re.compile(r"(?<![\w/])(1/2|1/3|2/3|1/4|3/4|1/8)(?![\w/])")
-_ISO_DATE = re.compile(r"(?<![\w-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w-])")
-_SLASH_DATE = re.compile(r"(?<![\w/])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")
-_TIME = re.compile(
-    r"(?<![\w:])(\d{1,2}):(\d{2})(?::(\d{2}))?"
-    r"(?:\s?([AaPp])(?:(\.)\s?[Mm]\.|\s?[Mm])(?![A-Za-z]))?(?![\w:])"
-)
-_AMPM = re.compile(r"(?<![\w.])(\d{1,2})\s?([AaPp])(?:(\.)\s?[Mm]\.|\s?[Mm])(?![\w])")
-_PHONE = re.compile(r"(?<![\w+])(?:\+?1[ .-])?\(?(\d{3})\)?[ .-](\d{3})[ .-](\d{4})(?![\w-])")
-_NEGATIVE = re.compile("(?:(?<![\\w.,-])-|\u2212)(?=\\d)")
-_RANGE = re.compile("(?<![\\w.,-])(\\d+(?:\\.\\d+)?)\\s?[-\u2013]\\s?(\\d+(?:\\.\\d+)?)(?![\\w-])")
-_APPROX = re.compile(r"(?<!\S)~(?=\d)")
-_DOMAIN = re.compile(
-    r"(?<![\w@.])((?:[A-Za-z0-9-]+\.)+(?:com|org|net|io|dev|ai|app|edu|gov|co|info|me))(?!\w|\.\w)"
-)
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def _date(year: int, month: int, day: int) -> str | None:
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year or 2000, month)[1]):
-        return None
-    return f"{_MONTHS[month - 1]} {_ordinal(day)} {year}"
-
-
-def _clock(hour: int, minute: int, second: int, ampm: str) -> str | None:
-    if hour > 24 or minute > 59 or second > 59 or (ampm and not 1 <= hour <= 12):
-        return None
-    if minute == 0:
-        spoken = f"{hour} o'clock" if hour <= 12 else f"{hour} hundred"
-        spoken = f"{hour} {ampm}" if ampm else spoken
-    else:
-        spoken = f"{hour} oh {minute}" if minute < 10 else f"{hour} {minute}"
-        spoken = f"{spoken} {ampm}" if ampm else spoken
-    return f"{spoken} and {second} seconds" if second else spoken
-
-
-def _english(block: str, british: bool) -> str:
-    block = _inline(block, _english_spell)
-
-    def iso(m: re.Match[str]) -> str:
-        return _date(int(m.group(1)), int(m.group(2)), int(m.group(3))) or m.group(0)
-
-    def slashed(m: re.Match[str]) -> str:
-        first, second, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        month, day = (second, first) if british else (first, second)
-        if month > 12:
-            month, day = day, month
-        return _date(year, month, day) or m.group(0)
-
-    def sentence_end(m: re.Match[str], dotted: str | None) -> str:
-        """A dotted `p.m.` swallowed a full stop when a capital or the end follows."""
-        after = m.string[m.end() :].lstrip()
-        return "." if dotted and (not after or after[0].isupper()) else ""
-
-    def clock(m: re.Match[str]) -> str:
-        ampm = f"{m.group(4).upper()}M" if m.group(4) else ""
-        spoken = _clock(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), ampm)
-        return spoken + sentence_end(m, m.group(5)) if spoken else m.group(0)
-
-    def ampm(m: re.Match[str]) -> str:
-        return f"{m.group(1)} {m.group(2).upper()}M" + sentence_end(m, m.group(3))
-
-    def unit(m: re.Match[str]) -> str:
-        us, gb = _UNITS[m.group(2)]
-        word = (gb if british and gb else us) if m.group(1) == "1" else None
-        if word is None:
-            singular = gb if british and gb else us
-            word = _PLURALS.get(singular, singular + "s")
-        return f"{m.group(1)} {word}"
-
-    def abbreviation(m: re.Match[str]) -> str:
-        found = m.group(1)
-        if found in _ABBREVIATIONS:
-            return _ABBREVIATIONS[found]
-        word = _ABBREVIATIONS_END[found]
-        after = m.string[m.end() :].lstrip()
-        ends = not after or (after[0].isupper() and found[:3] not in _MONTH_ABBR)
-        return word + ("." if ends else "")
-
-    block = _ISO_DATE.sub(iso, block)
-    block = _SLASH_DATE.sub(slashed, block)
-    block = _TIME.sub(clock, block)
-    block = _AMPM.sub(ampm, block)
-    block = _PHONE.sub(lambda m: ", ".join(" ".join(g) for g in m.groups()), block)
-    block = _UNIT_RE.sub(unit, block)
-    block = _FRACTION_RE.sub(lambda m: _FRACTIONS[m.group(1)], block)
-    block = _RANGE.sub(r"\1 to \2", block)
-    block = _NEGATIVE.sub("minus ", block)
-    block = _APPROX.sub("about ", block)
-    block = _DOMAIN.sub(lambda m: _dots(m.group(1)), block)
-    for short, word in _SHORTHAND.items():
-        block = re.sub(rf"(?<!\w){re.escape(short)}(?=\s)", word, block)
-    return _ABBREV_RE.sub(abbreviation, block)
-
-
-_MONTH_ABBR: Final = frozenset(m[:3] for m in _MONTHS)
-_SPACE_BEFORE_PUNCT = re.compile(r" +([,.!?;:…](?:\s|$))")
-
-
-# ---------------------------------------------------------------- entry point
-
-
-def normalize_text(text: str, lang: str = "a") -> str:
-    """Make pasted text speakable for the language `lang` (a voice's prefix letter)."""
-    english = lang in ("a", "b")
-    out: list[str] = []
-    for block in _blocks(_clean_chars(text)):
-        block = _english(block, lang == "b") if english else _inline(block, _neutral_spell)
-        block = _SPACE_BEFORE_PUNCT.sub(r"\1", re.sub(r" {2,}", " ", block)).strip()
-        if any(c.isalnum() for c in block):
-            out.append(block)
-    for i, block in enumerate(out[:-1]):
-        if block.rstrip(_CLOSERS)[-1:] not in _TERMINAL:
-            out[i] = block + "."
-    return "\n".join(out)
+def normalize_piece(text: str, lang: str) -> str:
+    """A block (or a slice of one cut where no rule can span the cut), normalised."""
+    english_ = lang in ("a", "b")  # else the language-neutral steps only
+    text = english(text, lang == "b", inline) if english_ else inline(text, neutral_spell)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", _MULTI_SPACE.sub(" ", text)).strip()
+    if lang not in ("j", "z") and len(text) > WORD_CHARS:  # they are written without spaces
+        text = _LONG_RUN.sub(_split_run, text)
+    return text

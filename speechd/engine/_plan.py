@@ -28,7 +28,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-__all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Unit", "iter_chunks"]
+__all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Chunker", "Unit", "iter_chunks"]
 
 log = logging.getLogger("speechd.engine")
 
@@ -201,9 +201,12 @@ _NOT_SENTENCE = re.compile(r"(?:Mr|Mrs|Ms|Dr|St|Mt|vs|[A-Z])\.")
 _SPACES = re.compile(r" {2,}")
 
 
-def _boundary(unit: Unit, following: Unit | None) -> Boundary:
-    if following is None or unit.block_end:
+def _boundary(unit: Unit, following: Unit | None, end: Boundary = Boundary.SENTENCE) -> Boundary:
+    """The boundary after `unit`; `end` when nothing follows it (yet)."""
+    if unit.block_end:
         return Boundary.SENTENCE
+    if following is None:
+        return end
     text = unit.text.rstrip()
     bare = text.rstrip(_CLOSERS)
     last = bare[-1:] or text[-1:]
@@ -227,11 +230,16 @@ def _join(units: Iterable[Unit]) -> tuple[str, str]:
     return text, phonemes
 
 
-def _truncate(phonemes: str, limit: int) -> str:
+def _truncate(phonemes: str, limit: int, *, quiet: bool = False) -> str:
     if len(phonemes) <= limit:
         return phonemes
     cut = phonemes.rfind(" ", 0, limit + 1)
-    log.warning("a single word reads as %d phonemes; truncated to %d", len(phonemes), limit)
+    log.log(
+        logging.DEBUG if quiet else logging.WARNING,
+        "a single word reads as %d phonemes; truncated to %d",
+        len(phonemes),
+        limit,
+    )
     return phonemes[: cut if cut > 0 else limit].rstrip()
 
 
@@ -290,62 +298,98 @@ def _cut_fill(costs: list[int], marks: list[Boundary], policy: ChunkPolicy, budg
     return (words or fits)[-1] + 1
 
 
+#: Units without phonemes that may ride along with the chunk before them (a run of stray
+#: symbols is not pulled in whole: the ones past this start the next chunk).
+_RIDE_ALONG = 64
+
+
+class Chunker:
+    """Units in, chunks out, a unit at a time: `push` units, then ask `cut` for a chunk.
+
+    `index` and `buffered_s` are the whole of its state between chunks besides the units not
+    yet in one (a chunker built with a plan's values continues that plan).
+    """
+
+    def __init__(self, policy: ChunkPolicy, index: int = 0, buffered_s: float = 0.0) -> None:
+        self.policy = policy
+        self.index = index
+        self.buffered_s = buffered_s
+        #: Units pushed and not yet in a chunk.
+        self.window: list[Unit] = []
+        self.window_tokens = 0
+        #: Units taken into chunks (or dropped in a chunk without phonemes), in all.
+        self.taken = 0
+        self._truncated = False
+
+    def push(self, unit: Unit) -> None:
+        self.window.append(unit)
+        self.window_tokens += len(unit.phonemes)
+
+    @property
+    def budget(self) -> int:
+        """Most tokens the next chunk may hold."""
+        return self.policy.budget(self.index, self.buffered_s)
+
+    def cut(self, end: Boundary | None = None) -> Chunk | None:
+        """The next chunk, or None when more units must be pushed first.
+
+        end None: more units will come, so the last one pushed is no place to cut yet; a
+        Boundary: none will come for now (SENTENCE: none at all), and the gap after the last
+        unit is that good a place to cut.
+        """
+        while self.window:
+            budget = self.budget
+            if end is None and (self.window_tokens <= budget + 1 or len(self.window) < 2):
+                return None
+            window = self.window
+            # One more unit than fits, so the boundary after the last candidate is known.
+            costs: list[int] = []
+            marks: list[Boundary] = []
+            total = 0
+            for i, unit in enumerate(window):
+                total += len(unit.phonemes)
+                following = window[i + 1] if i + 1 < len(window) else None
+                if following is None and end is None:
+                    break
+                costs.append(total - (1 if unit.phonemes.endswith(" ") else 0))
+                marks.append(_boundary(unit, following, end or Boundary.SENTENCE))
+                if costs[-1] > budget:
+                    break
+            policy = self.policy
+            cutter = (
+                _cut_first if self.index == 0 else _cut_sentence if self.index == 1 else _cut_fill
+            )
+            cut = cutter(costs, marks, policy, budget)
+            # Units without phonemes (a stray symbol) ride along with the chunk before them.
+            riders = 0
+            while cut < len(window) and riders < _RIDE_ALONG and not window[cut].phonemes.strip():
+                cut += 1
+                riders += 1
+            if cut >= len(window) and end is None and riders < _RIDE_ALONG:
+                return None  # the next unit decides whether one more rides along
+            taken = window[:cut]
+            del window[:cut]
+            self.window_tokens -= sum(len(u.phonemes) for u in taken)
+            self.taken += len(taken)
+            text, phonemes = _join(taken)
+            if not phonemes:  # only stray symbols: nothing to say
+                continue
+            truncated = _truncate(phonemes, policy.limit_tokens, quiet=self._truncated)
+            self._truncated |= truncated != phonemes  # said once per plan, not per chunk
+            phonemes = truncated
+            chunk = Chunk(index=self.index, text=text, phonemes=phonemes)
+            self.buffered_s = policy.after(self.index, self.buffered_s, len(phonemes))
+            self.index += 1
+            return chunk
+        return None
+
+
 def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
     """Group units into chunks, lazily: each chunk is yielded as soon as it is decided."""
-    source = iter(units)
-    window: list[Unit] = []
-    window_tokens = 0
-    exhausted = False
-    index = 0
-    buffered = 0.0
-
-    def pull() -> None:
-        nonlocal exhausted, window_tokens
-        unit = next(source, None)
-        if unit is None:
-            exhausted = True
-        else:
-            window.append(unit)
-            window_tokens += len(unit.phonemes)
-
-    def fill(tokens: int) -> None:
-        while not exhausted and (window_tokens <= tokens or len(window) < 2):
-            pull()
-
-    while True:
-        budget = policy.budget(index, buffered)
-        fill(budget + 1)
-        if not window:
-            return
-        # One more unit than fits, so the boundary after the last candidate is known.
-        costs: list[int] = []
-        marks: list[Boundary] = []
-        total = 0
-        for i, unit in enumerate(window):
-            total += len(unit.phonemes)
-            following = window[i + 1] if i + 1 < len(window) else None
-            if following is None and not exhausted:
-                break
-            costs.append(total - (1 if unit.phonemes.endswith(" ") else 0))
-            marks.append(_boundary(unit, following))
-            if costs[-1] > budget:
-                break
-        cutter = _cut_first if index == 0 else _cut_sentence if index == 1 else _cut_fill
-        cut = cutter(costs, marks, policy, budget)
-        # Units without phonemes (a stray symbol) ride along with the chunk before them.
-        while True:
-            while cut >= len(window) and not exhausted:
-                pull()
-            if cut < len(window) and not window[cut].phonemes.strip():
-                cut += 1
-            else:
-                break
-        taken, window[:] = window[:cut], window[cut:]
-        window_tokens -= sum(len(u.phonemes) for u in taken)
-        text, phonemes = _join(taken)
-        if not phonemes:  # only possible when the whole rest of the text has no phonemes
-            continue
-        phonemes = _truncate(phonemes, policy.limit_tokens)
-        yield Chunk(index=index, text=text, phonemes=phonemes)
-        buffered = policy.after(index, buffered, len(phonemes))
-        index += 1
+    chunker = Chunker(policy)
+    for unit in units:
+        chunker.push(unit)
+        while (chunk := chunker.cut()) is not None:
+            yield chunk
+    while (chunk := chunker.cut(Boundary.SENTENCE)) is not None:
+        yield chunk

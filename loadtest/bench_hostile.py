@@ -1,0 +1,132 @@
+"""Hostile input benchmark (printed figures, not timed tests).
+
+    python -m loadtest.bench_hostile [--section planning] [--n 50000] [--pattern '1-' ...]
+
+Sections (`--section`, repeatable; default: every section listed here):
+
+  planning   for each adversarial pattern (runs of each character the normaliser reads,
+             and mixes that used to backtrack), the time to normalise and plan it with the
+             real English G2P (no model needed) at n and 2n characters and their ratio
+             (target: <= 2.5, linear), the longest single planner step (what one call may
+             hold the engine thread for) and the cost per character against ordinary prose
+             planned in the same run.
+
+Sections still to come, from the branches that make them measurable: `api` (each
+pathological request's answer time) and `first-audio` (an ordinary request's time to first
+audio beside a 200,000-character hostile cast, against the same request alone). A section is
+a function taking the parsed arguments; add it to SECTIONS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from speechd.engine import ChunkPolicy, Planner, PlanStatus
+
+#: Runs of each character the normaliser handles, nested brackets, mixes, no spaces at all.
+PATTERNS = [
+    "[", "(", "1-", "a@", "http://", "*", "_", "#", "<", ".", "1", "-", "`", "~", "&#",
+    "![", "[a](", "[[((<<", "[](", "<a ", "**a ", "_a ", "a.", "1.", "a-", "a.b@", "www.",
+    "[[((<<**__``", "# a\n", "a,\n", "\u0301\u0316", "1 pm ", "Jan. ", "[a] ", "a",
+]  # fmt: skip
+PROSE = (
+    "The old lighthouse keeper climbed the narrow stairs every evening just before the sun "
+    "slipped below the hills. He lit the great lamp, and wound the brass clockwork that "
+    "turned it through the night; ships never saw his face. "
+)
+
+
+@dataclass
+class Run:
+    seconds: float
+    longest_step: float
+    chunks: int
+
+
+def plan(g2p: object, text: str) -> Run:
+    """Normalise and plan `text` to its end, a step at a time, timing each step."""
+    planner = Planner(g2p, ChunkPolicy(rtf=0), text=text, done=True)  # type: ignore[arg-type]
+    longest = 0.0
+    chunks = 0
+    started = time.perf_counter()
+    while True:
+        before = time.perf_counter()
+        step = planner.step()
+        longest = max(longest, time.perf_counter() - before)
+        if step.status is PlanStatus.CHUNK:
+            chunks += 1
+        elif step.status is PlanStatus.DONE:
+            return Run(time.perf_counter() - started, longest, chunks)
+
+
+def repeat(pattern: str, n: int) -> str:
+    return (pattern * (n // len(pattern) + 1))[:n]
+
+
+def planning(args: argparse.Namespace) -> None:
+    # The planner's own G2P, without loading the model (misaki and spaCy are what it runs).
+    from speechd.engine._g2p import build_g2p
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        started = time.perf_counter()
+        g2p = build_g2p("a")
+    built = time.perf_counter() - started
+    n = args.n
+    print(f"\nplanning: normalise + plan to the end (English G2P built in {built:.1f} s)")
+    plan(g2p, PROSE)  # warm
+    prose = plan(g2p, repeat(PROSE, 2 * n))
+    per_char = prose.seconds / (2 * n)
+    print(
+        f"   baseline prose at {2 * n:,} chars: {prose.seconds:.2f} s,"
+        f" {per_char * 1e6:.1f} us/char, longest step {prose.longest_step * 1000:.1f} ms"
+    )
+    header = (
+        f"   {'pattern':<16} {'n=' + format(n, ','):>10} {'2n':>10} {'ratio':>6}"
+        f" {'longest step':>13} {'us/char':>8} {'x prose':>8} {'chunks':>7}"
+    )
+    print(header)
+    worst_ratio = worst_step = 0.0
+    for pattern in args.pattern or PATTERNS:
+        small = plan(g2p, repeat(pattern, n))
+        large = plan(g2p, repeat(pattern, 2 * n))
+        ratio = large.seconds / max(small.seconds, 1e-9)
+        step = max(small.longest_step, large.longest_step)
+        cost = large.seconds / (2 * n)
+        worst_ratio, worst_step = max(worst_ratio, ratio), max(worst_step, step)
+        print(
+            f"   {pattern!r:<16} {small.seconds:9.2f}s {large.seconds:9.2f}s {ratio:6.2f}"
+            f" {step * 1000:10.1f} ms {cost * 1e6:8.1f} {cost / per_char:8.1f} {large.chunks:7}",
+            flush=True,
+        )
+    print(
+        f"   worst doubling ratio {worst_ratio:.2f} (target <= 2.5),"
+        f" longest single step {worst_step * 1000:.1f} ms"
+    )
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"planning": planning}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--section", action="append", choices=sorted(SECTIONS), help="default: all of them"
+    )
+    parser.add_argument("--n", type=int, default=50_000, help="characters (planning: n and 2n)")
+    parser.add_argument("--pattern", action="append", help="planning: only these patterns")
+    args = parser.parse_args(argv)
+    print(f"speechd hostile-input benchmark, {os.cpu_count()} CPUs")
+    print(f"   load average at the start {os.getloadavg()[0]:.1f}")
+    for name in args.section or list(SECTIONS):
+        SECTIONS[name](args)
+    print(f"\n   load average at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

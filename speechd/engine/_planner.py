@@ -1,0 +1,428 @@
+"""The incremental planner: text in (whole, or piece by piece as it arrives), chunks out, one
+bounded step at a time.
+
+    planner = engine.planner("af_heart", policy, text=text, done=True)
+    while (step := planner.step()).status is not PlanStatus.DONE:
+        if step.status is PlanStatus.CHUNK:
+            render(step.chunk); keep(planner.position)
+
+Each `step` does one of: normalise one slice of at most `SLICE_CHARS` raw characters
+(`_slices` says where it ends), G2P one segment (`_g2p.split_segments`: at most 1,000
+characters and a bounded cost), or cut a chunk (`Chunker`, the progressive `ChunkPolicy`). So
+no step holds the caller for more than a few tens of milliseconds, whatever the text.
+
+The plan is the one a whole-text plan makes (`iter_chunks` over the units of
+`normalize_text`), with one difference by design: the G2P reads a text in segments, so
+context does not cross a segment's end (a sentence end where there is one).
+
+**Positions.** After each chunk, `position` is a short string that a new planner, given the
+same text, policy and code, continues from with exactly the chunks this one makes next: the
+slice the next unit comes from (raw offsets, how it ends, the `Carry` it starts with, a CRC of
+its text), the units of it already in chunks, and the chunker's `index` and `buffered_s`.
+
+**Live text.** `feed` pieces, then `close`. Slices end only where what has arrived allows (a
+block, sentence or clause end; a word once the waiting text fills a chunk); text after the
+last such place waits, unless `flush` is called (or `step` is told the input has been idle
+`flush_s`): then all that has arrived is planned. A chunk whose text ends where the input
+stopped ends there. Captions (chunk texts) joined with spaces are the normalised text,
+word for word, but for: stray symbols without phonemes at the very end (dropped), and, for
+live text only, a slice cut where the input paused is normalised apart from what followed
+(a span's markup is then read as written, silently) and a block spoken before the next
+block arrived has no closing `.`.
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+import msgspec
+
+from ._g2p import G2P, split_segments
+from ._normalize import Carry, Piece, read_slice
+from ._plan import Boundary, Chunk, Chunker, ChunkPolicy, Unit
+from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum
+
+__all__ = ["PlanStatus", "PlanStep", "Planner"]
+
+#: English reads about one phoneme (token) per character of normalised text.
+_TOKENS_PER_CHAR: Final = 1.0
+#: How long live input may pause mid-clause before what has arrived is spoken anyway.
+FLUSH_S: Final = 0.6
+_POSITION_VERSION: Final = 1
+
+
+class PlanStatus(enum.Enum):
+    CHUNK = "chunk"  # a chunk is ready: `PlanStep.chunk`
+    MORE = "more"  # work was done: call `step` again
+    INPUT = "input"  # waiting for text: `feed`, `close` or `flush` first
+    DONE = "done"  # the input is closed and planned to its end
+
+
+class PlanStep(NamedTuple):
+    status: PlanStatus
+    chunk: Chunk | None = None
+    #: Raw characters of the text not yet in a chunk (an estimate inside the current slice).
+    chars_left: int = 0
+
+
+class _Position(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    version: int
+    start: int  # the slice the next unit comes from: raw[start:end]
+    end: int  # -1: not cut yet (then units is 0 and the planner cuts it as it would)
+    kind: int  # how it ends (`Cut`)
+    carry: Carry
+    crc: int  # zlib.crc32 of raw[start:end]
+    units: int  # of its units, those already in chunks
+    index: int  # the chunker's state
+    buffered_s: float
+
+
+_ENCODE = msgspec.json.Encoder()
+_DECODE = msgspec.json.Decoder(_Position)
+
+
+@dataclass(slots=True)
+class _Slice:
+    start: int
+    end: int
+    kind: Cut
+    carry: Carry
+    crc: int
+    first_unit: int | None = None  # the number of its first unit, once G2P reaches it
+    made: int = 0  # units G2P made of it so far
+    complete: bool = False  # all of them
+
+
+@dataclass(slots=True)
+class _Segment:
+    slice: _Slice
+    text: str
+    final: bool  # its last unit ends a block
+    dot_at: int | None  # a closing `.` depends on whether text follows this raw offset
+    opens: bool  # the slice's first
+    closes: bool  # the slice's last
+
+
+class Planner:
+    """Plans one text for one G2P and policy; not thread-safe (one engine thread owns it)."""
+
+    def __init__(
+        self,
+        g2p: G2P,
+        policy: ChunkPolicy | None = None,
+        *,
+        text: str = "",
+        done: bool = False,
+        position: str | None = None,
+        flush_s: float = FLUSH_S,
+        slice_chars: int = SLICE_CHARS,
+    ) -> None:
+        self._g2p = g2p
+        self._lang = g2p.lang
+        self._policy = policy or ChunkPolicy()
+        self._flush_s = flush_s
+        self._slice_chars = slice_chars
+        # The text: raw[base:] is buf + "".join(pending).
+        self._buf = ""
+        self._base = 0
+        self._pending: list[str] = []
+        self._received = 0
+        self._closed = False
+        self._last_alnum = -1
+        self._flush_at = -1  # flush(): plan all of raw[:flush_at] (while no more arrives)
+        # The pipeline.
+        self._cursor = 0
+        self._carry = Carry()
+        self._until: _Position | None = None  # resume: the first slice, as it was cut
+        self._skip = 0  # resume: units of it already spoken
+        self._skipped = 0
+        self._drop = 0
+        self._made = 0  # units made (skipped ones included)
+        self._slices: deque[_Slice] = deque()
+        self._segments: deque[_Segment] = deque()
+        self._chunker = Chunker(self._policy)
+        if position is not None:
+            self._resume(position)
+        if text:
+            self.feed(text)
+        if done:
+            self.close()
+
+    # ------------------------------------------------------------------ input
+
+    def feed(self, piece: str) -> None:
+        """More text (a live cast's next piece)."""
+        if self._closed:
+            raise ValueError("the planner's input is closed")
+        if self._drop:
+            dropped = min(self._drop, len(piece))
+            piece, self._drop = piece[dropped:], self._drop - dropped
+        if not piece:
+            return
+        found = last_alnum(piece)
+        if found >= 0:
+            self._last_alnum = self._received + found
+        self._pending.append(piece)
+        self._received += len(piece)
+
+    def close(self) -> None:
+        """No more text: plan to the end."""
+        self._closed = True
+
+    def flush(self) -> None:
+        """The input is idle: plan all that has arrived, unfinished clause included."""
+        self._flush_at = self._received
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ output
+
+    def step(self, idle_s: float | None = None) -> PlanStep:
+        """One bounded piece of work; `idle_s`: how long the input has been idle (live)."""
+        chunk = self._chunker.cut()
+        if chunk is not None:
+            return self._emit(chunk)
+        if (self._segments and self._g2p_step()) or (not self._segments and self._slice()):
+            chunk = self._chunker.cut()
+            return self._emit(chunk) if chunk is not None else PlanStep(PlanStatus.MORE)
+        end = self._end_mark()
+        if end is not None:
+            chunk = self._chunker.cut(end)
+            if chunk is not None:
+                return self._emit(chunk)
+            if end is Boundary.SENTENCE and self._exhausted():
+                return PlanStep(PlanStatus.DONE)
+        if idle_s is not None and idle_s >= self._flush_s and self._flush_at < self._received:
+            self.flush()
+            return PlanStep(PlanStatus.MORE, chars_left=self.chars_left)
+        return PlanStep(PlanStatus.INPUT, chars_left=self.chars_left)
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Every chunk of a closed text, stepping as needed."""
+        if not self._closed:
+            raise ValueError("chunks() plans a closed text: close() the input first")
+        while True:
+            step = self.step()
+            if step.status is PlanStatus.CHUNK:
+                assert step.chunk is not None
+                yield step.chunk
+            elif step.status is not PlanStatus.MORE:  # DONE (INPUT cannot be: it is closed)
+                return
+
+    @property
+    def position(self) -> str:
+        """Where the plan stands, for a planner of the same text to continue from."""
+        consumed = self._skipped + self._chunker.taken
+        while len(self._slices) > 1 and self._spent(self._slices[0], consumed):
+            self._slices.popleft()
+        for sl in self._slices:
+            if not self._spent(sl, consumed):
+                units = 0 if sl.first_unit is None else consumed - sl.first_unit
+                return self._encode(sl, units)
+        if self._until is not None:  # resumed, and nothing of the first slice made yet
+            return _ENCODE.encode(self._until).decode()
+        # Everything before the cursor is in chunks; the next slice is not cut yet.
+        index, buffered_s = self._chunker.index, self._chunker.buffered_s
+        here = _Position(
+            _POSITION_VERSION, self._cursor, -1, 0, self._carry, 0, 0, index, buffered_s
+        )
+        return _ENCODE.encode(here).decode()
+
+    @property
+    def chars_left(self) -> int:
+        """Raw characters not yet in a chunk (estimated within the current slice)."""
+        consumed = self._skipped + self._chunker.taken
+        done = self._cursor
+        for sl in self._slices:
+            if not self._spent(sl, consumed):
+                made = consumed - (sl.first_unit if sl.first_unit is not None else consumed)
+                share = made / max(sl.made, 1) if sl.complete else 0.0
+                done = sl.start + int((sl.end - sl.start) * min(max(share, 0.0), 1.0))
+                break
+        return max(self._received - done, 0)
+
+    @property
+    def audio_left_s(self) -> float:
+        """A rough estimate of the audio the rest of the text makes (English-like rates)."""
+        tokens = self.chars_left * _TOKENS_PER_CHAR
+        return tokens / self._policy.tokens_per_s / self._policy.speed
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _spent(sl: _Slice, consumed: int) -> bool:
+        return sl.complete and sl.first_unit is not None and sl.first_unit + sl.made <= consumed
+
+    def _encode(self, sl: _Slice, units: int) -> str:
+        return _ENCODE.encode(
+            _Position(
+                _POSITION_VERSION,
+                sl.start,
+                sl.end,
+                int(sl.kind),
+                sl.carry,
+                sl.crc,
+                units,
+                self._chunker.index,
+                self._chunker.buffered_s,
+            )
+        ).decode()
+
+    def _resume(self, position: str) -> None:
+        try:
+            where = _DECODE.decode(position)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"not a plan position: {exc}") from exc
+        if where.version != _POSITION_VERSION or where.start < 0 or where.units < 0:
+            raise ValueError("not a plan position this planner reads")
+        self._cursor = self._base = where.start
+        self._received = where.start
+        self._drop = where.start  # feed() drops the text before the slice: planned already
+        self._carry = where.carry
+        self._chunker = Chunker(self._policy, where.index, where.buffered_s)
+        if where.end >= 0:
+            self._until = where
+            self._skip = where.units
+
+    def _emit(self, chunk: Chunk) -> PlanStep:
+        return PlanStep(PlanStatus.CHUNK, chunk, self.chars_left)
+
+    def _text(self, stop: int) -> str:
+        """The buffer, holding raw[base:stop] at least."""
+        if self._pending and self._base + len(self._buf) < stop:
+            keep = self._cursor - self._base
+            if keep > len(self._buf) // 2:  # let go of what is planned (amortised)
+                self._buf, self._base = self._buf[keep:], self._cursor
+            self._buf += "".join(self._pending)
+            self._pending.clear()
+        return self._buf
+
+    def _slice(self) -> bool:
+        """Normalise the next slice; False when there is none to cut (yet)."""
+        cursor, received = self._cursor, self._received
+        if cursor >= received:
+            return False
+        if self._until is not None:
+            where = self._until
+            if received < where.end:
+                if self._closed:
+                    raise ValueError("the plan position lies past the end of the text")
+                return False
+            buf = self._text(where.end)
+            end, kind = where.end, Cut(where.kind)
+            if zlib.crc32(buf[cursor - self._base : end - self._base].encode()) != where.crc:
+                raise ValueError("the plan position does not fit this text")
+            self._until = None
+        else:
+            stop = min(cursor + self._slice_chars, received)
+            buf = self._text(stop)
+            live = not self._closed and stop == received
+            flushing = live and self._flush_at == received
+            tokens = self._chunker.window_tokens + (received - cursor) * _TOKENS_PER_CHAR
+            cut = find_cut(
+                buf,
+                cursor - self._base,
+                stop - self._base,
+                self._carry,
+                complete=self._closed and stop == received,
+                live=live,
+                fill=tokens > self._chunker.budget + 1,
+                flush=flushing,
+            )
+            if cut is None:
+                return False
+            end, kind = cut[0] + self._base, cut[1]
+        lo, hi = cursor - self._base, end - self._base
+        pieces, carry = read_slice(buf, lo, hi, self._carry, self._lang, inside=kind < Cut.BLOCK)
+        sl = _Slice(cursor, end, kind, self._carry, zlib.crc32(buf[lo:hi].encode()))
+        self._slices.append(sl)
+        self._cursor, self._carry = end, carry
+        self._queue(sl, pieces, self._base)
+        return True
+
+    def _queue(self, sl: _Slice, pieces: list[Piece], base: int) -> None:
+        """Queue the slice's segments (`base`: the raw offset of the pieces' `raw_end` 0)."""
+        queued: list[_Segment] = []
+        for piece in pieces:
+            if not any(c.isalnum() for c in piece.text):
+                continue  # as normalize_text drops it
+            # The text's first segment is short, so the first chunk comes quickly.
+            parts = split_segments(piece.text, first=sl.start == 0 and not queued)
+            needs_dot = piece.final and closing(piece.text, True) != piece.text
+            dot_at = piece.raw_end + base if needs_dot else None
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                queued.append(
+                    _Segment(sl, part, piece.final and last, dot_at if last else None, False, False)
+                )
+        if not queued:
+            queued.append(_Segment(sl, "", False, None, False, False))
+        queued[0].opens = True
+        queued[-1].closes = True
+        self._segments.extend(queued)
+
+    def _dot(self, raw_end: int) -> bool | None:
+        """Does a letter or digit follow raw offset `raw_end` (None: not known yet)?"""
+        if self._last_alnum >= raw_end:
+            return True
+        if self._closed or self._flush_at == self._received >= raw_end:
+            return False
+        return None
+
+    def _g2p_step(self) -> bool:
+        """G2P the next segment; False when it waits for input (its closing `.`)."""
+        segment = self._segments[0]
+        text = segment.text
+        if segment.dot_at is not None:
+            dot = self._dot(segment.dot_at)
+            if dot is None:
+                return False
+            text = closing(text, dot)
+        self._segments.popleft()
+        sl = segment.slice
+        if segment.opens:
+            sl.first_unit = self._made
+        units: list[Unit] = self._g2p.units(text) if text else []
+        if units:
+            last = units[-1]
+            if not last.text.endswith((" ", "\n")):
+                last.text += " "
+                last.phonemes += " "
+            last.block_end = segment.final
+        for unit in units:
+            if self._skip:
+                self._skip -= 1
+                self._skipped += 1
+            else:
+                self._chunker.push(unit)
+        sl.made += len(units)
+        self._made += len(units)
+        if segment.closes:
+            sl.complete = True
+        return True
+
+    def _exhausted(self) -> bool:
+        return self._closed and self._cursor >= self._received and not self._segments
+
+    def _end_mark(self) -> Boundary | None:
+        """With no work left to do before more input: how good a place the end of the
+        units made so far is to cut (None: none, wait)."""
+        if self._segments:
+            return None  # waiting on a closing `.`
+        if self._exhausted():
+            return Boundary.SENTENCE
+        if self._closed:
+            return None
+        if self._flush_at == self._received:
+            return Boundary.SENTENCE
+        last = self._slices[-1].kind if self._slices else None
+        if last in (Cut.BLOCK, Cut.SENTENCE, Cut.FORCED):
+            return Boundary.SENTENCE
+        return Boundary.CLAUSE if last is Cut.CLAUSE else None
