@@ -26,6 +26,7 @@ from ._config import (
 from ._engine import Engine, Synthesis, load_engine
 from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
+from ._speakable import missing_languages, voice_language
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
@@ -43,7 +44,9 @@ __all__ = [
     "VoiceBook",
     "installed_voices",
     "load_engine",
+    "missing_languages",
     "normalize_text",
+    "voice_language",
 ]
 
 for _name in __all__:
