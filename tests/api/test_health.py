@@ -5,6 +5,7 @@ worker is ready, and voices whose language cannot be spoken."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
@@ -25,7 +26,15 @@ from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, WorkerConfig, run_worker
+from speechd.worker import (
+    EXIT_MODEL_UNAVAILABLE,
+    EXIT_OK,
+    Parts,
+    Supervisor,
+    WorkerConfig,
+    run_worker,
+    worker_health,
+)
 from tests.api.test_errors import assert_error
 from tests.support import engines
 
@@ -160,6 +169,47 @@ async def test_loading_is_said_and_a_retry_after_a_failure_names_the_failure(
             "The model is unavailable: Cannot load Kokoro-82M from '/m': bad zip "
             "(a worker is trying again)."
         )
+
+
+def load_unless(config: EngineConfig, *, broken: str) -> object:
+    """The engine double, or ModelUnavailable once the file `broken` exists (module-level, so
+    a spawned worker process can unpickle it)."""
+    if Path(broken).exists():
+        raise ModelUnavailable("the weights went missing")
+    return engines.load_engine(config)
+
+
+@pytest.mark.slow
+async def test_a_caller_waiting_through_a_crash_hears_that_the_model_will_not_load(
+    settings: Settings, store_dir: Path, store: Store, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    parts = Parts(
+        load_engine=functools.partial(load_unless, broken=str(broken)),
+        chunk_policy=engines.FakeChunkPolicy,
+        encoders=engines.FakeEncoder,
+    )
+    config = WorkerConfig(store=str(store_dir), engine=EngineConfig(), heartbeat_s=0.2)
+    supervisor = Supervisor(config, parts=parts, backoff_s=0.1)
+    supervisor.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (await worker_health(store, now_ms=now_ms())).ready:
+            assert time.monotonic() < deadline, "the worker never got ready"
+            await asyncio.sleep(0.05)
+        broken.touch()  # from its next start on, the model cannot be loaded
+        async with served(settings) as client:
+            # Its second chunk kills the worker; the supervisor restarts it, and it fails.
+            text = "this text will CRASH the worker"
+            response = await asyncio.wait_for(
+                client.post("/v1/audio/speech", json={"input": text, "stream": False}), 60
+            )
+    finally:
+        supervisor.stop()
+    error = assert_error(response, 503, type="server_error", code="model_unavailable")
+    assert error["message"] == "The model is unavailable: the weights went missing."
+    assert supervisor.exit_codes[0] == -9  # the crash; then failed loads (exit code 3)
+    assert set(supervisor.exit_codes[1:]) <= {EXIT_MODEL_UNAVAILABLE}
 
 
 # -- a client that leaves before its first byte ----------------------------------------------
