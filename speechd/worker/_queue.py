@@ -63,7 +63,7 @@ _PAGE = 1000
 _SCAN = 1000  # jobs read per refresh
 _CHECKS = 256  # entries looked at per refresh
 _LOOKUPS = 32  # of them at once
-_MAX_ENTRIES = 100_000  # unfinished casts remembered (admission refuses long before)
+_MAX_ENTRIES = 10_000  # unfinished casts remembered (admission refuses long before)
 _RECEIPTS = 32  # recent receipts kept per worker
 _PRIOR_AUDIO_PER_CHAR = 0.065  # seconds at speed 1, as the worker's prior
 _WAITING, _ACTIVE, _DONE, _UNKNOWN = "waiting", "active", "done", "unknown"
@@ -215,8 +215,9 @@ class QueueLine:
                 return
 
     async def _look(self, budget: float) -> None:
-        entries = sorted(self._entries.values(), key=lambda e: e.checked)
-        due = entries if math.isinf(budget) else entries[: int(budget)]
+        due = list(self._entries.values())
+        if not math.isinf(budget):  # those never looked at first, then the stalest
+            due = heapq.nsmallest(int(budget), due, key=lambda e: e.checked)
         limit = asyncio.Semaphore(_LOOKUPS)
 
         async def look(entry: _Entry) -> None:
