@@ -141,6 +141,7 @@ class CastService:
         self._clock = clock
         self._grace_s = UNREADY_GRACE_S if unready_grace_s is None else unready_grace_s
         self._health: tuple[float, WorkerHealth] | None = None
+        self._health_lock = asyncio.Lock()
         self._book: tuple[tuple[object, ...], _Voices] | None = None
         self._line = QueueLine(store)
 
@@ -152,14 +153,15 @@ class CastService:
     async def health(self) -> WorkerHealth:
         """The ready workers, and what the others said last (cached ~1 s when one is ready,
         a quarter of that when none is, so the first ready worker is seen at once)."""
-        now = self._clock()
-        if self._health is not None:
-            at, health = self._health
-            if now - at < (_READY_TTL_S if health.ready else _UNREADY_TTL_S):
-                return health
-        health = await worker_health(self.store, now_ms=int(now * 1000))
-        self._health = (now, health)
-        return health
+        async with self._health_lock:  # one read of the workers for all who ask at once
+            now = self._clock()
+            if self._health is not None:
+                at, health = self._health
+                if now - at < (_READY_TTL_S if health.ready else _UNREADY_TTL_S):
+                    return health
+            health = await worker_health(self.store, now_ms=int(now * 1000))
+            self._health = (now, health)
+            return health
 
     async def workers(self) -> list[casts.WorkerNotice]:
         """The workers whose model is loaded and whose heartbeat is fresh."""
@@ -230,7 +232,8 @@ class CastService:
         return await self._line.depth()
 
     async def pending_casts(self, *, limit: int) -> list[str]:
-        """Ids of the casts waiting or being made, in line order (as far as read)."""
+        """Ids of the casts not known to be finished (waiting, being made, or not looked at
+        yet), in line order, as far as `jobs` was read."""
         return await self._line.unfinished(limit=limit)
 
     async def submit(
