@@ -183,10 +183,10 @@ class WorkerNotice(msgspec.Struct, frozen=True):
 
     Before it is ready, a worker process says `loading` (every heartbeat period while it loads
     the model), and `unavailable` if the model cannot be loaded; `error` says why (on
-    `unavailable`, and on a `loading` that retries after a failure). A `loading` notice repeats
-    the `cast` and `chunk` of the life before it, so its last words stay last. A `ready` notice
-    lists in `unspeakable` the languages of its voices it cannot speak (language code -> why,
-    e.g. a G2P package that is not installed).
+    `unavailable`, and on a `loading` that retries after a failure). Notices written before
+    `ready` repeat the `cast` and `chunk` of the life before, so its last words stay last. A
+    `ready` notice lists in `unspeakable` the languages of its voices it cannot speak
+    (language code -> why, e.g. a G2P package that is not installed).
     """
 
     kind: str

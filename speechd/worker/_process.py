@@ -30,7 +30,7 @@ from speechd.durable import AppendRecord, DurableError, Store, open_store
 from speechd.errors import ModelUnavailable
 
 from ._config import WorkerConfig
-from ._health import HEARTBEAT, LOADING, READY, STOPPED, UNAVAILABLE, last_notice, remember_voices
+from ._health import LOADING, READY, STOPPED, UNAVAILABLE, last_notice, remember_voices
 from ._policy import make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._thread import EngineThread
@@ -94,7 +94,9 @@ def _now_ms() -> int:
 
 
 class _Loading:
-    """What the process says in `workers/<id>` before `Worker.run` announces it ready. Best
+    """What the process says in `workers/<id>` before `Worker.run` announces it ready. Every
+    such notice repeats the chunk in flight (`cast`, `chunk`) of the last life that rendered
+    one, so whoever reads this worker's last words after a crash still finds them. Best
     effort: a store that cannot take a notice now is logged, and the load goes on."""
 
     def __init__(self, store: Store, worker_id: str, heartbeat_s: float) -> None:
@@ -110,8 +112,8 @@ class _Loading:
         try:
             found = await last_notice(self._store, self._id)
             previous = found[1] if found else None
-            if previous is not None and previous.kind in (READY, HEARTBEAT, LOADING):
-                self._cast, self._chunk = previous.cast, previous.chunk  # its last words
+            if previous is not None:  # its last words (none after a clean stop)
+                self._cast, self._chunk = previous.cast, previous.chunk
             if previous is not None and previous.kind == UNAVAILABLE:
                 self.error = previous.error
             elif previous is not None and previous.kind == LOADING:
@@ -139,8 +141,8 @@ class _Loading:
             time_ms=_now_ms(),
             pid=os.getpid(),
             heartbeat_ms=round(self._heartbeat_s * 1000),
-            cast=self._cast if kind == LOADING else "",
-            chunk=self._chunk if kind == LOADING else -1,
+            cast=self._cast,
+            chunk=self._chunk,
             error=self.error if kind in (LOADING, UNAVAILABLE) else "",
         )
         try:
