@@ -114,3 +114,39 @@ async def test_a_queued_cast_knows_its_place_and_when_it_should_start(store: Sto
     await store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
     assert await line.place(first, workers=["w1"]) == QueuePlace(ahead=0, starts_in_s=30.0)
     assert await line.place(second, workers=["w1"]) == QueuePlace(ahead=1, starts_in_s=43.3)
+
+
+class CountingStore:
+    """A store that counts the reads made through it."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.reads = 0
+
+    async def read(self, *args: object, **kwargs: object) -> object:
+        self.reads += 1
+        return await self._store.read(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def check_tail(self, stream: str) -> int:
+        self.reads += 1
+        return await self._store.check_tail(stream)
+
+
+async def test_the_reads_per_call_do_not_grow_with_the_line(store: Store) -> None:
+    ids = [await submit_text(store, f"cast {n} of a long history") for n in range(300)]
+    for cid in ids[1:]:
+        await finish(store, cid)
+    await start(store, ids[0])  # the long one at the head: the cursor stays at 0
+    counting = CountingStore(store)
+    line = QueueLine(counting, ttl_s=0, scan=50, checks=20)  # type: ignore[arg-type]
+    per_call = []
+    for _ in range(40):
+        before = counting.reads
+        depth = await line.depth()
+        per_call.append(counting.reads - before)
+    assert depth == 1
+    # The cursor (2), one page of jobs (1), each entry looked at (up to 3), the receipts (1-2).
+    assert max(per_call) <= 2 + 1 + 20 * 3 + 2
+    before = counting.reads
+    await line.depth()
+    assert counting.reads - before <= 2 + 1 + 3 + 2  # learnt: only the one being made
