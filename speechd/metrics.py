@@ -6,7 +6,7 @@ What is measured where:
   `speechd_time_to_first_audio_seconds` (request received -> first audio byte ready, as a
   caller of `/v1/audio/speech` experiences it), `speechd_casts_submitted_total{outcome}`.
 * Read from the store at each scrape, so any api replica reports the same figures:
-  `speechd_queue_depth` (jobs past the workers' cursor), `speechd_workers_ready`,
+  `speechd_queue_depth` (casts waiting in line or being made), `speechd_workers_ready`,
   `speechd_active_casts` and `speechd_cast_lead_seconds{cast}` (casts generating now, and how
   far each one's audio is ahead of real time), and from the `progress/done` receipts of finished
   casts `speechd_casts_completed_total`, `speechd_chunks_generated_total`,
@@ -101,7 +101,7 @@ class ApiMetrics:
             registry=r,
         )
         self._queue = Gauge(
-            "speechd_queue_depth", "Jobs appended and not yet finished.", registry=r
+            "speechd_queue_depth", "Casts waiting in line or being made.", registry=r
         )
         self._ready = Gauge(
             "speechd_workers_ready",

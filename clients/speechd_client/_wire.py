@@ -53,6 +53,10 @@ class Progress(msgspec.Struct, frozen=True):
     audio_seconds: float
     lead_seconds: float | None
     """Seconds of audio a listener who started at the first chunk still has buffered."""
+    queue_position: int | None = None
+    """A queued cast's place in line: waiting casts ahead of it (0: it starts next)."""
+    starts_in_seconds: float | None = None
+    """A queued cast's estimated wait until it starts (None: the server cannot tell)."""
 
 
 class CastView(msgspec.Struct, frozen=True):

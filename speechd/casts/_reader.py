@@ -57,6 +57,10 @@ class CastStatus(msgspec.Struct, frozen=True):
     audio_ms: int
     lead_ms: int | None
     error: str | None = None
+    queue_position: int | None = None
+    """Queued casts only, when known: how many waiting casts are ahead (0: it starts next)."""
+    starts_in_ms: int | None = None
+    """Queued casts only, when measured capacity allows: the estimated wait until it starts."""
 
 
 def _attempt(record: Record) -> int:

@@ -173,12 +173,20 @@ class DeadJob(msgspec.Struct, frozen=True):
 
 
 class WorkerNotice(msgspec.Struct, frozen=True):
-    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped.
+    """A worker's announcement in `workers/<id>`: ready, heartbeat, stopped, loading or
+    unavailable.
 
     `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
     heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
     become), and one is written as each chunk starts: if the worker dies, its last notice
     tells which cast killed it.
+
+    Before it is ready, a worker process says `loading` (every heartbeat period while it loads
+    the model), and `unavailable` if the model cannot be loaded; `error` says why (on
+    `unavailable`, and on a `loading` that retries after a failure). Notices written before
+    `ready` repeat the `cast` and `chunk` of the life before, so its last words stay last. A
+    `ready` notice lists in `unspeakable` the languages of its voices it cannot speak
+    (language code -> why, e.g. a G2P package that is not installed).
     """
 
     kind: str
@@ -190,6 +198,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     heartbeat_ms: int = 5000
     cast: str = ""
     chunk: int = -1
+    error: str = ""
+    unspeakable: dict[str, str] = {}
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -27,6 +27,7 @@ from ._engine import Engine, Synthesis, load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import Planner, PlanStatus, PlanStep
 from ._slices import normalize_text
+from ._speakable import missing_languages, voice_language
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
@@ -47,7 +48,9 @@ __all__ = [
     "VoiceBook",
     "installed_voices",
     "load_engine",
+    "missing_languages",
     "normalize_text",
+    "voice_language",
 ]
 
 for _name in __all__:

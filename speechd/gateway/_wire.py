@@ -57,6 +57,10 @@ class Progress(msgspec.Struct, frozen=True):
     chunks_planned: int | None
     audio_seconds: float
     lead_seconds: float | None
+    queue_position: int | None = None
+    """A queued cast's place in line: waiting casts ahead of it (0: next); else null."""
+    starts_in_seconds: float | None = None
+    """A queued cast's estimated wait until it starts, from measured capacity; else null."""
 
 
 class CastView(msgspec.Struct, frozen=True):
@@ -125,6 +129,8 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
             chunks_planned=status.chunks_planned,
             audio_seconds=status.audio_ms / 1000,
             lead_seconds=None if status.lead_ms is None else status.lead_ms / 1000,
+            queue_position=status.queue_position,
+            starts_in_seconds=None if status.starts_in_ms is None else status.starts_in_ms / 1000,
         ),
         error=status.error,
         audio_url=f"{api}/audio",

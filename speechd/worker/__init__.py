@@ -2,14 +2,22 @@
 
 `run_worker` is the body of a worker process; `Supervisor` runs it in a spawned child and
 restarts it when it dies; `Worker` is the same loop in-process, over an injected store and
-engine. `ready_workers`, `queue_position` and `queue_depth` read worker health and the line of
-waiting casts from the store alone. Importing this package never imports torch.
+engine. `worker_health` (why no worker is ready, too), `known_voices` and `QueueLine` (the line
+of waiting casts, learnt a little at a time) read worker health, voices and the line from the
+store alone, for the api. Importing this package never imports torch.
 """
 
 from __future__ import annotations
 
 from ._config import WorkerConfig, default_worker_id
-from ._health import FRESH_HEARTBEATS, ready_workers, worker_alive
+from ._health import (
+    FRESH_HEARTBEATS,
+    WorkerHealth,
+    known_voices,
+    ready_workers,
+    worker_alive,
+    worker_health,
+)
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     COMFORTABLE_LEAD_S,
@@ -38,7 +46,7 @@ from ._protocols import (
     SynthesisLike,
     VoicesLike,
 )
-from ._queue import committed_offset, queue_depth, queue_position
+from ._queue import QueueLine, QueuePlace, committed_offset, queue_depth, queue_position
 from ._supervisor import Supervisor, describe_exit
 from ._watermark import Watermark
 from ._worker import MAX_RECORD_S, ROTATE_NOTICES, Worker, chunk_seed, warm_up
@@ -68,6 +76,8 @@ __all__ = [
     "Parts",
     "PlanTiming",
     "Policy",
+    "QueueLine",
+    "QueuePlace",
     "Run",
     "Sleep",
     "Supervisor",
@@ -76,10 +86,12 @@ __all__ = [
     "Watermark",
     "Worker",
     "WorkerConfig",
+    "WorkerHealth",
     "chunk_seed",
     "committed_offset",
     "default_worker_id",
     "describe_exit",
+    "known_voices",
     "lease_held",
     "make_policy",
     "plan_timing",
@@ -89,6 +101,7 @@ __all__ = [
     "run_worker",
     "warm_up",
     "worker_alive",
+    "worker_health",
 ]
 
 for _name in __all__:

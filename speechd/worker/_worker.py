@@ -267,6 +267,8 @@ class Worker:
         self._stop = asyncio.Event()
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
+        # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
+        self.unspeakable: dict[str, str] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -430,6 +432,7 @@ class Worker:
             heartbeat_ms=round(self._heartbeat_s * 1000),
             cast=inflight[0] if inflight else "",
             chunk=inflight[1] if inflight else -1,
+            unspeakable=self.unspeakable if kind == "ready" else {},
         )
         return AppendRecord(encode(notice))
 
