@@ -28,6 +28,8 @@ from typing import Annotated, Final
 
 import msgspec
 
+from ._timing import Span, word_spans
+
 __all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Unit", "iter_chunks"]
 
 log = logging.getLogger("speechd.engine")
@@ -37,11 +39,14 @@ MODEL_MAX_TOKENS: Final = 510
 
 
 class Chunk(msgspec.Struct, frozen=True):
-    """One unit of synthesis: its source text (a caption) and the phonemes the model reads."""
+    """One unit of synthesis: its source text (a caption), the phonemes the model reads, and
+    its units' places in those phonemes (`words`: words in English, else phrases; see
+    `_timing`)."""
 
     index: int
     text: str
     phonemes: str
+    words: tuple[Span, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -221,10 +226,10 @@ def _boundary(unit: Unit, following: Unit | None) -> Boundary:
     return Boundary.PHRASE if following.phrase_start else Boundary.WORD
 
 
-def _join(units: Iterable[Unit]) -> tuple[str, str]:
+def _join(units: Iterable[Unit]) -> tuple[str, str, tuple[Span, ...]]:
     text = "".join(u.text for u in units).strip()
     phonemes = _SPACES.sub(" ", "".join(u.phonemes for u in units)).strip()
-    return text, phonemes
+    return text, phonemes, word_spans(units, phonemes)
 
 
 def _truncate(phonemes: str, limit: int) -> str:
@@ -342,10 +347,10 @@ def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:
                 break
         taken, window[:] = window[:cut], window[cut:]
         window_tokens -= sum(len(u.phonemes) for u in taken)
-        text, phonemes = _join(taken)
+        text, phonemes, words = _join(taken)
         if not phonemes:  # only possible when the whole rest of the text has no phonemes
             continue
         phonemes = _truncate(phonemes, policy.limit_tokens)
-        yield Chunk(index=index, text=text, phonemes=phonemes)
+        yield Chunk(index=index, text=text, phonemes=phonemes, words=words)
         buffered = policy.after(index, buffered, len(phonemes))
         index += 1
