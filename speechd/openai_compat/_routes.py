@@ -94,6 +94,7 @@ async def create_speech(
         mode=mode,
         started=started,
         headers=cast_headers(settings, request, cast.id),
+        words=bool(data.word_timestamps),
     )
 
 

@@ -5,7 +5,9 @@ reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
 * `stream: false`: waits for `eos`, then the whole file with `Content-Length`.
-* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage.
+* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
+  with `words`, each delta is followed by a `speech.audio.words` event holding the words of
+  that audio, `{"word", "start", "end"}` in seconds from the start of the cast's audio.
 
 The first chunk is awaited before the response starts, so a cast that fails before any audio
 is an ordinary error response with its status. A failure after that cannot change the status:
@@ -22,13 +24,14 @@ import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 from litestar import Response
 from litestar.response import Stream
 
 from speechd.audio import content_type
+from speechd.casts import AudioChunk, playable_chunks
 from speechd.errors import SpeechdError
 from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
@@ -49,12 +52,32 @@ _json = msgspec.json.Encoder()
 
 
 Chunks = AsyncGenerator[bytes, None]
+#: Audio with the words it holds (cast-level seconds), for SSE with word timestamps.
+Timed = AsyncGenerator[tuple[bytes, list[dict[str, Any]]], None]
+T = TypeVar("T")
 
 
-async def _first_audio_then_rest(chunks: Chunks, started: float, metrics: ApiMetrics) -> Chunks:
+async def _timed(chunks: AsyncGenerator[AudioChunk, None]) -> Timed:
+    """Each playable record's audio and words, the words placed in the cast's audio by the
+    durations of the records before them."""
+    at = 0
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            words = [
+                {"word": w.text, "start": (at + w.start_ms) / 1000, "end": (at + w.end_ms) / 1000}
+                for w in chunk.words
+            ]
+            at += chunk.duration_ms
+            if chunk.body or words:
+                yield chunk.body, words
+
+
+async def _first_audio_then_rest(
+    chunks: AsyncGenerator[T, None], started: float, metrics: ApiMetrics
+) -> AsyncGenerator[T, None]:
     """Wait for the first chunk (or the cast's failure) now; return a generator of them all."""
     try:
-        first: bytes | None = await anext(chunks)
+        first: T | None = await anext(chunks)
     except StopAsyncIteration:
         first = None
     except BaseException:
@@ -63,7 +86,7 @@ async def _first_audio_then_rest(chunks: Chunks, started: float, metrics: ApiMet
     if first is not None:
         metrics.first_audio(time.monotonic() - started)
 
-    async def replay() -> Chunks:
+    async def replay() -> AsyncGenerator[T, None]:
         async with aclosing(chunks):
             if first is not None:
                 yield first
@@ -89,12 +112,18 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + _json.encode(payload) + b"\n\n"
 
 
-async def _sse(service: CastService, cast: SubmittedCast, chunks: Chunks) -> AsyncIterator[bytes]:
+async def _sse(
+    service: CastService, cast: SubmittedCast, chunks: Chunks | Timed
+) -> AsyncIterator[bytes]:
     async with aclosing(chunks):
         try:
             async for chunk in chunks:
-                audio = base64.b64encode(chunk).decode()
-                yield _event({"type": "speech.audio.delta", "audio": audio})
+                data, words = chunk if isinstance(chunk, tuple) else (chunk, None)
+                if data:
+                    audio = base64.b64encode(data).decode()
+                    yield _event({"type": "speech.audio.delta", "audio": audio})
+                if words:
+                    yield _event({"type": "speech.audio.words", "words": words})
             status = await service.status(cast.id)
         except SpeechdError as exc:
             log.warning("cast %s failed mid-stream: %s", cast.id, exc)
@@ -123,14 +152,20 @@ async def speech_response(
     mode: Mode,
     started: float,
     headers: dict[str, str],
+    words: bool = False,
 ) -> Response[Any]:
-    """The response for `cast` in `mode`; raises (before any byte) if the cast failed early."""
-    chunks = await _first_audio_then_rest(service.audio(cast.id), started, metrics)
+    """The response for `cast` in `mode` (SSE: with word events if `words`); raises (before
+    any byte) if the cast failed early."""
     if mode == "sse":
+        source: Chunks | Timed = (
+            _timed(playable_chunks(service.store, cast.id)) if words else service.audio(cast.id)
+        )
+        events = await _first_audio_then_rest(source, started, metrics)
         sse_headers = {**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return Stream(
-            _sse(service, cast, chunks), media_type="text/event-stream", headers=sse_headers
+            _sse(service, cast, events), media_type="text/event-stream", headers=sse_headers
         )
+    chunks = await _first_audio_then_rest(service.audio(cast.id), started, metrics)
     media_type = content_type(cast.recipe.format)
     if mode == "whole":
         async with aclosing(chunks):
