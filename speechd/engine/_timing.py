@@ -25,6 +25,7 @@ silence.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Container, Iterable, Sequence
 from typing import Final, Literal, Protocol
@@ -135,24 +136,26 @@ def word_timings(
     """
     if not spans or not durations:
         return ()
-    # frame_at[c]: the first frame of the token made of character c (or of the next token, for
-    # a character the model drops); frame_at[len(phonemes)]: where the end marker starts.
-    frames = np.cumsum(np.asarray(durations, dtype=np.int64))
-    counted = np.fromiter(
-        (vocab is None or ch in vocab for ch in phonemes), dtype=bool, count=len(phonemes)
-    )
-    tokens = np.concatenate(([0], np.cumsum(counted)))  # tokens before character c
-    if int(tokens[-1]) + 2 != len(durations):
+    # Plain Python on purpose: a chunk has at most 512 tokens, and numpy's per-call cost
+    # would dominate at that size (this runs once per chunk, beside a whole synthesis).
+    tokens: Sequence[int]  # tokens[c]: the tokens the characters before c make
+    if vocab is None or all(ch in vocab for ch in set(phonemes)):
+        tokens = range(len(phonemes) + 1)
+    else:  # Kokoro drops the characters its vocabulary lacks
+        tokens = list(itertools.accumulate((ch in vocab for ch in phonemes), initial=0))
+    if tokens[-1] + 2 != len(durations):
         return ()
-    frame_at = frames[tokens]  # frames of the start marker and the tokens before c
+    # starts[t]: the frame token t starts at (t = 0 is the start marker).
+    starts = list(itertools.accumulate(durations, initial=0))
     shift = head + LEAD_FRAMES * SAMPLES_PER_FRAME
     length = len(pcm)
     timings: list[WordTiming] = []
     for span in spans:
         if span.end > len(phonemes):
             break
-        start = int(frame_at[span.start]) * SAMPLES_PER_FRAME - shift
-        end = int(frame_at[span.end]) * SAMPLES_PER_FRAME - shift
+        # The character's token is 1 + the tokens before it (after the start marker).
+        start = starts[1 + tokens[span.start]] * SAMPLES_PER_FRAME - shift
+        end = starts[1 + tokens[span.end]] * SAMPLES_PER_FRAME - shift
         start = min(max(start, 0), length)
         timings.append(WordTiming(span.text, start, min(max(end, start), length)))
     if timings:
