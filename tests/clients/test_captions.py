@@ -85,3 +85,16 @@ async def test_the_library_reads_captions(server: LiveServer) -> None:
     assert vtt.startswith("WEBVTT\n") and "-->" in srt
     async with AsyncClient(server.url, api_key=KEY) as async_client:
         assert await async_client.captions(audio.cast_id) == vtt
+
+
+def test_records_and_the_cast_view_name_the_words(server: LiveServer) -> None:
+    said = text()
+    with Client(server.url, api_key=KEY) as client:
+        created = client.submit_cast(said)
+        audio = [r for r in client.follow_records(created.id) if r.event == "audio"]
+        view = client.cast_status(created.id)
+    assert [w[2] for r in audio for w in r.words] == said.split()
+    assert {r.unit for r in audio} == {"word"}
+    assert all(0 <= s <= e <= (r.duration_ms or 0) for r in audio for s, e, _ in r.words)
+    assert view.captions_url.endswith(f"/v1/casts/{created.id}/captions.vtt")
+    assert view.words_url.endswith(f"/v1/casts/{created.id}/words")
