@@ -4,6 +4,9 @@ word seeks there, and the page's subtitle file loads in the browser's own TextTr
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +17,8 @@ from playwright.async_api import Browser
 
 from speechd.casts import CastState
 from speechd.durable import Store
+from tests.api._live import LiveServer as ServedApp
+from tests.api._live import start_server
 
 pytestmark = pytest.mark.browser
 
@@ -124,6 +129,46 @@ async def test_the_page_offers_subtitles_that_chromium_loads_as_a_text_track(
 
 
 def _untagged(text: str) -> str:
-    import re
-
     return re.sub(r"<[^>]*>", "", text)
+
+
+KOKORO_TEXT = (
+    "The old ferryman rowed travelers across the water, telling stories about storms. "
+    "Nobody ever asked him where the strange lights came from."
+)
+
+
+@pytest.fixture(scope="module")
+def kokoro(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
+    data = tmp_path_factory.mktemp("readalong-serve") / "data"
+    args = ["serve", "--data-dir", str(data), "--model-dir", str(model_dir), "--device", "cpu"]
+    with start_server(args, timeout=240) as server:
+        yield server
+
+
+@pytest.mark.model
+@pytest.mark.slow
+async def test_the_real_model_reads_along_in_the_browser(
+    kokoro: ServedApp, browser: Browser
+) -> None:
+    """`speechd serve` on the Kokoro-82M weights: every word is timed, the subtitles load in
+    Chromium, and the player's highlight follows the audio to the last word."""
+    async with httpx.AsyncClient(base_url=kokoro.url, timeout=120) as http:
+        created = await http.post("/v1/casts", json={"input": KOKORO_TEXT, "voice": "af_heart"})
+        cast_id = created.json()["id"]
+        player = await open_player(browser, kokoro.url, cast_id)
+        end = await player.wait_for("the end", lambda s: s["state"] == "ended", within_s=300)
+        page = (await http.get(f"/v1/casts/{cast_id}/words")).json()
+    timed = page["words"]
+    assert [w["word"] for w in timed] == KOKORO_TEXT.split()
+    assert page["duration"] == pytest.approx(end["duration"], abs=0.01)
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(timed))
+    assert timed[-1]["end"] <= page["duration"]
+    assert end["words"] == len(timed) and end["word"] == timed[-1]["word"]
+    playing = [s for s in player.snapshots if s["state"] == "playing" and s["wordIndex"] >= 0]
+    assert playing
+    for snap in playing:  # the highlight named the word the audio clock was in
+        assert snap["wordIndex"] == playing_word(timed, snap["clock"]), snap
+    loaded = await player.page.evaluate(TRACK_JS, f"/v1/casts/{cast_id}/captions.vtt")
+    assert loaded["outcome"] == "load" and loaded["cues"]
+    assert player.errors == []
