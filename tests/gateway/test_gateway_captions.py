@@ -16,13 +16,14 @@ from gateway_support import (
     LiveServer,
     StepEngine,
     chunk_texts,
+    raw_get,
     sse_events,
     status_when,
     submit,
 )
 
 from speechd.audio import SAMPLE_RATE
-from speechd.casts import CastCaptions, CastState, CastWord
+from speechd.casts import CastCaptions, CastState, CastWord, catalog_stream
 from speechd.durable import Store
 from speechd.gateway._captions import srt
 from speechd.gateway._captions import webvtt as render_vtt
@@ -209,3 +210,29 @@ def test_cues_split_at_sentences_pauses_and_length() -> None:
     assert all(len(line) <= 42 for c in cues for line in c.text.split("\n"))
     assert seconds(cues[0].end) == pytest.approx(0.4)  # held until the next cue starts
     assert srt(CastCaptions([], "", 0)) == "" and render_vtt(CastCaptions([], "", 0)) == "WEBVTT\n"
+
+
+async def test_captions_expose_only_what_was_spoken(
+    store: Store, engine: StepEngine, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    text = "Public opening. Secret words nobody has heard yet, not one of them."
+    engine.hold()
+    cast_id = await submit(http, text)
+    engine.allow(1)
+    await status_when(store, cast_id, lambda s: s.chunks_done == 1)
+    for route in ("captions.vtt", "captions.srt", "words"):
+        response = await http.get(f"/v1/casts/{cast_id}/{route}")
+        assert response.status_code == 200
+        assert "Public" in response.text and "Secret" not in response.text
+    encoded = catalog_stream(cast_id).replace("/", "%2F")
+    for target in (
+        "/v1/casts/..%2Fjobs/captions.vtt",
+        "/v1/casts/%2e%2e%2fjobs/words",
+        f"/v1/casts/{encoded}/captions.srt",
+        f"/v1/casts/{cast_id}/../../{catalog_stream(cast_id)}/words",
+        f"/v1/casts/{cast_id[:-1]}/captions.vtt",
+        f"/v1/casts/{'A' * 5000}/words",
+    ):
+        response = await raw_get(server.port, target)
+        assert response.status in (400, 404), target
+        assert b"Secret" not in response.body
