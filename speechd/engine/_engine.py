@@ -52,7 +52,8 @@ _BLEND_CACHE = 32
 @dataclass(frozen=True)
 class Synthesis:
     """One chunk's audio: float32 mono PCM at `sample_rate`, and where its words (or phrases:
-    `unit`) sound in it (empty when the model gave no usable durations)."""
+    `unit`, from the voice's language, as the worker plans and speaks with one voice) sound
+    in it (`speechd.engine.WordTiming`; empty when the model gave no usable durations)."""
 
     pcm: npt.NDArray[np.float32]
     sample_rate: int = SAMPLE_RATE
