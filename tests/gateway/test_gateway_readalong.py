@@ -76,6 +76,32 @@ async def test_the_player_highlights_the_word_playing_and_seeks_by_word(
     assert player.errors == []
 
 
+async def test_a_long_chunk_split_into_records_reads_along_as_one_caption(
+    store: Store,
+    engine: StepEngine,
+    server: LiveServer,
+    http: httpx.AsyncClient,
+    browser: Browser,
+) -> None:
+    # At 0.25x speed this one chunk is 32 s of audio: three records of at most 15 s, the
+    # first with the chunk's text and the word that starts in it, the second with the other.
+    engine.audio_per_char = 0.5
+    text = "aaaaaaa bbbbbbbb"
+    cast_id = await submit(http, text, response_format="wav", speed=0.25)
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    timed = (await http.get(f"/v1/casts/{cast_id}/words")).json()["words"]
+    assert timed[1]["start"] > 15  # in the second record
+    player = await open_player(browser, server.url, cast_id)
+    await player.wait_for("all three records", lambda s: s["chunks"] == 3 and s["complete"])
+    first = player.page.locator("#captions li:nth-child(1) .word")
+    assert await first.all_text_contents() == ["aaaaaaa", "bbbbbbbb"]
+    await first.nth(1).click()
+    jumped = await player.wait_for("the seek", lambda s: s["clock"] >= timed[1]["start"])
+    assert jumped["clock"] < timed[1]["start"] + 5
+    assert jumped["word"] == "bbbbbbbb"
+    assert player.errors == []
+
+
 # A <video> with the cast's subtitles as a <track>: Chromium's own WebVTT parser loads it.
 TRACK_JS = """async (src) => {
   const video = document.createElement("video");
