@@ -79,6 +79,9 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    captions_url: str = ""
+    """The cast's WebVTT subtitles ("" from a server without word timing)."""
+    words_url: str = ""
 
     @property
     def finished(self) -> bool:
@@ -125,6 +128,23 @@ class CastRecord(msgspec.Struct, frozen=True):
     def text(self) -> str | None:
         """An audio record's caption: the text the chunk speaks."""
         return self.headers.get("t")
+
+    @property
+    def words(self) -> list[tuple[int, int, str]]:
+        """An audio record's words (or phrases, see `unit`) as (start_ms, end_ms, text), ms
+        from the record's own start; [] when the record has none."""
+        raw = self.headers.get("w")
+        if not raw:
+            return []
+        try:
+            return msgspec.json.decode(raw, type=list[tuple[int, int, str]])
+        except msgspec.DecodeError:
+            return []
+
+    @property
+    def unit(self) -> str | None:
+        """What `words` holds: "word" or "phrase" (None without words)."""
+        return self.headers.get("u")
 
     def json(self) -> Any:
         """The body of a meta, start, eos or error record."""

@@ -1,9 +1,19 @@
-"""Casts: ids, the record schema, submitting (claims), and reading a cast's playable attempt."""
+"""Casts: ids, the record schema, submitting (claims), reading a cast's playable attempt, and
+its word timings (per record and for the whole cast)."""
 
 from __future__ import annotations
 
+from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._ids import cast_id, deployment_secret, is_cast_id
-from ._reader import CastEvent, CastState, CastStatus, cast_audio, cast_status, follow_cast
+from ._reader import (
+    CastEvent,
+    CastState,
+    CastStatus,
+    cast_audio,
+    cast_status,
+    follow_cast,
+    playable_chunks,
+)
 from ._records import (
     H_ATTEMPT,
     H_DURATION,
@@ -12,6 +22,8 @@ from ._records import (
     H_OFFSET,
     H_PLANNED,
     H_TEXT,
+    H_UNIT,
+    H_WORDS,
     AudioChunk,
     Cursor,
     DeadJob,
@@ -24,6 +36,7 @@ from ._records import (
     Receipt,
     Recipe,
     Start,
+    Word,
     WorkerNotice,
     audio_chunk,
     audio_record,
@@ -63,6 +76,8 @@ __all__ = [
     "H_OFFSET",
     "H_PLANNED",
     "H_TEXT",
+    "H_UNIT",
+    "H_WORDS",
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
@@ -73,9 +88,11 @@ __all__ = [
     "STALE_QUEUED_S",
     "WORKERS_PREFIX",
     "AudioChunk",
+    "CastCaptions",
     "CastEvent",
     "CastState",
     "CastStatus",
+    "CastWord",
     "Cursor",
     "DeadJob",
     "Eos",
@@ -88,10 +105,12 @@ __all__ = [
     "Recipe",
     "Start",
     "Submission",
+    "Word",
     "WorkerNotice",
     "audio_chunk",
     "audio_record",
     "cast_audio",
+    "cast_captions",
     "cast_id",
     "cast_status",
     "cast_stream",
@@ -106,6 +125,8 @@ __all__ = [
     "is_cast_id",
     "lease_stream",
     "meta_record",
+    "playable_chunks",
+    "record_words",
     "start_record",
     "submit",
     "worker_stream",

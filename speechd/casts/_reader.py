@@ -35,7 +35,15 @@ from ._records import (
 )
 from ._streams import cast_stream
 
-__all__ = ["CastEvent", "CastState", "CastStatus", "cast_audio", "cast_status", "follow_cast"]
+__all__ = [
+    "CastEvent",
+    "CastState",
+    "CastStatus",
+    "cast_audio",
+    "cast_status",
+    "follow_cast",
+    "playable_chunks",
+]
 
 CastEvent = Meta | Start | AudioChunk | Eos | Failure
 
@@ -116,12 +124,28 @@ async def cast_status(store: Store, cast_id: str, *, now_ms: int) -> CastStatus:
     return CastStatus(cast_id, CastState.QUEUED, meta, 0, 0, None, 0, None)
 
 
-async def follow_cast(store: Store, cast_id: str) -> AsyncIterator[CastEvent]:
-    """The cast's meta, then its playable attempt's events, live, until `eos` or `error`."""
+async def _records_upto(store: Store, stream: str, tail: int) -> AsyncIterator[Record]:
+    seq = 0
+    while seq < tail:
+        batch = await store.read(stream, seq, max_records=min(tail - seq, 1000))
+        if not batch.records:
+            return
+        for record in batch.records:
+            if record.seq_num >= tail:
+                return
+            yield record
+        seq = batch.records[-1].seq_num + 1
+
+
+async def follow_cast(store: Store, cast_id: str, *, live: bool = True) -> AsyncIterator[CastEvent]:
+    """The cast's meta, then its playable attempt's events, live, until `eos` or `error`.
+    With `live=False`, only the records there are now: it also ends at the stream's tail as
+    it was when called (a snapshot of a cast still generating)."""
     stream = cast_stream(cast_id)
-    last, _ = await _last_record(store, stream, cast_id)
+    last, tail = await _last_record(store, stream, cast_id)
     latest = _attempt(last)
-    async for record in store.follow(stream, 0):
+    records = store.follow(stream, 0) if live else _records_upto(store, stream, tail)
+    async for record in records:
         event = event_of(record)
         attempt = _attempt(record)
         if event == Event.META:
@@ -142,16 +166,27 @@ async def follow_cast(store: Store, cast_id: str) -> AsyncIterator[CastEvent]:
             return
 
 
-async def cast_audio(store: Store, cast_id: str) -> AsyncIterator[bytes]:
-    """The playable attempt's audio bytes in order, live; one valid file of the cast's format.
+async def playable_chunks(
+    store: Store, cast_id: str, *, live: bool = True
+) -> AsyncIterator[AudioChunk]:
+    """The playable sequence's audio records in order, live (or, with `live=False`, those
+    there are now): their bodies joined are one valid file of the cast's format.
 
     Raises `CastFailed` if the cast ends in `error` (after whatever audio came before it).
     """
     sent = 0
-    async for event in follow_cast(store, cast_id):
+    async for event in follow_cast(store, cast_id, live=live):
         if isinstance(event, AudioChunk):
             if event.index == sent:
                 sent += 1
-                yield event.body
+                yield event
         elif isinstance(event, Failure):
             raise CastFailed(f"The cast could not be synthesized: {event.message}")
+
+
+async def cast_audio(store: Store, cast_id: str) -> AsyncIterator[bytes]:
+    """The playable sequence's audio bytes in order, live; one valid file of the cast's
+    format. Raises `CastFailed` if the cast ends in `error` (after whatever audio came before
+    it)."""
+    async for chunk in playable_chunks(store, cast_id):
+        yield chunk.body

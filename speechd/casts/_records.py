@@ -14,6 +14,11 @@ Header names (persisted, so keep them stable):
     o   audio offset of the chunk's start in ms (decimal), audio only
     d   chunk duration in ms (decimal), audio only
     t   chunk text, UTF-8: the caption, published as the chunk is spoken
+    w   the record's words with their times, JSON: `[[start_ms, end_ms, "text"], ...]`, ms
+        from the record's own start, in order, within its `d`; audio only, and only when the
+        engine timed them (absent on older records and from engines without durations)
+    u   what each entry of `w` is: `word` (English) or `phrase` (G2Ps that read whole
+        phrases); present exactly when `w` is
 
 Bodies of meta/start/eos/error and every private record are JSON (msgspec Structs); new
 fields always get defaults and types never change (schema evolution).
@@ -42,6 +47,8 @@ __all__ = [
     "H_OFFSET",
     "H_PLANNED",
     "H_TEXT",
+    "H_UNIT",
+    "H_WORDS",
     "AudioChunk",
     "Cursor",
     "DeadJob",
@@ -54,6 +61,7 @@ __all__ = [
     "Receipt",
     "Recipe",
     "Start",
+    "Word",
     "WorkerNotice",
     "audio_chunk",
     "audio_record",
@@ -75,6 +83,8 @@ H_PLANNED = b"n"
 H_OFFSET = b"o"
 H_DURATION = b"d"
 H_TEXT = b"t"
+H_WORDS = b"w"
+H_UNIT = b"u"
 
 
 class Event(StrEnum):
@@ -235,8 +245,18 @@ def error_record(attempt: int, failure: Failure) -> AppendRecord:
     return AppendRecord(encode(failure), ((H_EVENT, b"error"), (H_ATTEMPT, _num(attempt))))
 
 
+class Word(msgspec.Struct, frozen=True, array_like=True):
+    """A word (or phrase) of an audio record: ms from the record's start, and its text. Stored
+    as `[start_ms, end_ms, text]` in the `w` header (array-like: fields only ever appended)."""
+
+    start_ms: int
+    end_ms: int
+    text: str
+
+
 class AudioChunk(msgspec.Struct, frozen=True):
-    """The parsed headers of an audio record (and its body)."""
+    """The parsed headers of an audio record (and its body). `words` and `unit` are empty
+    when the record has no `w` header (or one that does not parse)."""
 
     attempt: int
     index: int
@@ -245,25 +265,37 @@ class AudioChunk(msgspec.Struct, frozen=True):
     duration_ms: int
     text: str
     body: bytes = b""
+    words: tuple[Word, ...] = ()
+    unit: str = ""
+
+
+_words_decoder = msgspec.json.Decoder(tuple[Word, ...])
 
 
 def audio_record(chunk: AudioChunk) -> AppendRecord:
-    return AppendRecord(
-        chunk.body,
-        (
-            (H_EVENT, b"audio"),
-            (H_ATTEMPT, _num(chunk.attempt)),
-            (H_INDEX, _num(chunk.index)),
-            (H_PLANNED, _num(chunk.planned)),
-            (H_OFFSET, _num(chunk.offset_ms)),
-            (H_DURATION, _num(chunk.duration_ms)),
-            (H_TEXT, chunk.text.encode()),
-        ),
+    headers: tuple[tuple[bytes, bytes], ...] = (
+        (H_EVENT, b"audio"),
+        (H_ATTEMPT, _num(chunk.attempt)),
+        (H_INDEX, _num(chunk.index)),
+        (H_PLANNED, _num(chunk.planned)),
+        (H_OFFSET, _num(chunk.offset_ms)),
+        (H_DURATION, _num(chunk.duration_ms)),
+        (H_TEXT, chunk.text.encode()),
     )
+    if chunk.words:
+        headers += ((H_WORDS, msgspec.json.encode(chunk.words)), (H_UNIT, chunk.unit.encode()))
+    return AppendRecord(chunk.body, headers)
 
 
 def audio_chunk(record: Record) -> AudioChunk:
     headers = dict(record.headers)
+    words: tuple[Word, ...] = ()
+    raw = headers.get(H_WORDS)
+    if raw:
+        try:
+            words = _words_decoder.decode(raw)
+        except msgspec.DecodeError:
+            words = ()  # a record's audio stays readable whatever its words header holds
     return AudioChunk(
         attempt=int(headers[H_ATTEMPT]),
         index=int(headers[H_INDEX]),
@@ -272,4 +304,6 @@ def audio_chunk(record: Record) -> AudioChunk:
         duration_ms=int(headers[H_DURATION]),
         text=headers[H_TEXT].decode(),
         body=record.body,
+        words=words,
+        unit=headers.get(H_UNIT, b"").decode("utf-8", "replace") if words else "",
     )

@@ -35,6 +35,7 @@ from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
+from ._timing import UnitKind, WordTiming, unit_kind, word_timings
 from ._voices import VoiceBook
 
 if TYPE_CHECKING:
@@ -50,10 +51,14 @@ _BLEND_CACHE = 32
 
 @dataclass(frozen=True)
 class Synthesis:
-    """One chunk's audio: float32 mono PCM at `sample_rate`."""
+    """One chunk's audio: float32 mono PCM at `sample_rate`, and where its words (or phrases:
+    `unit`, from the voice's language, as the worker plans and speaks with one voice) sound
+    in it (`speechd.engine.WordTiming`; empty when the model gave no usable durations)."""
 
     pcm: npt.NDArray[np.float32]
     sample_rate: int = SAMPLE_RATE
+    words: tuple[WordTiming, ...] = ()
+    unit: UnitKind = "word"
 
     @property
     def duration_s(self) -> float:
@@ -151,7 +156,10 @@ class Engine:
         del output
         if self._trim_heap is not None:
             self._trim_heap()
-        return Synthesis(_trim(pcm, durations, _ending(phonemes)))
+        pcm, head = _trim(pcm, durations, _ending(phonemes))
+        vocab = getattr(self._model, "vocab", None)
+        words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
+        return Synthesis(pcm, words=words, unit=unit_kind(self.voices.language(voice)))
 
     def _voice_pack(self, voice: str) -> "torch.Tensor":
         import torch
@@ -223,8 +231,9 @@ def _ending(phonemes: str) -> str:
 
 def _trim(
     pcm: npt.NDArray[np.float32], durations: list[int] | None, ending: str
-) -> npt.NDArray[np.float32]:
-    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance.
+) -> tuple[npt.NDArray[np.float32], int]:
+    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance;
+    returns the PCM kept and where it began in `pcm` (word timings count from there).
 
     The model gives its start and end markers durations of their own and stretches the
     last phoneme: ~0.35 s of silence before each chunk and often as much after it, which,
@@ -233,7 +242,7 @@ def _trim(
     chunk ends (`_PAUSE_S`), never more than the model made; the cut edges fade over 5 ms.
     """
     if not durations or len(durations) < 3 or sum(durations) * _SAMPLES_PER_FRAME != len(pcm):
-        return np.ascontiguousarray(pcm)  # not the layout we know: leave it as it is
+        return np.ascontiguousarray(pcm), 0  # not the layout we know: leave it as it is
     head = durations[0] * _SAMPLES_PER_FRAME  # the start marker: silence
     tail = len(pcm) - durations[-1] * _SAMPLES_PER_FRAME  # the end marker
     voiced = np.flatnonzero(np.abs(pcm[:tail]) > _SILENT)
@@ -247,7 +256,7 @@ def _trim(
         ramp = np.linspace(0.0, 1.0, fade, endpoint=False, dtype=np.float32)
         out[:fade] *= ramp
         out[len(out) - fade :] *= ramp[::-1]
-    return out
+    return out, head
 
 
 class _seeded:

@@ -82,6 +82,8 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    captions_url: str
+    words_url: str
 
 
 class RecordView(msgspec.Struct, frozen=True):
@@ -136,4 +138,6 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
         audio_url=f"{api}/audio",
         records_url=f"{api}/records",
         events_url=f"{api}/events",
+        captions_url=f"{api}/captions.vtt",
+        words_url=f"{api}/words",
     )

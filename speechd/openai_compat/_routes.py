@@ -95,6 +95,7 @@ async def create_speech(
         started=started,
         headers=cast_headers(settings, request, cast.id),
         receive=request.receive,
+        words=bool(data.word_timestamps),
     )
 
 

@@ -5,7 +5,9 @@ reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
 * `stream: false`: waits for `eos`, then the whole file with `Content-Length`.
-* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage.
+* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
+  with `words`, each delta is followed by a `speech.audio.words` event holding the words of
+  that audio, `{"word", "start", "end"}` in seconds from the start of the cast's audio.
 
 The first chunk is awaited before the response starts, so a cast that fails before any audio
 is an ordinary error response with its status. A failure after that cannot change the status:
@@ -40,6 +42,7 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from speechd.audio import content_type
+from speechd.casts import AudioChunk, playable_chunks
 from speechd.errors import SpeechdError
 from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
@@ -63,6 +66,8 @@ CLIENT_GONE = 499
 
 T = TypeVar("T")
 Chunks = AsyncGenerator[bytes, None]
+#: Audio with the words it holds (cast-level seconds), for SSE with word timestamps.
+Timed = AsyncGenerator[tuple[bytes, list[dict[str, Any]]], None]
 
 
 class _ClientGone(Exception):
@@ -75,7 +80,22 @@ async def _disconnect(receive: Receive) -> None:
         pass
 
 
-async def _next(chunks: Chunks) -> bytes | None:
+async def _timed(chunks: AsyncGenerator[AudioChunk, None]) -> Timed:
+    """Each playable record's audio and words, the words placed in the cast's audio by the
+    durations of the records before them."""
+    at = 0
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            words = [
+                {"word": w.text, "start": (at + w.start_ms) / 1000, "end": (at + w.end_ms) / 1000}
+                for w in chunk.words
+            ]
+            at += chunk.duration_ms
+            if chunk.body or words:
+                yield chunk.body, words
+
+
+async def _next(chunks: AsyncGenerator[T, None]) -> T | None:
     try:
         return await anext(chunks)
     except StopAsyncIteration:
@@ -115,7 +135,9 @@ class _Vigil:
                 task.exception()  # retrieved, so asyncio does not log it as forgotten
 
 
-async def _rest(service: CastService, first: bytes | None, chunks: Chunks) -> Chunks:
+async def _rest(
+    service: CastService, first: T | None, chunks: AsyncGenerator[T, None]
+) -> AsyncGenerator[T, None]:
     """The first chunk (already read), then the others as they come, each read watched.
 
     Its vigil lives only while the response iterates it (one never started leaves nothing
@@ -148,12 +170,18 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + _json.encode(payload) + b"\n\n"
 
 
-async def _sse(service: CastService, cast: SubmittedCast, chunks: Chunks) -> AsyncIterator[bytes]:
+async def _sse(
+    service: CastService, cast: SubmittedCast, chunks: Chunks | Timed
+) -> AsyncIterator[bytes]:
     async with aclosing(chunks):
         try:
             async for chunk in chunks:
-                audio = base64.b64encode(chunk).decode()
-                yield _event({"type": "speech.audio.delta", "audio": audio})
+                data, words = chunk if isinstance(chunk, tuple) else (chunk, None)
+                if data:
+                    audio = base64.b64encode(data).decode()
+                    yield _event({"type": "speech.audio.delta", "audio": audio})
+                if words:
+                    yield _event({"type": "speech.audio.words", "words": words})
             status = await service.status(cast.id)
         except SpeechdError as exc:
             log.warning("cast %s failed mid-stream: %s", cast.id, exc)
@@ -189,18 +217,23 @@ async def speech_response(
     started: float,
     headers: dict[str, str],
     receive: Receive | None = None,
+    words: bool = False,
 ) -> Response[Any]:
-    """The response for `cast` in `mode`; raises (before any byte) if the cast failed early
-    or no worker is coming. `receive`: the request's, to notice a client that leaves while it
-    waits (499)."""
+    """The response for `cast` in `mode` (SSE: with word events if `words`); raises (before
+    any byte) if the cast failed early or no worker is coming. `receive`: the request's, to
+    notice a client that leaves while it waits (499)."""
     vigil = _Vigil(service, receive)
-    chunks = service.audio(cast.id)
+    chunks: Chunks | Timed = (
+        _timed(playable_chunks(service.store, cast.id))
+        if words and mode == "sse"
+        else service.audio(cast.id)
+    )
     try:
-        first = await vigil.wait(_next(chunks))
+        first: Any = await vigil.wait(_next(chunks))
         if first is not None:
             metrics.first_audio(time.monotonic() - started)
         if mode == "whole":
-            body = await vigil.wait(_whole(first, chunks))
+            body = await vigil.wait(_whole(first, chunks))  # type: ignore[arg-type]
             vigil.close()
             return Response(body, media_type=content_type(cast.recipe.format), headers=headers)
     except _ClientGone:
@@ -219,4 +252,8 @@ async def speech_response(
         return Stream(
             _sse(service, cast, rest), media_type="text/event-stream", headers=sse_headers
         )
-    return Stream(_raw(cast.id, rest), media_type=content_type(cast.recipe.format), headers=headers)
+    return Stream(
+        _raw(cast.id, rest),  # type: ignore[arg-type]
+        media_type=content_type(cast.recipe.format),
+        headers=headers,
+    )

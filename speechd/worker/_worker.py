@@ -46,6 +46,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -78,6 +79,7 @@ from speechd.casts import (
     error_record,
     event_of,
     lease_stream,
+    record_words,
     start_record,
     worker_stream,
 )
@@ -209,6 +211,8 @@ class _ChunkFailed(Exception):
 class _Rendered:
     pieces: list[tuple[int, bytes]]  # (samples, encoded bytes) per audio record
     gen_s: float
+    words: Sequence[Any] = ()  # the synthesis's word timings (speechd.engine.WordTiming)
+    unit: str = ""
 
 
 class Worker:
@@ -691,7 +695,9 @@ class Worker:
             ]
         except Exception as exc:
             raise _ChunkFailed(exc, encoder_intact=False) from exc
-        return _Rendered(encoded, time.perf_counter() - begun)
+        words = getattr(synthesis, "words", ())  # engines without timings have none
+        unit = getattr(synthesis, "unit", "")
+        return _Rendered(encoded, time.perf_counter() - begun, words, unit)
 
     async def _await_chunk(self, future: concurrent.futures.Future[_Rendered]) -> _Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
@@ -733,15 +739,23 @@ class Worker:
         records = []
         for n, (size, body) in enumerate(rendered.pieces):
             begin_ms = samples * 1000 // rate
+            begin = samples - cast.samples  # where this record starts in the chunk's PCM
             samples += size
+            duration_ms = samples * 1000 // rate - begin_ms
+            final = n == len(rendered.pieces) - 1
+            words = record_words(
+                rendered.words, begin, begin + size, duration_ms, rate, final=final
+            )
             audio = AudioChunk(
                 attempt=cast.attempt,
                 index=cast.records + n,
                 planned=cast.records + len(rendered.pieces) + more,
                 offset_ms=begin_ms,
-                duration_ms=samples * 1000 // rate - begin_ms,
+                duration_ms=duration_ms,
                 text=chunk.text if n == 0 else "",
                 body=body,
+                words=words,
+                unit=rendered.unit,
             )
             records.append(audio_record(audio))
         eos = None

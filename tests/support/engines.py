@@ -4,9 +4,9 @@ trivial encoder. Tests only, never in speechd/; the worker around it is always t
 The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
 of a given number of chunks), sleeps as long as the real model would compute
 (`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
-the same samples. Texts can ask for trouble: a chunk containing POISON always raises (the
-worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
-engine), CRASH kills the process.
+the same samples, with its words timed in proportion to their letters (`fake_words`). Texts can
+ask for trouble: a chunk containing POISON always raises (the worker retries it, then ends the
+cast in `error`), FLAKY raises the first time only (per engine), CRASH kills the process.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from speechd.engine import WordTiming
 from speechd.worker import EncoderFactory, Parts
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "GatedEngine",
     "chunked_text",
     "expected_audio",
+    "fake_words",
     "load_engine",
     "noise",
     "parts",
@@ -74,6 +76,21 @@ class FakeChunkPolicy(msgspec.Struct, frozen=True):
 @dataclass(frozen=True)
 class FakeSynthesis:
     pcm: np.ndarray
+    words: tuple[WordTiming, ...] = ()
+    unit: str = "word"
+
+
+def fake_words(text: str, samples: int) -> tuple[WordTiming, ...]:
+    """The cost model's word timings: each word (and the gap after it) takes its share of the
+    samples by letters, the word itself all of it but one letter's worth."""
+    words = text.split()
+    total = sum(len(w) + 1 for w in words)
+    out, at = [], 0.0
+    for word in words:
+        share = samples * (len(word) + 1) / total
+        out.append(WordTiming(word, round(at), round(at + share * len(word) / (len(word) + 1))))
+        at += share
+    return tuple(out)
 
 
 class FakeVoices:
@@ -131,7 +148,8 @@ class CostEngine:
             raise RuntimeError("a transient failure")
         audio_s = self.audio_s(chunk.text, speed)
         time.sleep(self.overhead_s + self.rtf * audio_s)
-        return FakeSynthesis(noise(seed, round(audio_s * SAMPLE_RATE)))
+        samples = round(audio_s * SAMPLE_RATE)
+        return FakeSynthesis(noise(seed, samples), fake_words(chunk.text, samples))
 
 
 def noise(seed: int | None, samples: int) -> np.ndarray:

@@ -1,9 +1,12 @@
 // The player: reads the cast from seq 0 (records endpoint, long-poll), decodes each audio
 // record onto a gapless Web Audio timeline, shows captions as they play, follows the live
-// edge until eos, and restarts cleanly when a newer attempt starts.
+// edge until eos, and restarts cleanly when a newer attempt starts. Records with words (the
+// `w` header: [[start_ms, end_ms, text], ...] from the record's start) make the captions read
+// along: the word playing is highlighted, and a click on a word seeks to it.
 //
 // Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
-// complete, attempt, restarts, error, captions}; window.speechd.seek(chunkIndex).
+// complete, attempt, restarts, error, captions, word, wordIndex, words};
+// window.speechd.seek(chunkIndex).
 
 import { RecordDecoder, layoutOf } from "./decode.js";
 import { Timeline } from "./timeline.js";
@@ -25,7 +28,9 @@ let queued = true;
 let failure = null;
 let restarts = 0;
 let shownCaption = -1;
-let captions = []; // {index, at (s), text}: one per audio record, placed by its `o` header
+let captions = []; // {index, at (s), text, words}: one per audio record, placed by its `o`
+let words = []; // every word so far, in order: {at, end (s), text, el (its span, or null)}
+let shownWord = -1;
 
 function fmtTime(s) {
   const t = Math.max(0, Math.floor(s));
@@ -77,8 +82,21 @@ function captionAt(pos) {
   return found;
 }
 
+// The word playing at cast time `pos`: the last one started (-1 before any).
+function wordAt(pos) {
+  let lo = 0;
+  let hi = words.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (words[mid].at <= pos + 1e-6) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}
+
 function snapshot() {
   const clock = timeline ? timeline.position() : 0;
+  const word = timeline && timeline.chunks.length ? wordAt(clock) : -1;
   return {
     state: state(),
     clock,
@@ -92,6 +110,9 @@ function snapshot() {
     restarts,
     error: failure,
     captions: captions.map((c) => c.text),
+    word: word >= 0 ? words[word].text : null,
+    wordIndex: word,
+    words: words.length,
   };
 }
 
@@ -158,6 +179,13 @@ function update() {
     }
     shownCaption = s.caption;
   }
+  if (s.wordIndex !== shownWord) {
+    const old = words[shownWord];
+    if (old && old.el) old.el.classList.remove("current");
+    const now = words[s.wordIndex];
+    if (now && now.el) now.el.classList.add("current");
+    shownWord = s.wordIndex;
+  }
 }
 
 function seekTo(index) {
@@ -166,6 +194,37 @@ function seekTo(index) {
   timeline.wanted = true;
   timeline.seek(captions[index].at);
   update();
+}
+
+function seekToWord(word) {
+  if (!timeline) return;
+  ctx.resume();
+  timeline.wanted = true;
+  timeline.seek(word.at);
+  update();
+}
+
+// The caption's text with each of its words (found in order) in a span of its own.
+function renderWords(caption) {
+  const button = caption.button;
+  button.replaceChildren();
+  let cursor = 0;
+  for (const word of caption.words) {
+    const found = caption.text.indexOf(word.text, cursor);
+    if (found < 0) continue; // not in the text as written: timed, but not shown
+    if (found > cursor) button.append(caption.text.slice(cursor, found));
+    const span = document.createElement("span");
+    span.className = words[shownWord] === word ? "word current" : "word";
+    span.textContent = word.text;
+    span.addEventListener("click", (event) => {
+      event.stopPropagation();
+      seekToWord(word);
+    });
+    word.el = span;
+    button.append(span);
+    cursor = found + word.text.length;
+  }
+  if (cursor < caption.text.length) button.append(caption.text.slice(cursor));
 }
 
 function addCaption(chunk, index) {
@@ -179,6 +238,15 @@ function addCaption(chunk, index) {
   button.addEventListener("click", () => seekTo(index));
   item.append(button);
   $("captions").append(item);
+  chunk.button = button;
+  if (!chunk.words.length) return;
+  words.push(...chunk.words);
+  // A long chunk's later records have no text of their own: their words are in the text of
+  // the chunk's first record.
+  let owner = index;
+  while (owner > 0 && !captions[owner].text) owner--;
+  if (owner !== index) captions[owner].words.push(...chunk.words);
+  renderWords(captions[owner]);
 }
 
 function clearCaptions() {
@@ -186,6 +254,23 @@ function clearCaptions() {
   $("now").textContent = "";
   captions = [];
   shownCaption = -1;
+  words = [];
+  shownWord = -1;
+}
+
+// The record's words (the `w` header) in cast time; [] when it has none or they do not parse.
+function wordsOf(h, at) {
+  if (!h.w) return [];
+  try {
+    return JSON.parse(h.w).map(([start, end, text]) => ({
+      at: at + start / 1000,
+      end: at + end / 1000,
+      text: String(text),
+      el: null,
+    }));
+  } catch {
+    return [];
+  }
 }
 
 function openAudio(m) {
@@ -231,7 +316,7 @@ async function handle(record) {
     const end = last ? Math.round(((Number(h.o) + Number(h.d)) * decoder.rate) / 1000) : null;
     const buffer = await decoder.decode(bytesOf(record.body), end);
     if (buffer) timeline.append(buffer);
-    addCaption({ index, at, text: h.t || "" }, index);
+    addCaption({ index, at, text: h.t || "", words: wordsOf(h, at) }, index);
   } else if (event === "eos") {
     timeline.complete = true;
   } else if (event === "error") {
