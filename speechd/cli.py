@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
+from speechd.engine import DEVICE_HELP
 
 if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
@@ -83,7 +84,7 @@ def _voice_flag(parser: argparse.ArgumentParser) -> None:
 def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("worker")
     group.add_argument("--model-dir", help="local Kokoro-82M folder (default: Hugging Face)")
-    group.add_argument("--device", choices=["auto", "cpu", "cuda"], help="(auto)")
+    group.add_argument("--device", help=f"{DEVICE_HELP} (auto)")
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     group.add_argument(
         "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"

@@ -23,6 +23,7 @@ from ._config import (
     SAMPLE_RATE,
     EngineConfig,
 )
+from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis, load_engine
 from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
@@ -30,6 +31,7 @@ from ._voices import VoiceBook, installed_voices
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
+    "DEVICE_HELP",
     "LANGUAGES",
     "MAX_SPEED",
     "MIN_SPEED",
@@ -41,9 +43,11 @@ __all__ = [
     "EngineConfig",
     "Synthesis",
     "VoiceBook",
+    "device_name",
     "installed_voices",
     "load_engine",
     "normalize_text",
+    "parse_device",
 ]
 
 for _name in __all__:
