@@ -33,6 +33,7 @@ import msgspec
 
 from speechd._compat import StrEnum
 from speechd.durable import AppendRecord, Record
+from speechd.telemetry import Readings
 
 __all__ = [
     "H_ATTEMPT",
@@ -178,7 +179,9 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
     heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
     become), and one is written as each chunk starts: if the worker dies, its last notice
-    tells which cast killed it.
+    tells which cast killed it. `device` is the device as torch names it (`cpu`, `cuda:0`),
+    `device_name` its model; every notice but `stopped` carries the worker's latest
+    `telemetry` (speechd.telemetry) when it measures any.
     """
 
     kind: str
@@ -190,6 +193,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     heartbeat_ms: int = 5000
     cast: str = ""
     chunk: int = -1
+    device_name: str = ""
+    telemetry: Readings | None = None
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from speechd.durable import DurableError, open_store
 from speechd.errors import ModelUnavailable
+from speechd.telemetry import Telemetry, start_telemetry
 
 from ._config import WorkerConfig
 from ._policy import make_policy
@@ -88,6 +89,7 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
     except DurableError as exc:
         log.error("worker %s: cannot open the store: %s", worker_id, exc)
         return EXIT_FAILED
+    telemetry: Telemetry | None = None
     try:
         loader = EngineThread("speechd-load")
         loading = asyncio.wrap_future(loader.submit(parts.load_engine, config.engine))
@@ -103,6 +105,8 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
         except ModelUnavailable as exc:
             log.error("worker %s: the model is unavailable: %s", worker_id, exc)
             return EXIT_MODEL_UNAVAILABLE
+        # NVML's init and tegrastats' start block: not on the loop.
+        telemetry = await asyncio.to_thread(start_telemetry, engine.device)
         worker = Worker(
             store,
             engine,
@@ -116,6 +120,7 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
             heartbeat_s=config.heartbeat_s,
             lease_s=config.lease_s,
             stop_grace_s=config.stop_grace_s,
+            telemetry=telemetry,
         )
         await worker.warm_up(config.engine.default_voice)
         await worker.run(stopping)
@@ -124,6 +129,8 @@ async def _main(config: WorkerConfig, stop: threading.Event | None, parts: Parts
         log.exception("worker %s failed", worker_id)
         return EXIT_FAILED
     finally:
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.close)
         await store.close()
 
 
