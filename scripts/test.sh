@@ -4,29 +4,13 @@
 # Jetson), then every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second
 # run fetches and builds nothing again (the wheel check is cached for a week).
 #
-# The weights for the model tier, decided first so a machine that cannot have them stops at
-# once: SPEECHD_TEST_MODEL_DIR if set; else built offline by ../shared/kokoro-weights (CI;
-# SPEECHD_KOKORO_WEIGHTS names another builder folder); else fetched from the Hugging Face
-# hub (HF_ENDPOINT for a mirror) into $SPEECHD_CACHE/kokoro-82m.
+# The weights for the model tier are decided first (scripts/_weights.sh says how), so a
+# machine that cannot have them stops at once: SPEECHD_TEST_MODEL_DIR, else built offline by
+# ../shared/kokoro-weights (CI), else fetched from the Hugging Face hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export SPEECHD_CACHE="${SPEECHD_CACHE:-$HOME/.cache/speechd}"
-build_weights=""
-if [ -n "${SPEECHD_TEST_MODEL_DIR:-}" ]; then
-  if [ ! -f "$SPEECHD_TEST_MODEL_DIR/config.json" ]; then
-    echo "scripts/test.sh: SPEECHD_TEST_MODEL_DIR=$SPEECHD_TEST_MODEL_DIR has no config.json: point it at a folder laid out like hexgrad/Kokoro-82M" >&2
-    exit 1
-  fi
-else
-  weights="${SPEECHD_KOKORO_WEIGHTS:-$(pwd)/../shared/kokoro-weights}"
-  export SPEECHD_TEST_MODEL_DIR="$SPEECHD_CACHE/kokoro-82m"
-  if [ -f "$weights/prepare.py" ]; then
-    build_weights="$weights/prepare.py"  # after the venv: it needs torch
-  else
-    python3 scripts/fetch_weights.py "$SPEECHD_TEST_MODEL_DIR" || exit 1
-  fi
-fi
+. scripts/_weights.sh
 
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)

@@ -156,7 +156,7 @@ def test_the_test_command_stops_before_installing_anything(tmp_path: Path) -> No
     # A copy of the repository's scripts with nothing beside it: no ../shared/kokoro-weights.
     repo = tmp_path / "fresh" / "speechd"
     (repo / "scripts").mkdir(parents=True)
-    for name in ("test.sh", "fetch_weights.py"):
+    for name in ("test.sh", "_weights.sh", "fetch_weights.py"):
         shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
     environ = {
         k: v
@@ -185,6 +185,7 @@ def test_the_test_command_stops_before_installing_anything(tmp_path: Path) -> No
         env={**environ, "SPEECHD_TEST_MODEL_DIR": str(tmp_path / "nowhere")},
     )
     assert given.returncode == 1 and "has no config.json" in given.stderr
+    assert given.stderr.startswith(str(repo / "scripts" / "test.sh"))
     assert not (repo / ".venv").exists()
 
 
