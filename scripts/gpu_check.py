@@ -15,7 +15,8 @@ Prints, in this order, each as soon as it is measured:
 6. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
    figures its /metrics showed meanwhile (GPU load, power, joules per audio second, the
    worker's GPU memory);
-7. the model tier (`pytest -m model`) on the device, with what is left of the budget.
+7. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
+   with what is left of the budget.
 
 `--device cpu` runs the same steps on the CPU with smaller sizes (`--quick` is implied): a
 dry run of this script's own logic where there is no GPU. Nothing here asserts speed.
@@ -290,7 +291,7 @@ def model_tier(model_dir: str, device: str, timeout_s: float) -> None:
     env = {**os.environ, "SPEECHD_TEST_DEVICE": device, "SPEECHD_TEST_MODEL_DIR": model_dir}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "clients")])
     env.setdefault("HF_HUB_OFFLINE", "1")
-    command = [sys.executable, "-m", "pytest", "tests", "-m", "model and not browser",
+    command = [sys.executable, "-m", "pytest", "tests", "-m", "(model or gpu) and not browser",
                "--run-model", "--run-slow", "-q", "-p", "no:cacheprovider"]  # fmt: skip
     try:
         done = subprocess.run(
