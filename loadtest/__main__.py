@@ -34,6 +34,8 @@ from pathlib import Path
 
 import msgspec
 
+from speechd.engine import parse_device
+
 from ._client import new_client, run_scenario
 from ._report import load_report, write_report
 from ._results import Machine, RawResult, Run, ScenarioRun, WorkerMetrics, summarize
@@ -212,7 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="measure and write a report")
     run.add_argument("--model-dir", default=os.environ.get("SPEECHD_MODEL_DIR"))
-    run.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    run.add_argument(
+        "--device", default="cpu", type=parse_device, help="auto, cpu, cuda or cuda:N (cpu)"
+    )
     run.add_argument("--threads", type=int, help="CPU threads per server and for the raw loop")
     run.add_argument("--quick", action="store_true", help="small scenarios (< 3 minutes)")
     run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report folder")
