@@ -61,7 +61,7 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(
         self, req: Any, fp: IO[bytes], code: int, msg: str, headers: Message, newurl: str
     ) -> Any:
-        if self.first is None:
+        if self.first is None and headers.get("X-Linked-Etag"):
             self.first = headers
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

@@ -95,6 +95,7 @@ _WORKER_COUNTERS: tuple[tuple[str, str, _Value], ...] = (
 def telemetry_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
     """The families for `workers`, each only when at least one worker has its figure."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     info = GaugeMetricFamily(
         "speechd_worker_info",
         "A ready worker: the device it runs on and where its device figures come from.",
@@ -128,6 +129,7 @@ def _per_worker(
 
 def _labelled(measured: Sequence[tuple[str, Readings]]) -> Iterator[Metric]:
     from prometheus_client.core import GaugeMetricFamily
+
     used = GaugeMetricFamily(
         "speechd_device_memory_used_bytes",
         "Memory in use on the worker's device: the GPU's own (gpu) or, on a Jetson, the RAM "

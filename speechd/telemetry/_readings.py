@@ -14,7 +14,7 @@ import msgspec
 __all__ = ["DeviceSample", "Readings"]
 
 
-class Readings(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
+class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
     """One worker's latest readings.
 
     source: where the device figures come from: "nvml", "tegrastats", or "" (CPU only).
