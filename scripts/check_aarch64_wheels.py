@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     me = Path(sys.argv[0]).name or "check_aarch64_wheels.py"
     if _pip_version() < MIN_PIP:
-        print(f"{me}: pip {'.'.join(map(str, MIN_PIP))} or newer is needed", file=sys.stderr)
+        need = ".".join(map(str, MIN_PIP))
+        print(f"{me}: pip {need} or newer is needed: {sys.executable} -m pip install "
+              f"'pip>={need}'", file=sys.stderr)  # fmt: skip
         return 2
     requirements = runtime_requirements() + args.extra
     cache = Path(os.environ.get("SPEECHD_CACHE") or Path.home() / ".cache" / "speechd")

@@ -25,6 +25,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
+# Ubuntu 22.04's (JetPack 6's) venv brings pip 22.0; the wheel check needs 23.1 (a no-op after).
+.venv/bin/python -m pip install -q --disable-pip-version-check 'pip>=23.1'
 # torch is pinned here (a CPU wheel), never in the package: GPU and Jetson users bring their own.
 .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[test]'
 
