@@ -38,6 +38,7 @@ import msgspec
 
 from speechd._compat import StrEnum
 from speechd.durable import AppendRecord, Record
+from speechd.telemetry import Readings
 
 __all__ = [
     "H_ATTEMPT",
@@ -189,7 +190,9 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
     heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
     become), and one is written as each chunk starts: if the worker dies, its last notice
-    tells which cast killed it.
+    tells which cast killed it. `device` is the device as torch names it (`cpu`, `cuda:0`),
+    `device_name` its model; every notice but `stopped` carries the worker's latest
+    `telemetry` (speechd.telemetry) when it measures any.
 
     Before it is ready, a worker process says `loading` (every heartbeat period while it loads
     the model), and `unavailable` if the model cannot be loaded; `error` says why (on
@@ -210,6 +213,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     chunk: int = -1
     error: str = ""
     unspeakable: dict[str, str] = {}
+    device_name: str = ""
+    telemetry: Readings | None = None
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -25,6 +25,7 @@ from ._config import (
     SAMPLE_RATE,
     EngineConfig,
 )
+from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis, load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import Planner, PlanStatus, PlanStep
@@ -35,6 +36,7 @@ from ._voices import VoiceBook, installed_voices
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
+    "DEVICE_HELP",
     "LANGUAGES",
     "MAX_SPEED",
     "MIN_SPEED",
@@ -51,10 +53,12 @@ __all__ = [
     "Synthesis",
     "VoiceBook",
     "WordTiming",
+    "device_name",
     "installed_voices",
     "load_engine",
     "missing_languages",
     "normalize_text",
+    "parse_device",
     "unit_kind",
     "voice_language",
     "word_spans",

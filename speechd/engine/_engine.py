@@ -30,6 +30,7 @@ import numpy.typing as npt
 from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, SpeechdError
 
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, EngineConfig
+from ._device import resolve_device, warm_cuda
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
@@ -322,7 +323,7 @@ def load_engine(config: EngineConfig) -> Engine:
             from kokoro import KModel
     except ImportError as exc:
         raise ModelUnavailable(f"The worker needs torch and kokoro installed: {exc}") from exc
-    device = _pick_device(config.device, torch)
+    device = resolve_device(config.device, torch)
     if config.threads:
         torch.set_num_threads(config.threads)
     try:
@@ -342,6 +343,8 @@ def load_engine(config: EngineConfig) -> Engine:
         raise ModelUnavailable(
             f"The default voice {config.default_voice!r} cannot be used: {exc.message}"
         ) from exc
+    if device.startswith("cuda"):
+        warm_cuda(engine)
     log.info(
         "Kokoro-82M loaded from %s on %s in %.1f s (%d voices)",
         folder.root,
@@ -350,10 +353,3 @@ def load_engine(config: EngineConfig) -> Engine:
         len(folder.voices),
     )
     return engine
-
-
-def _pick_device(wanted: str, torch: Any) -> str:
-    has_cuda = bool(torch.cuda.is_available())
-    if wanted == "cuda" and not has_cuda:
-        raise ModelUnavailable("device 'cuda' was asked for, but CUDA is not available here.")
-    return "cuda" if wanted == "cuda" or (wanted == "auto" and has_cuda) else "cpu"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from speechd.casts import WorkerNotice, encode, worker_stream
 from speechd.durable import AppendRecord, DurableError, Store, open_store
 from speechd.errors import ModelUnavailable
+from speechd.telemetry import Telemetry, start_telemetry
 
 from ._config import WorkerConfig
 from ._health import LOADING, READY, STOPPED, UNAVAILABLE, last_notice, remember_voices
@@ -181,11 +182,12 @@ async def _main(
         log.error("worker %s: cannot open the store: %s", worker_id, exc)
         return EXIT_FAILED
     said = _Loading(store, worker_id, config.heartbeat_s)
+    telemetry: list[Telemetry] = []  # the one `_load` starts, closed here whatever happens
     try:
         await said.begin(last_exit)
         beating = asyncio.create_task(said.beat(), name="speechd-worker-loading")
         try:
-            loaded = await _load(store, config, parts, worker_id, stopping, said)
+            loaded = await _load(store, config, parts, worker_id, stopping, said, telemetry)
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -200,6 +202,8 @@ async def _main(
         log.exception("worker %s failed", worker_id)
         return EXIT_FAILED
     finally:
+        for sampler in telemetry:
+            await asyncio.to_thread(sampler.close)
         await store.close()
 
 
@@ -210,9 +214,11 @@ async def _load(
     worker_id: str,
     stopping: asyncio.Event,
     said: _Loading,
+    telemetry: list[Telemetry],
 ) -> tuple[Worker, WorkerNotice] | int:
     """The worker with its engine loaded and warmed up, and what its `ready` notice will say;
-    or the exit code if that failed (or the process was stopped meanwhile)."""
+    or the exit code if that failed (or the process was stopped meanwhile). The telemetry it
+    starts is added to `telemetry`, for the caller to close."""
     loader = EngineThread("speechd-load")
     loading = asyncio.wrap_future(loader.submit(parts.load_engine, config.engine))
     loader.close()  # after the load it was given
@@ -241,6 +247,9 @@ async def _load(
         unspeakable = {}
     for reason in unspeakable.values():
         log.warning("worker %s: %s", worker_id, reason)
+    # NVML's init and tegrastats' start block: not on the loop.
+    sampler = await asyncio.to_thread(start_telemetry, engine.device)
+    telemetry.append(sampler)
     worker = Worker(
         store,
         engine,
@@ -254,6 +263,7 @@ async def _load(
         heartbeat_s=config.heartbeat_s,
         lease_s=config.lease_s,
         stop_grace_s=config.stop_grace_s,
+        telemetry=sampler,
     )
     worker.unspeakable = unspeakable
     try:
@@ -271,6 +281,8 @@ async def _load(
         pid=os.getpid(),
         heartbeat_ms=round(config.heartbeat_s * 1000),
         unspeakable=unspeakable,
+        device_name=sampler.device_name,
+        telemetry=sampler.reading(),
     )
     return worker, notice
 

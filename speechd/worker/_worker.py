@@ -46,7 +46,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -112,6 +112,9 @@ from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike,
 from ._queue import committed_offset
 from ._thread import EngineThread
 from ._watermark import Watermark
+
+if TYPE_CHECKING:
+    from speechd.telemetry import Telemetry
 
 __all__ = ["MAX_RECORD_S", "ROTATE_NOTICES", "Worker", "chunk_seed", "warm_up"]
 
@@ -239,8 +242,10 @@ class Worker:
         lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.id = worker_id
+        self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
         self.policy: Policy = policy if policy is not None else DeadlinePolicy()
         self.times = times if times is not None else ChunkTimes()
         self._store = store
@@ -437,6 +442,8 @@ class Worker:
             cast=inflight[0] if inflight else "",
             chunk=inflight[1] if inflight else -1,
             unspeakable=self.unspeakable if kind == "ready" else {},
+            device_name=self._telemetry.device_name if self._telemetry else "",
+            telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,
         )
         return AppendRecord(encode(notice))
 
@@ -774,6 +781,8 @@ class Worker:
             gen_s=rendered.gen_s,
             audio_s=(samples - cast.samples) / rate,
         )
+        if self._telemetry is not None:
+            self._telemetry.audio_made((samples - cast.samples) / rate)
         if cast.first_audio_s is None:
             cast.first_audio_s = self._clock()
         cast.samples = samples

@@ -14,6 +14,7 @@ from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, deco
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 from speechd.worker import Worker
+from tests.support.devices import DEVICE
 
 from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
 
@@ -27,7 +28,7 @@ TEXT = (
 
 @pytest.fixture(scope="module")
 def engine(model_dir: Path) -> Any:
-    return load_engine(EngineConfig(model_dir=str(model_dir), device="cpu"))
+    return load_engine(EngineConfig(model_dir=str(model_dir), device=DEVICE))
 
 
 def worker(store: Store, engine: Any, **settings: Any) -> Worker:
