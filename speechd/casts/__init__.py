@@ -1,8 +1,10 @@
-"""Casts: ids, the record schema, submitting (claims), and reading a cast's playable attempt."""
+"""Casts: ids, the record schema, submitting (claims), and reading a cast's playable sequence
+(one rule for every reader, in `_playable`)."""
 
 from __future__ import annotations
 
 from ._ids import cast_id, deployment_secret, is_cast_id
+from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
 from ._reader import CastEvent, CastState, CastStatus, cast_audio, cast_status, follow_cast
 from ._records import (
     H_ATTEMPT,
@@ -10,7 +12,10 @@ from ._records import (
     H_EVENT,
     H_INDEX,
     H_OFFSET,
+    H_PLAN,
     H_PLANNED,
+    H_RESUME,
+    H_START,
     H_TEXT,
     AudioChunk,
     Cursor,
@@ -23,6 +28,8 @@ from ._records import (
     Meta,
     Receipt,
     Recipe,
+    Retry,
+    Span,
     Start,
     WorkerNotice,
     audio_chunk,
@@ -33,6 +40,7 @@ from ._records import (
     error_record,
     event_of,
     meta_record,
+    retry_record,
     start_record,
 )
 from ._streams import (
@@ -60,7 +68,10 @@ __all__ = [
     "H_EVENT",
     "H_INDEX",
     "H_OFFSET",
+    "H_PLAN",
     "H_PLANNED",
+    "H_RESUME",
+    "H_START",
     "H_TEXT",
     "JOBS",
     "JOBS_CURSOR",
@@ -72,6 +83,7 @@ __all__ = [
     "WORKERS_PREFIX",
     "AudioChunk",
     "CastEvent",
+    "CastHead",
     "CastState",
     "CastStatus",
     "Cursor",
@@ -84,6 +96,8 @@ __all__ = [
     "Meta",
     "Receipt",
     "Recipe",
+    "Retry",
+    "Span",
     "Start",
     "Submission",
     "WorkerNotice",
@@ -102,8 +116,13 @@ __all__ = [
     "event_of",
     "follow_cast",
     "is_cast_id",
+    "kept_spans",
     "lease_stream",
     "meta_record",
+    "playable_spans",
+    "read_head",
+    "resume_point",
+    "retry_record",
     "start_record",
     "submit",
     "worker_stream",

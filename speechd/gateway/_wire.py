@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from speechd.casts import CastStatus
+from speechd.casts import H_RESUME, CastStatus
 from speechd.durable import Record
 from speechd.engine import MAX_SPEED, MIN_SPEED
 
@@ -81,7 +81,9 @@ class CastView(msgspec.Struct, frozen=True):
 
 
 class RecordView(msgspec.Struct, frozen=True):
-    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64."""
+    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. The
+    worker's resume checkpoint (`k`, a few kB per record that only a worker reads) is left
+    out."""
 
     seq_num: int
     timestamp: int
@@ -99,7 +101,9 @@ def record_view(record: Record) -> RecordView:
         seq_num=record.seq_num,
         timestamp=record.timestamp,
         headers=[
-            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace")) for k, v in record.headers
+            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
+            for k, v in record.headers
+            if k != H_RESUME
         ],
         body=base64.b64encode(record.body).decode("ascii"),
     )

@@ -23,9 +23,11 @@ from speechd.audio import SAMPLE_RATE, new_encoder
 from speechd.casts import (
     CastStatus,
     Event,
+    Start,
     audio_chunk,
     cast_status,
     cast_stream,
+    decode,
     event_of,
 )
 from speechd.config import Settings
@@ -227,11 +229,16 @@ async def read_all(store: Store, cast_id: str) -> list[Record]:
 
 
 async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:
-    """The audio bodies of the cast's latest attempt, in order (the file, record by record)."""
+    """The audio bodies of the cast's playable sequence, in order (the file, record by
+    record): the latest start's kept spans, then its attempt's own audio."""
     records = await read_all(store, cast_id)
     starts = [i for i, r in enumerate(records) if event_of(r) == Event.START]
-    latest = records[starts[-1] :] if starts else []
-    return [audio_chunk(r).body for r in latest if event_of(r) == Event.AUDIO]
+    if not starts:
+        return []
+    start = decode(records[starts[-1]].body, Start)
+    kept = [records[span.seq + k] for span in start.kept for k in range(span.count)]
+    own = [r for r in records[starts[-1] :] if event_of(r) == Event.AUDIO]
+    return [audio_chunk(r).body for r in [*kept, *own]]
 
 
 # -- raw HTTP -----------------------------------------------------------------------------

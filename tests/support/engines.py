@@ -84,6 +84,7 @@ class CostEngine:
     sample_rate = SAMPLE_RATE
     device = "cpu"
     voices = FakeVoices()
+    fingerprint = "cost-model"
 
     def __init__(
         self,
@@ -140,19 +141,26 @@ def noise(seed: int | None, samples: int) -> np.ndarray:
 
 
 class FakeEncoder:
-    """A header on the first output, 16-bit samples, a trailer on the final one."""
+    """A header on the first output, 16-bit samples, a trailer on the final one. Its
+    checkpoint says whether the header went out; continuing from one writes none again."""
 
-    def __init__(self, fmt: str, sample_rate: int) -> None:
+    def __init__(self, fmt: str, sample_rate: int, *, resume: bytes | None = None) -> None:
         if fmt not in ("pcm", "wav", "mp3"):
             raise ValueError(f"unknown format {fmt!r}")
+        if resume is not None and resume not in (b"fake:0", b"fake:1"):
+            raise ValueError(f"not a checkpoint of this encoder: {resume!r}")
         self.format = fmt
-        self._started = False
+        self.fingerprint = f"fake/{fmt}"
+        self._started = resume == b"fake:1"
 
     def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
         head = b"" if self._started else b"HEAD"
         self._started = True
         body = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
         return head + body + (b"TAIL" if final else b"")
+
+    def checkpoint(self) -> bytes:
+        return b"fake:1" if self._started else b"fake:0"
 
 
 def load_engine(config: object, **settings: float | str) -> CostEngine:
