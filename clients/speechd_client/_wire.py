@@ -75,6 +75,8 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    retryable: bool = False
+    """A failed cast that the same request makes again (keeping the audio made so far)."""
 
     @property
     def finished(self) -> bool:

@@ -60,7 +60,8 @@ class Progress(msgspec.Struct, frozen=True):
 
 
 class CastView(msgspec.Struct, frozen=True):
-    """`GET /v1/casts/{id}`: public facts and progress; never the text."""
+    """`GET /v1/casts/{id}`: public facts and progress; never the text. A failed cast says why
+    (`error`) and whether the same request makes it again (`retryable`), keeping its audio."""
 
     id: str
     url: str
@@ -78,6 +79,7 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    retryable: bool = False
 
 
 class RecordView(msgspec.Struct, frozen=True):
@@ -134,4 +136,5 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
         audio_url=f"{api}/audio",
         records_url=f"{api}/records",
         events_url=f"{api}/events",
+        retryable=status.retryable,
     )
