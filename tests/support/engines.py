@@ -4,7 +4,8 @@ trivial encoder. Tests only, never in speechd/; the worker around it is always t
 The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
 of a given number of chunks), sleeps as long as the real model would compute
 (`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
-the same samples. Texts can ask for trouble: a chunk containing POISON always raises (the
+the same samples. With `log`, every synthesis call appends its chunk's text to that file (to
+count calls across worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
 worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
 engine), CRASH kills the process.
 """
@@ -93,11 +94,13 @@ class CostEngine:
         rtf: float = 0.02,
         audio_per_char: float = 0.02,
         silent: str = "",
+        log: str = "",
     ) -> None:
         self.overhead_s = overhead_s
         self.rtf = rtf
         self.audio_per_char = audio_per_char
         self.silent = silent
+        self.log = log  # a file each synthesis call appends its chunk's text to (across lives)
         self.calls: list[tuple[str, int | None]] = []
         self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
         self._flaky_seen: set[str] = set()
@@ -123,6 +126,9 @@ class CostEngine:
         self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
     ) -> FakeSynthesis:
         self.calls.append((chunk.text, seed))
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as calls:
+                calls.write(chunk.text + "\n")
         if "CRASH" in chunk.text:
             os.kill(os.getpid(), signal.SIGKILL)
         if "POISON" in chunk.text:
