@@ -33,7 +33,7 @@ from speechd.casts import (
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.gateway import Gateway, GatewaySettings
-from speechd.worker import FifoPolicy, Worker
+from speechd.worker import EncoderFactory, FifoPolicy, Worker
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
 __all__ = [
@@ -107,7 +107,9 @@ def chunk_texts(text: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(store: Store, engine: StepEngine) -> AsyncIterator[Worker]:
+async def running_worker(
+    store: Store, engine: StepEngine, encoders: EncoderFactory = new_encoder
+) -> AsyncIterator[Worker]:
     """The real worker loop on `store`, in a task of this event loop, first come first served
     (the deadline policy would idle once a cast is far enough ahead of its listener)."""
     worker = Worker(
@@ -115,7 +117,7 @@ async def running_worker(store: Store, engine: StepEngine) -> AsyncIterator[Work
         engine,
         worker_id="gateway-tests",
         chunk_policy=FakeChunkPolicy(),
-        encoders=new_encoder,
+        encoders=encoders,
         policy=FifoPolicy(),
         heartbeat_s=2.0,
     )
