@@ -86,7 +86,8 @@ class CastView(msgspec.Struct, frozen=True):
 class CastRecord(msgspec.Struct, frozen=True):
     """One record of a cast stream (meta, start, audio..., then eos or error).
 
-    The latest `start` opens the playable attempt; audio of earlier attempts is superseded."""
+    What plays is the latest `start`'s playable sequence: the earlier records it keeps (its
+    body's `keep` and `kept`: [seq, index, count] spans), then its own audio records."""
 
     seq_num: int
     timestamp: int
@@ -107,7 +108,7 @@ class CastRecord(msgspec.Struct, frozen=True):
 
     @property
     def index(self) -> int | None:
-        """An audio record's chunk index."""
+        """An audio record's index in its attempt's playable sequence."""
         return _int(self.headers.get("i"))
 
     @property
