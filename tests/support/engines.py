@@ -5,9 +5,9 @@ The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_tex
 of a given number of chunks), sleeps as long as the real model would compute
 (`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
 the same samples. With `log`, every synthesis call appends its chunk's text to that file (to
-count calls across worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
-worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
-engine), CRASH kills the process.
+count calls across worker processes). Texts can ask for trouble: a chunk containing POISON
+always raises (the worker retries it, then ends the cast in `error`), FLAKY raises the first
+time only (per engine), CRASH kills the process.
 """
 
 from __future__ import annotations
