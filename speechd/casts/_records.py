@@ -251,9 +251,9 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped.
 
     `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
-    heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
-    become), and one is written as each chunk starts: if the worker dies, its last notice
-    tells which cast killed it.
+    heartbeat also names the chunk in flight (`cast`, and `chunk`: the index `i` its first
+    audio record will get), and one is written as each chunk starts: if the worker dies, its
+    last notice tells which cast and chunk it died on.
     """
 
     kind: str
