@@ -5,6 +5,7 @@ with a fresh codec whose splice is measured here (the figures in speechd/audio/_
 from __future__ import annotations
 
 import io
+import struct
 import subprocess
 import tempfile
 import wave
@@ -22,7 +23,9 @@ from audio_support import (
 )
 
 from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, encoder_fingerprint, new_encoder
+from speechd.audio._containers import adts_header, ogg_page
 from speechd.audio._resume import SPLICE, load
+from speechd.audio._standalone import adts_frame_lengths, ogg_pages
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="needs ffmpeg (scripts/test.sh installs it)")
 
@@ -195,3 +198,24 @@ def test_checkpoints_are_small_and_say_what_they_continue(fmt: str, speech: np.n
         new_encoder("wav" if fmt != "wav" else "pcm", resume=encoder.checkpoint())
     with pytest.raises(ValueError):
         new_encoder(fmt, resume=b"not a checkpoint")
+
+
+def test_pages_and_headers_written_after_a_splice_are_the_muxers(speech: np.ndarray) -> None:
+    """The Ogg pages and ADTS headers a continued file writes itself are byte for byte what
+    FFmpeg's muxers write for the same packet (so their CRCs and fields are right)."""
+    opus = b"".join(encode_chunks("opus", speech))
+    at = LAYOUTS["opus"].header_bytes
+    for length, granule in ogg_pages(opus[at:])[:-1]:
+        page = opus[at : at + length]
+        segments = page[26]
+        packet = page[27 + segments :]
+        (serial,) = struct.unpack_from("<I", page, 14)
+        (sequence,) = struct.unpack_from("<I", page, 18)
+        eos = bool(page[5] & 4)
+        assert ogg_page(packet, granule=granule, serial=serial, sequence=sequence, eos=eos) == page
+        at += length
+    aac = b"".join(encode_chunks("aac", speech))
+    at = 0
+    for length in adts_frame_lengths(aac):
+        assert adts_header(length - 7, SAMPLE_RATE) == aac[at : at + 7]
+        at += length
