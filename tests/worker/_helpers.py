@@ -53,13 +53,14 @@ def make_worker(
     worker_id: str = "w1",
     policy: Policy | None = None,
     encoders: EncoderFactory = FakeEncoder,
+    chunk_policy: FakeChunkPolicy | None = None,
     **settings: object,
 ) -> Worker:
     return Worker(
         store,
         engine or CostEngine(),
         worker_id=worker_id,
-        chunk_policy=FakeChunkPolicy(),
+        chunk_policy=chunk_policy or FakeChunkPolicy(),
         encoders=encoders,
         policy=policy,
         **settings,  # type: ignore[arg-type]
