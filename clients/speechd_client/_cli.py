@@ -282,7 +282,8 @@ async def _receive(
         if isinstance(exc, StreamInterrupted) and cast_id:  # say why, if the cast knows
             view = await _final_status(client, cast_id)
             if view is not None and view.status == "failed":
-                raise StreamInterrupted(f"The cast failed: {view.error}") from exc
+                again = " (the same command tries again)" if view.retryable else ""
+                raise StreamInterrupted(f"The cast failed: {view.error}{again}") from exc
         raise
     finally:
         if watcher:

@@ -82,6 +82,8 @@ class CastView(msgspec.Struct, frozen=True):
     captions_url: str = ""
     """The cast's WebVTT subtitles ("" from a server without word timing)."""
     words_url: str = ""
+    retryable: bool = False
+    """A failed cast that the same request makes again (keeping the audio made so far)."""
 
     @property
     def finished(self) -> bool:
@@ -91,7 +93,8 @@ class CastView(msgspec.Struct, frozen=True):
 class CastRecord(msgspec.Struct, frozen=True):
     """One record of a cast stream (meta, start, audio..., then eos or error).
 
-    The latest `start` opens the playable attempt; audio of earlier attempts is superseded."""
+    What plays is the latest `start`'s playable sequence: the earlier records it keeps (its
+    body's `keep` and `kept`: [seq, index, count] spans), then its own audio records."""
 
     seq_num: int
     timestamp: int
@@ -112,7 +115,7 @@ class CastRecord(msgspec.Struct, frozen=True):
 
     @property
     def index(self) -> int | None:
-        """An audio record's chunk index."""
+        """An audio record's index in its attempt's playable sequence."""
         return _int(self.headers.get("i"))
 
     @property

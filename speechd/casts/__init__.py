@@ -1,10 +1,12 @@
-"""Casts: ids, the record schema, submitting (claims), reading a cast's playable attempt, and
-its word timings (per record and for the whole cast)."""
+"""Casts: ids, the record schema, submitting (claims), reading a cast's playable sequence (one
+rule for every reader, in `_playable`), and its word timings (per record and for the whole
+cast)."""
 
 from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._ids import cast_id, deployment_secret, is_cast_id
+from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
 from ._reader import (
     CastEvent,
     CastState,
@@ -20,7 +22,10 @@ from ._records import (
     H_EVENT,
     H_INDEX,
     H_OFFSET,
+    H_PLAN,
     H_PLANNED,
+    H_RESUME,
+    H_START,
     H_TEXT,
     H_UNIT,
     H_WORDS,
@@ -35,6 +40,8 @@ from ._records import (
     Meta,
     Receipt,
     Recipe,
+    RecordSpan,
+    Retry,
     Start,
     Word,
     WorkerNotice,
@@ -46,6 +53,7 @@ from ._records import (
     error_record,
     event_of,
     meta_record,
+    retry_record,
     start_record,
 )
 from ._streams import (
@@ -74,7 +82,10 @@ __all__ = [
     "H_EVENT",
     "H_INDEX",
     "H_OFFSET",
+    "H_PLAN",
     "H_PLANNED",
+    "H_RESUME",
+    "H_START",
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
@@ -90,6 +101,7 @@ __all__ = [
     "AudioChunk",
     "CastCaptions",
     "CastEvent",
+    "CastHead",
     "CastState",
     "CastStatus",
     "CastWord",
@@ -103,6 +115,8 @@ __all__ = [
     "Meta",
     "Receipt",
     "Recipe",
+    "RecordSpan",
+    "Retry",
     "Start",
     "Submission",
     "Word",
@@ -123,10 +137,15 @@ __all__ = [
     "event_of",
     "follow_cast",
     "is_cast_id",
+    "kept_spans",
     "lease_stream",
     "meta_record",
     "playable_chunks",
+    "playable_spans",
+    "read_head",
     "record_words",
+    "resume_point",
+    "retry_record",
     "start_record",
     "submit",
     "worker_stream",

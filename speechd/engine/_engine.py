@@ -14,6 +14,8 @@ pause that fits how the chunk ends (`_trim`), so chunks played back to back soun
 utterance rather than a string of them.
 """
 
+import functools
+import hashlib
 import logging
 import math
 import threading
@@ -84,6 +86,14 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine(device={self.device!r}, voices={len(self.voices.installed)})"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Names the weights this engine speaks with (file name and size, and a digest of the
+        model's config): a cast made partly with other weights must not be continued."""
+        weights = self._folder.weights
+        config = hashlib.blake2b(self._folder.config.read_bytes(), digest_size=6).hexdigest()
+        return f"kokoro:{weights.name}:{weights.stat().st_size}:{config}"
 
     # ------------------------------------------------------------------ planning
 

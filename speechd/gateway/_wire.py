@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from speechd.casts import CastStatus
+from speechd.casts import H_RESUME, CastStatus
 from speechd.durable import Record
 from speechd.engine import MAX_SPEED, MIN_SPEED
 
@@ -64,7 +64,8 @@ class Progress(msgspec.Struct, frozen=True):
 
 
 class CastView(msgspec.Struct, frozen=True):
-    """`GET /v1/casts/{id}`: public facts and progress; never the text."""
+    """`GET /v1/casts/{id}`: public facts and progress; never the text. A failed cast says why
+    (`error`) and whether the same request makes it again (`retryable`), keeping its audio."""
 
     id: str
     url: str
@@ -84,10 +85,13 @@ class CastView(msgspec.Struct, frozen=True):
     events_url: str
     captions_url: str
     words_url: str
+    retryable: bool = False
 
 
 class RecordView(msgspec.Struct, frozen=True):
-    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64."""
+    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. The
+    worker's resume checkpoint (`k`, a few kB per record that only a worker reads) is left
+    out."""
 
     seq_num: int
     timestamp: int
@@ -105,7 +109,9 @@ def record_view(record: Record) -> RecordView:
         seq_num=record.seq_num,
         timestamp=record.timestamp,
         headers=[
-            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace")) for k, v in record.headers
+            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
+            for k, v in record.headers
+            if k != H_RESUME
         ],
         body=base64.b64encode(record.body).decode("ascii"),
     )
@@ -140,4 +146,5 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
         events_url=f"{api}/events",
         captions_url=f"{api}/captions.vtt",
         words_url=f"{api}/words",
+        retryable=status.retryable,
     )

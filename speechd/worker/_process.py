@@ -64,10 +64,10 @@ def _chunk_policy() -> ChunkPolicyLike:
     return ChunkPolicy()
 
 
-def _encoder(fmt: str, sample_rate: int) -> EncoderLike:
+def _encoder(fmt: str, sample_rate: int, *, resume: bytes | None = None) -> EncoderLike:
     from speechd.audio import new_encoder
 
-    return new_encoder(fmt, sample_rate)
+    return new_encoder(fmt, sample_rate, resume=resume)
 
 
 def _missing_languages(voices: Sequence[str]) -> Mapping[str, str]:

@@ -4,9 +4,11 @@ trivial encoder. Tests only, never in speechd/; the worker around it is always t
 The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
 of a given number of chunks), sleeps as long as the real model would compute
 (`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
-the same samples, with its words timed in proportion to their letters (`fake_words`). Texts can
-ask for trouble: a chunk containing POISON always raises (the worker retries it, then ends the
-cast in `error`), FLAKY raises the first time only (per engine), CRASH kills the process.
+the same samples, with its words timed in proportion to their letters (`fake_words`). With
+`log`, every synthesis call appends its chunk's text to that file (to count calls across
+worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
+worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
+engine), CRASH kills the process.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class CostEngine:
     sample_rate = SAMPLE_RATE
     device = "cpu"
     voices = FakeVoices()
+    fingerprint = "cost-model"
 
     def __init__(
         self,
@@ -109,11 +112,13 @@ class CostEngine:
         rtf: float = 0.02,
         audio_per_char: float = 0.02,
         silent: str = "",
+        log: str = "",
     ) -> None:
         self.overhead_s = overhead_s
         self.rtf = rtf
         self.audio_per_char = audio_per_char
         self.silent = silent
+        self.log = log  # a file each synthesis call appends its chunk's text to (across lives)
         self.calls: list[tuple[str, int | None]] = []
         self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
         self._flaky_seen: set[str] = set()
@@ -139,6 +144,9 @@ class CostEngine:
         self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
     ) -> FakeSynthesis:
         self.calls.append((chunk.text, seed))
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as calls:
+                calls.write(chunk.text + "\n")
         if "CRASH" in chunk.text:
             os.kill(os.getpid(), signal.SIGKILL)
         if "POISON" in chunk.text:
@@ -158,19 +166,26 @@ def noise(seed: int | None, samples: int) -> np.ndarray:
 
 
 class FakeEncoder:
-    """A header on the first output, 16-bit samples, a trailer on the final one."""
+    """A header on the first output, 16-bit samples, a trailer on the final one. Its
+    checkpoint says whether the header went out; continuing from one writes none again."""
 
-    def __init__(self, fmt: str, sample_rate: int) -> None:
+    def __init__(self, fmt: str, sample_rate: int, *, resume: bytes | None = None) -> None:
         if fmt not in ("pcm", "wav", "mp3"):
             raise ValueError(f"unknown format {fmt!r}")
+        if resume is not None and resume not in (b"fake:0", b"fake:1"):
+            raise ValueError(f"not a checkpoint of this encoder: {resume!r}")
         self.format = fmt
-        self._started = False
+        self.fingerprint = f"fake/{fmt}"
+        self._started = resume == b"fake:1"
 
     def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
         head = b"" if self._started else b"HEAD"
         self._started = True
         body = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
         return head + body + (b"TAIL" if final else b"")
+
+    def checkpoint(self) -> bytes:
+        return b"fake:1" if self._started else b"fake:0"
 
 
 def load_engine(config: object, **settings: float | str) -> CostEngine:
