@@ -2,9 +2,10 @@
 
 A job's cast is *waiting* while its stream holds only `meta` (no worker has started it),
 *active* once started, and *done* once its stream ends in `eos`, or in `error` written after
-the job (a failed cast submitted again waits to be made again), or is gone. Workers admit
-waiting casts in `jobs` order, so a cast's place in line is the number of distinct waiting
-casts whose jobs come before its own.
+the job (a failed cast submitted again waits to be made again: its stream ends in `retry`, or
+in the `error` before its new job), or is gone. Workers admit waiting casts in `jobs` order,
+so a cast's place in line is the number of distinct waiting casts whose jobs come before its
+own.
 
 `tail(jobs) - cursor` is no measure of that: the cursor only moves over a contiguous run of
 finished jobs, so one long cast at the head of the line keeps every short cast finished behind
@@ -261,6 +262,8 @@ class QueueLine:
                 self._audio_chars[1] += entry.chars
         elif event == Event.ERROR:
             entry.state = _DONE if record.timestamp >= entry.job_ms else _WAITING
+        elif event == Event.RETRY:  # a failed cast asked for again: it waits for an attempt
+            entry.state = _WAITING
         elif event == Event.AUDIO:
             entry.state = _ACTIVE
             chunk = audio_chunk(record)

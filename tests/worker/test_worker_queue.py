@@ -81,6 +81,25 @@ async def test_depth_counts_waiting_and_active_casts_and_unread_jobs(store: Stor
     assert place == QueuePlace(ahead=1, starts_in_s=None)  # no ready worker: no estimate
 
 
+async def test_a_failed_cast_asked_for_again_waits_in_line(store: Store) -> None:
+    # The same request for a failed cast claims a remake (a `retry` after the error, then a
+    # job): until a worker opens the new attempt, it waits in line like a new cast.
+    ahead = await submit_text(store, "a cast that waits ahead")
+    failed = await submit_text(store, "a cast that failed")
+    await start(store, failed)
+    await store.append(
+        cast_stream(failed), [error_record(1, Failure(message="it broke", attempts=3))]
+    )
+    line = QueueLine(store, ttl_s=0)
+    assert await line.unfinished(limit=10) == [ahead]
+    assert await submit_text(store, "a cast that failed") == failed  # the retry
+    assert await line.depth() == 2
+    assert await line.unfinished(limit=10) == [ahead, failed]
+    assert await line.place(failed) == QueuePlace(ahead=1, starts_in_s=None)
+    await start(store, failed)  # the new attempt
+    assert await line.place(failed) is None
+
+
 def encode_job(cid: str) -> bytes:
     from speechd.casts import Job
 
