@@ -102,6 +102,38 @@ async def test_a_long_chunk_split_into_records_reads_along_as_one_caption(
     assert player.errors == []
 
 
+async def test_a_cast_made_across_attempts_reads_along_over_its_kept_records(
+    store: Store,
+    engine: StepEngine,
+    server: LiveServer,
+    http: httpx.AsyncClient,
+    browser: Browser,
+) -> None:
+    # The third chunk fails once: attempt 2 keeps the first two chunks' records (resume by
+    # reference) and makes the rest. The player plays the kept records from the head, and
+    # reads along over them as over the new attempt's own.
+    text = "One two. Three four five six. FLAKY eight nine ten eleven twelve thirteen fourteen."
+    cast_id = await submit(http, text, response_format="wav")
+    status = await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    assert status.attempt == 2
+    timed = (await http.get(f"/v1/casts/{cast_id}/words")).json()["words"]
+    assert [w["word"] for w in timed] == text.split()
+    player = await open_player(browser, server.url, cast_id)
+    done = await player.wait_for(
+        "every record", lambda s: s["chunks"] == len(chunk_texts(text)) and s["complete"]
+    )
+    assert (done["attempt"], done["restarts"], done["words"]) == (2, 0, len(timed))
+    # A word of a kept record (the second chunk's) seeks to its time in the cast.
+    target = 2 + 1
+    assert timed[target]["word"] == "four"
+    await player.page.locator("#captions li:nth-child(2) .word").nth(1).click()
+    jumped = await player.wait_for(
+        "the seek", lambda s: timed[target]["start"] <= s["clock"] < timed[target]["end"] + 0.3
+    )
+    assert jumped["caption"] == 1 and jumped["wordIndex"] in (target, target + 1)
+    assert player.errors == []
+
+
 # A <video> with the cast's subtitles as a <track>: Chromium's own WebVTT parser loads it.
 TRACK_JS = """async (src) => {
   const video = document.createElement("video");
