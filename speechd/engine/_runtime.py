@@ -1,0 +1,122 @@
+"""What a runtime is, and the host-side steps the torch and ONNX Runtime runtimes share.
+
+A runtime turns a chunk's phoneme tokens, a style vector, a speed and a seed into the model's
+raw audio and its predicted durations (`Runtime.infer`). Everything around that (voices and
+blends, G2P, planning, trimming, word timing) is the engine's, the same for every runtime.
+
+Both of speechd's runtimes run Kokoro in two halves (`_split`): a front that predicts each
+token's duration, and a back that decodes the aligned frames to audio. Between the two the
+host (`infer_in_two_stages`):
+
+- shortens the start marker's duration to `LEAD_FRAMES`: Kokoro gives the marker it puts
+  before every utterance ~14 frames (0.35 s) of silence, which the engine's trim then cuts
+  to 50 ms; decoding it costs as much as decoding speech, once per chunk;
+- builds the alignment (the token index of every frame);
+- draws the decoder's random inputs (harmonic phases and noise) from the seed, so the same
+  chunk, voice, speed and seed give the same audio, on either runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "HARMONICS",
+    "LEAD_FRAMES",
+    "SAMPLES_PER_FRAME",
+    "Inference",
+    "Runtime",
+    "TwoStages",
+    "excitation",
+    "infer_in_two_stages",
+]
+
+#: Kokoro makes 600 samples (25 ms at 24 kHz) of audio per predicted duration frame.
+SAMPLES_PER_FRAME: Final = 600
+#: The harmonic source's partials (Kokoro's SineGen: harmonic_num 8, plus the fundamental).
+HARMONICS: Final = 9
+#: Frames of the start marker that are decoded (100 ms): the engine keeps 50 ms of lead-in
+#: before the voice, and the decoder gets a little silence to start from.
+LEAD_FRAMES: Final = 4
+
+
+class Inference(NamedTuple):
+    """A runtime's output for one chunk."""
+
+    audio: npt.NDArray[np.float32]
+    """Mono float32 at 24 kHz: everything the model made, edges included."""
+    durations: npt.NDArray[np.int64] | None
+    """Frames (600 samples) per token, the start and end markers included, summing to
+    len(audio) / 600; None when the runtime cannot tell (a foreign ONNX export without that
+    output)."""
+
+
+class Runtime(Protocol):
+    """One way of running Kokoro-82M. Synchronous, one call at a time."""
+
+    name: str
+    """The runtime's name: "torch" or "onnx"."""
+    device: str
+    """Where it runs: "cpu", "cuda" or "cuda:N"."""
+    detail: str
+    """What a log line should say about it (providers, threads)."""
+
+    def infer(
+        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
+    ) -> Inference:
+        """Audio for phoneme `tokens` (vocabulary ids, without the markers) read with `style`
+        (1, 256) at `speed`. Library failures are raised as CastFailed."""
+        ...
+
+
+class TwoStages(Protocol):
+    """The two halves of `_split`, on some runtime; arrays in and out are numpy."""
+
+    def front(
+        self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        """(durations, the state `back` needs)."""
+        ...
+
+    def back(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]: ...
+
+
+def excitation(
+    seed: int | None, samples: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """The decoder's random inputs for `samples` of audio: initial phases (1, 9), uniform in
+    [0, 1) but 0 for the fundamental (as Kokoro's SineGen draws them), and standard normal
+    noise (1, samples, 1). `seed` None draws fresh ones."""
+    rng = np.random.default_rng(None if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF)
+    phase = np.zeros((1, HARMONICS), dtype=np.float32)
+    phase[0, 1:] = rng.random(HARMONICS - 1, dtype=np.float32)
+    noise = rng.standard_normal((1, samples, 1), dtype=np.float32)
+    return phase, noise
+
+
+def infer_in_two_stages(
+    stages: TwoStages,
+    tokens: Sequence[int],
+    style: npt.NDArray[np.float32],
+    speed: float,
+    seed: int | None,
+) -> Inference:
+    input_ids = np.array([[0, *tokens, 0]], dtype=np.int64)
+    durations, state = stages.front(input_ids, style, speed)
+    durations = np.array(durations, dtype=np.int64).reshape(-1)
+    durations[0] = min(int(durations[0]), LEAD_FRAMES)
+    frames = np.repeat(np.arange(durations.size, dtype=np.int64), durations)
+    phase, noise = excitation(seed, frames.size * SAMPLES_PER_FRAME)
+    audio = stages.back(state, frames, style, phase, noise)
+    return Inference(np.ascontiguousarray(audio, dtype=np.float32).reshape(-1), durations)
