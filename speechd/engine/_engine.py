@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -204,22 +205,22 @@ def _without_torch() -> Iterator[None]:
         yield
         return
     sys.modules["torch"] = None  # type: ignore[assignment]  # import torch: ImportError
-    factories = None
+    factories: Any = None
     try:
-        try:
+        with contextlib.suppress(ImportError):  # no spaCy: nothing to skip
             import spacy.util
-        except ImportError:  # no spaCy: nothing to skip (a G2P without it reports itself)
-            spacy = None
-        if spacy is not None:
+
             factories = spacy.util.registry._entry_point_factories
-            saved, factories.entry_points = factories.entry_points, False
+        saved = factories is not None and factories.entry_points
+        if factories is not None:
+            factories.entry_points = False
         try:
             yield
         finally:
             if factories is not None:
                 factories.entry_points = saved
     finally:
-        if sys.modules.get("torch", 0) is None:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
             del sys.modules["torch"]
 
 
