@@ -261,20 +261,28 @@ def load_onnx_runtime(
     wants_gpu = device != "cpu" and CUDA in available
     index = int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0
     options = _session_options(ort, threads)
-    errors = _errors()
-    try:
+
+    def open_on(gpu: bool) -> tuple[_Split | _Whole, list[str]]:
         if export.is_dir():
-            graphs, providers = _open_split(
-                ort, export, options, available, wants_gpu, index, trt_cache
-            )
-        else:
-            chain = _gpu_chain(available, index, None) if wants_gpu else [CPU]
-            session = ort.InferenceSession(str(export), options, providers=chain)
-            run = None if wants_gpu else _cpu_run_options(ort)
-            graphs, providers = _Whole(session, export, run), list(session.get_providers())
+            return _open_split(ort, export, options, available, gpu, index, trt_cache)
+        chain = _gpu_chain(available, index, None) if gpu else [CPU]
+        session = ort.InferenceSession(str(export), options, providers=chain)
+        run = None if gpu else _cpu_run_options(ort)
+        return _Whole(session, export, run), list(session.get_providers())
+
+    try:
+        try:
+            graphs, providers = open_on(wants_gpu)
+        except _errors():
+            if not (wants_gpu and device == "auto"):
+                raise
+            graphs, providers = open_on(False)  # onnxruntime-gpu on a machine without a GPU
+        on_gpu = CUDA in providers or TENSORRT in providers
+        if wants_gpu and not on_gpu and device == "auto":
+            graphs, providers = open_on(False)  # the CPU settings, not the GPU ones
     except ModelUnavailable:
         raise
-    except (*errors, OSError) as exc:
+    except (*_errors(), OSError) as exc:
         raise ModelUnavailable(f"Cannot load the ONNX model {str(export)!r}: {exc}") from exc
     on_gpu = CUDA in providers or TENSORRT in providers
     if device.startswith("cuda") and not on_gpu:

@@ -306,8 +306,23 @@ def test_auto_device_stays_on_the_cpu_when_the_cuda_provider_does_not_start(
     )
     monkeypatch.setattr(onnxruntime, "InferenceSession", CpuOnly)
     export = export_tiny(tiny_model_dir)
+    CpuOnly.made = []
     assert _onnx.load_onnx_runtime(export, "auto", None, trt_cache=tmp_path).device == "cpu"
+    assert [chain for _, chain in CpuOnly.made[-2:]] == [["CPUExecutionProvider"]] * 2
     with pytest.raises(ModelUnavailable, match="could not start its CUDA provider"):
+        _onnx.load_onnx_runtime(export, "cuda", None, trt_cache=tmp_path)
+
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    class Refusing(_Session):
+        def __init__(self, path: str, options: object, providers: list[Any]) -> None:
+            if providers != ["CPUExecutionProvider"]:
+                raise Fail("CUDA failure 100: no CUDA-capable device is detected")
+            super().__init__(path, options, providers)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Refusing)
+    assert _onnx.load_onnx_runtime(export, "auto", None, trt_cache=tmp_path).device == "cpu"
+    with pytest.raises(ModelUnavailable, match="no CUDA-capable device"):
         _onnx.load_onnx_runtime(export, "cuda", None, trt_cache=tmp_path)
 
 
