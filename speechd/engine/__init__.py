@@ -24,7 +24,8 @@ from ._config import (
     SAMPLE_RATE,
     EngineConfig,
 )
-from ._engine import Engine, Synthesis, load_engine
+from ._engine import Engine, Synthesis
+from ._loading import load_engine
 from ._normalize import normalize_text
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._runtime import SAMPLES_PER_FRAME
