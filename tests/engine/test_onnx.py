@@ -29,14 +29,19 @@ def copy_of_tiny(tiny_model_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def export_in_process(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The engine's export step, run in this process (the child imports torch again, ~10 s);
-    returns where it was asked to export to."""
+def export_in_process(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The engine's export step, standing in for the child process: the session's one export
+    of the tiny weights (`export_tiny`: the same weights and config, so the same files) is
+    copied where the engine asked for it, so no test exports again (an export of the tiny
+    model takes ~20-30 s on 2 cores; the child itself: the slow test at the end). Returns
+    where it was asked to export to."""
     made: list[Path] = []
+    exported = export_tiny(tiny_model_dir)
 
     def in_process(folder: Any, out: Path) -> None:
+        assert _export.export_key(folder) == exported.name  # the same weights and config
         made.append(out)
-        _export.export(folder.config, folder.weights, out)
+        shutil.copytree(exported, out, dirs_exist_ok=True)
 
     monkeypatch.setattr(_export, "_export_in_child", in_process)
     return made
