@@ -32,6 +32,12 @@ PARAGRAPH = (
 #: A device like this CPU, measured (compute seconds per audio second).
 CPU_POLICY = ChunkPolicy().with_rtf(0.6)
 TOLERANCE_S = 0.120
+#: At least 1/n of the paragraph's 40 words must be matched for its median to count. The
+#: recogniser hears fast speech much worse, and how much depends on the decoder's noise: at
+#: speed 1 it matched 34-35 words; at 1.5, over five seeds per chunk, 13-22 (speechd's engine,
+#: noise drawn on the host) or 14-22 (KModel's own forward pass, torch's noise). The half asked
+#: for before passed at 1.5 only because the old torch path's seeds happened to give 21.
+HEARD = {1.0: 2, 1.5: 4}
 
 
 @pytest.fixture(scope="module", params=RUNTIMES)
@@ -106,5 +112,5 @@ def test_word_starts_agree_with_pocketsphinx(engine: Engine, speed: float) -> No
         f"deviation from pocketsphinx: median {median * 1000:.0f} ms, 90th percentile "
         f"{np.percentile(devs, 90) * 1000:.0f} ms, max {max(devs) * 1000:.0f} ms"
     )
-    assert len(devs) >= len(ours) // 2  # the recogniser heard most of it
+    assert len(devs) >= len(ours) // HEARD[speed]  # enough words for the median to mean much
     assert median <= TOLERANCE_S
