@@ -17,7 +17,8 @@ so no header can grow the per-client tables.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._bounds import MAX_CLIENT_KEY_CHARS
 
@@ -57,6 +58,17 @@ class ClientAddress:
             raise ValueError("trusted_proxies must be at least 1")
         self.header = header.strip().lower() if header else None
         self.trusted_proxies = trusted_proxies
+        self._raw_header = self.header.encode("latin-1") if self.header else None
+
+    def of_scope(self, scope: Mapping[str, Any]) -> str:
+        """The client's key for an ASGI request `scope` (its headers and `client`)."""
+        peer = scope.get("client")
+        host = peer[0] if peer else None
+        if self._raw_header is None:
+            return self.key((), host)
+        # ASGI header names are lower-case bytes; values are latin-1.
+        values = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == self._raw_header]
+        return self.key(values, host)
 
     def key(self, header_values: Iterable[str], peer: str | None) -> str:
         """The client's key. `header_values`: every line of the configured header, in the
