@@ -8,35 +8,26 @@ from typing import Annotated, Any
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from litestar.types import ASGIApp
 
 from speechd.config import Settings
+from speechd.limits import MAX_SEQ_NUM
 from speechd.metrics import ApiMetrics
 from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
 
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
-from ._streaming import StreamApp
+from ._streaming import AppResponse, StreamApp
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
 
-
-class _AppResponse(Response[bytes]):
-    """A handler's reply that is already an ASGI app (a stream that may end abruptly)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        super().__init__(b"")
-        self._app = app
-
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
-        return self._app
+SeqNum = Annotated[int, QueryParameter(ge=0, le=MAX_SEQ_NUM)]
 
 
 def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     if isinstance(result, AudioReply):
         return Response(b"", status_code=result.status, headers=result.headers)
-    return _AppResponse(result)
+    return AppResponse(result)
 
 
 @post(
@@ -79,12 +70,12 @@ async def get_records(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int, QueryParameter(ge=0)] = 0,
+    seq_num: SeqNum = 0,
     wait: Annotated[float, QueryParameter(ge=0)] = 0.0,
     max_records: Annotated[int | None, QueryParameter(ge=1)] = None,
 ) -> Response[RecordsPage]:
     gateway.admit(request)
-    page = await gateway.records(cast_id, seq_num, wait, max_records)
+    page = await gateway.records(cast_id, seq_num, wait, max_records, request=request)
     return Response(page, headers={"cache-control": "no-store"})
 
 
@@ -93,14 +84,14 @@ async def get_events(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int | None, QueryParameter(ge=0)] = None,
+    seq_num: Annotated[int | None, QueryParameter(ge=0, le=MAX_SEQ_NUM)] = None,
     last_event_id: Annotated[str | None, HeaderParameter(name="last-event-id")] = None,
 ) -> Response[Any]:
     gateway.admit(request)
-    stream = await gateway.events(cast_id, seq_num, last_event_id)
+    stream = await gateway.events(cast_id, seq_num, last_event_id, request=request)
     if stream is None:  # a finished cast, read to its end: 204 tells EventSource to stop
         return Response(b"", status_code=204)
-    return _AppResponse(stream)
+    return AppResponse(stream)
 
 
 @get("/v1/casts/{cast_id:str}/audio")
@@ -114,7 +105,11 @@ async def get_audio(
 ) -> Response[Any]:
     gateway.admit(request)
     result = await gateway.audio(
-        cast_id, range_header=range_header, if_none_match=if_none_match, if_range=if_range
+        cast_id,
+        range_header=range_header,
+        if_none_match=if_none_match,
+        if_range=if_range,
+        request=request,
     )
     return _reply(result)
 

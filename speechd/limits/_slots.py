@@ -6,9 +6,10 @@ work starts: `TooManyStreams` (429) for the client's own cap, `ServerBusy` (503)
 api's, both with `Retry-After`. Everything here runs on the event loop, so no lock is needed;
 the table holds only clients with a slot open, so it is never larger than `total`.
 
-A route takes its slot with `hold(scope, slots.acquire(key))`; `release_slots`, the ASGI
-wrapper `create_app` puts around the app, gives back every slot a request held when its ASGI
-call ends, however it ends (the body finished, the client went away, an error, a shutdown).
+A route takes its slot with `slots.take(scope)` (the client's key from `slots.clients`) or
+`hold(scope, slots.acquire(key))`; `release_slots`, the ASGI wrapper `create_app` puts around
+the app, gives back every slot a request held when its ASGI call ends, however it ends (the
+body finished, the client went away, an error, a shutdown).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from speechd.errors import ServerBusy, TooManyStreams
 
 from ._bounds import STREAM_RETRY_AFTER_S
+from ._clients import ClientAddress
 
 __all__ = ["Slot", "StreamSlots", "hold", "release_slots"]
 
@@ -47,10 +49,16 @@ class StreamSlots:
     """The long-lived reads one api holds: at most `per_client` per client, `total` in all."""
 
     def __init__(
-        self, total: int, per_client: int, *, retry_after: int = STREAM_RETRY_AFTER_S
+        self,
+        total: int,
+        per_client: int,
+        *,
+        clients: ClientAddress | None = None,
+        retry_after: int = STREAM_RETRY_AFTER_S,
     ) -> None:
         if total < 1 or per_client < 1:
             raise ValueError("stream caps must be at least 1")
+        self.clients = clients or ClientAddress()
         self.total = total
         self.per_client = per_client
         self.retry_after = retry_after
@@ -84,6 +92,10 @@ class StreamSlots:
         self._held[client] = self._held.get(client, 0) + 1
         self._in_use += 1
         return Slot(self, client)
+
+    def take(self, scope: Scope) -> Slot:
+        """A slot for the client of the request `scope`, held until that request ends."""
+        return hold(scope, self.acquire(self.clients.of_scope(scope)))
 
     def _give_back(self, client: str) -> None:
         left = self._held.get(client, 0) - 1

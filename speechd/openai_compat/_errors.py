@@ -6,12 +6,17 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     NotFoundException      404  no such route
     MethodNotAllowed       405
     HTTPException          its status (a body that is not JSON, 413 for one over the limit)
+    DurableError           503  store_unavailable: the store failed; one log line, no trace
     SpeechdError           the class's status, type and code; `param` from the instance
     Exception              500  a generic message; the trace is logged, never sent
 
-`code` and `param` are strings or null, as the OpenAI SDK reads them. A `RateLimited` error
-carries `Retry-After`. After a streaming response has started these handlers cannot run: the
-routes report such failures in-band (see `_speech.py`).
+`code` and `param` are strings or null, as the OpenAI SDK reads them. An error with a
+`retry_after` (429s, the 503s of a busy api or store) carries `Retry-After`. After a streaming
+response has started these handlers cannot run: the routes report such failures in-band or
+end the body incomplete (see `_speech.py`), with one log line from `log_store_trouble`.
+
+`JSONRequest` is the app's request class: a body nested deeper than the decoder recurses is
+"not JSON" (400), like any other undecodable body, rather than a `RecursionError` (500).
 """
 
 from __future__ import annotations
@@ -30,9 +35,16 @@ from litestar.exceptions import (
 )
 from litestar.types import ExceptionHandlersMap
 
-from speechd.errors import AuthenticationFailed, PayloadTooLarge, RateLimited, SpeechdError
+from speechd.durable import DurableError
+from speechd.errors import AuthenticationFailed, PayloadTooLarge, SpeechdError, StoreUnavailable
 
-__all__ = ["error_body", "error_body_for", "exception_handlers"]
+__all__ = [
+    "JSONRequest",
+    "error_body",
+    "error_body_for",
+    "exception_handlers",
+    "log_store_trouble",
+]
 
 log = logging.getLogger("speechd.api")
 
@@ -56,11 +68,44 @@ def _respond(
     return Response(body, status_code=status, headers=headers)
 
 
+class JSONRequest(Request[Any, Any, Any]):
+    """Litestar's request, with a body nested past the decoder's depth read as malformed."""
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except RecursionError as exc:
+            raise SerializationException("JSON is malformed: nested too deeply") from exc
+
+
+_ID_PREFIXES = ("casts/", "catalog/", "leases/", "input/")
+_ID_CHARS = 22
+
+
+def _mask_ids(text: str) -> str:
+    """`text` with whatever follows a cast stream prefix masked: store errors name streams,
+    and a cast id is a capability that logs must not hold. One scan per prefix."""
+    for prefix in _ID_PREFIXES:
+        at = text.find(prefix)
+        while at != -1:
+            start = at + len(prefix)
+            text = text[:start] + "…" + text[start + _ID_CHARS :]
+            at = text.find(prefix, start + 1)
+    return text
+
+
+def log_store_trouble(doing: str, exc: BaseException) -> None:
+    """The one log line a store failure gets (no traceback, no cast id)."""
+    log.warning(
+        "store unavailable while %s: %s: %s", doing, type(exc).__name__, _mask_ids(str(exc))
+    )
+
+
 def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any]:
     headers: dict[str, str] = {}
-    if isinstance(exc, RateLimited):
+    if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    elif isinstance(exc, AuthenticationFailed):
+    if isinstance(exc, AuthenticationFailed):
         headers["WWW-Authenticate"] = "Bearer"
     if exc.status == 500:  # 503s (no worker yet) are expected while a worker starts
         log.warning("%s: %s", type(exc).__name__, exc.message)
@@ -78,6 +123,9 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     missing = _MISSING_FIELD.search(message)
     if missing is not None:  # the path names the object; the field is the parameter
         key = f"{key}.{missing.group(1)}" if key else missing.group(1)
+    longest = message.removeprefix("Expected `str` of length <= ")
+    if longest != message and longest.isdigit():  # msgspec's words for a bound on a field
+        message = f"it is longer than {longest} characters"
     if key is None:
         if message == "'data'":  # Litestar's words for an empty body
             message = "The request body is empty; send a JSON object."
@@ -87,11 +135,14 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     )
 
 
+def _shown(text: str, limit: int = 200) -> str:
+    """`text` as an error message may echo it: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _not_found(request: Request[Any, Any, Any], _: NotFoundException) -> Response[Any]:
-    return _respond(
-        404,
-        error_body(f"Invalid URL ({request.method} {request.url.path}).", "invalid_request_error"),
-    )
+    what = f"{_shown(request.method, 20)} {_shown(request.url.path)}"
+    return _respond(404, error_body(f"Invalid URL ({what}).", "invalid_request_error"))
 
 
 def _method_not_allowed(
@@ -100,7 +151,7 @@ def _method_not_allowed(
     return _respond(
         405,
         error_body(
-            f"Method {request.method} is not allowed for {request.url.path}.",
+            f"Method {_shown(request.method, 20)} is not allowed for {_shown(request.url.path)}.",
             "invalid_request_error",
         ),
         {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"},
@@ -122,6 +173,12 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     return _respond(status, error_body(exc.detail, "invalid_request_error"))
 
 
+def _store_error(request: Request[Any, Any, Any], exc: DurableError) -> Response[Any]:
+    route = request.scope.get("path_template") or "a request"
+    log_store_trouble(f"serving {request.method} {route}", exc)
+    return _speechd_error(request, StoreUnavailable())
+
+
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
     return _respond(500, error_body(_GENERIC_500, "server_error"))
@@ -132,6 +189,7 @@ exception_handlers: ExceptionHandlersMap = {
     NotFoundException: _not_found,
     MethodNotAllowedException: _method_not_allowed,
     HTTPException: _http_error,
+    DurableError: _store_error,
     SpeechdError: _speechd_error,
     Exception: _internal_error,
 }

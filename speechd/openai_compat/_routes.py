@@ -6,7 +6,8 @@
     GET  /v1/audio/voices      {"voices": [{"id", "name"}]}
 
 Dependencies (provided by `create_app`): `service` (CastService), `metrics` (ApiMetrics),
-`settings` (Settings).
+`settings` (Settings), `slots` (StreamSlots: a speech request holds one of the client's
+long-lived-read slots from before it is submitted until its response ends).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from speechd.config import Settings
+from speechd.limits import StreamSlots
 from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
@@ -70,10 +72,12 @@ async def create_speech(
     service: NamedDependency[CastService],
     metrics: NamedDependency[ApiMetrics],
     settings: NamedDependency[Settings],
+    slots: NamedDependency[StreamSlots],
 ) -> Response[Any]:
     """Text to speech, OpenAI's way; the response streams the cast's audio as it is made."""
     started = time.monotonic()
     resolve_model(data.model)
+    slots.take(request.scope)  # past the caps: 429/503 before anything is submitted
     cast = await service.submit(
         CastRequest(
             text=data.input,

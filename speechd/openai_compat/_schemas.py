@@ -3,7 +3,8 @@
 `SpeechRequest` follows OpenAI's `POST /v1/audio/speech`: the SDK omits every field its caller
 did not set, so all but `input` have defaults (and `null` reads as "not set"). Unknown fields
 are ignored, as other OpenAI-compatible servers' extensions are. `stream` is speechd's
-extension: `false` answers the whole file at once, with `Content-Length`.
+extension: `false` answers the whole file at once, with `Content-Length`. Every field is
+bounded on decode (`speechd.limits`), before the route runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.limits import MAX_INPUT_CHARS, MAX_NAME_CHARS, MAX_VOICE_CHARS
 
 __all__ = [
     "MAX_INPUT_CHARS",
@@ -27,22 +29,21 @@ __all__ = [
     "VoiceRef",
 ]
 
-MAX_INPUT_CHARS = 4096
-
-Name = Annotated[str, Meta(min_length=1, max_length=256)]
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
+Voice = Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)]
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
 class VoiceRef(msgspec.Struct, frozen=True):
     """OpenAI's object form of a voice: `{"id": "..."}`."""
 
-    id: Name
+    id: Voice
 
 
 class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     input: Annotated[str, Meta(min_length=1, max_length=MAX_INPUT_CHARS)]
     model: Name | None = None
-    voice: Name | VoiceRef | None = None
+    voice: Voice | VoiceRef | None = None
     instructions: Annotated[str, Meta(max_length=MAX_INPUT_CHARS)] | None = None
     """Accepted for compatibility and ignored: Kokoro takes no style prompt."""
     response_format: ResponseFormat | None = None

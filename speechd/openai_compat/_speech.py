@@ -4,14 +4,16 @@ All three read the same cast with `CastService.audio`, the same bytes any identi
 reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
-* `stream: false`: waits for `eos`, then the whole file with `Content-Length`.
+* `stream: false`: waits for `eos`, then the whole file with `Content-Length` (a wav with
+  its true sizes in the header: `speechd.audio.finished_bytes`).
 * `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage.
 
 The first chunk is awaited before the response starts, so a cast that fails before any audio
 is an ordinary error response with its status. A failure after that cannot change the status:
 an SSE stream ends with an `error` event; a raw audio stream is aborted (the connection closes
 without the final chunk), so the client sees an incomplete transfer rather than a short file
-that looks whole.
+that looks whole. Either way the failure is one log line, never a traceback: a failed cast,
+or the store failing under the read (`store_unavailable`, in-band for SSE).
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ import msgspec
 from litestar import Response
 from litestar.response import Stream
 
-from speechd.audio import content_type
-from speechd.errors import SpeechdError
+from speechd.audio import content_type, finished_bytes
+from speechd.durable import DurableError
+from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
 
-from ._errors import error_body, error_body_for
+from ._errors import error_body, error_body_for, log_store_trouble
+from ._streaming import AbortBody, AppResponse, StreamApp
 
 __all__ = ["OUTPUT_TOKENS_PER_SECOND", "Mode", "speech_response"]
 
@@ -73,16 +77,19 @@ async def _first_audio_then_rest(chunks: Chunks, started: float, metrics: ApiMet
     return replay()
 
 
-async def _raw(cast_id: str, chunks: Chunks) -> AsyncIterator[bytes]:
+async def _raw(chunks: Chunks) -> AsyncGenerator[bytes, None]:
     async with aclosing(chunks):
         try:
             async for chunk in chunks:
                 yield chunk
         except SpeechdError as exc:
-            # Raising after the headers went out makes the server drop the connection without
-            # the terminating chunk: the client sees an incomplete body, not a short file.
-            log.warning("cast %s failed mid-stream, aborting the response: %s", cast_id, exc)
-            raise
+            # Ending without the terminating chunk: the client sees an incomplete body, not a
+            # short file that looks whole.
+            log.warning("a cast failed mid-stream, aborting the response: %s", exc)
+            raise AbortBody(str(exc)) from exc
+        except DurableError as exc:
+            log_store_trouble("streaming a speech response (aborted)", exc)
+            raise AbortBody(str(exc)) from exc
 
 
 def _event(payload: dict[str, Any]) -> bytes:
@@ -97,11 +104,15 @@ async def _sse(service: CastService, cast: SubmittedCast, chunks: Chunks) -> Asy
                 yield _event({"type": "speech.audio.delta", "audio": audio})
             status = await service.status(cast.id)
         except SpeechdError as exc:
-            log.warning("cast %s failed mid-stream: %s", cast.id, exc)
+            log.warning("a cast failed mid-stream: %s", exc)
             yield _event({"type": "error", **error_body_for(exc)})
             return
+        except DurableError as exc:
+            log_store_trouble("streaming speech events", exc)
+            yield _event({"type": "error", **error_body_for(StoreUnavailable())})
+            return
         except Exception:
-            log.exception("reading cast %s failed mid-stream", cast.id)
+            log.exception("reading a cast failed mid-stream")
             body = error_body("The server had an error while reading the cast.", "server_error")
             yield _event({"type": "error", **body})
             return
@@ -135,5 +146,9 @@ async def speech_response(
     if mode == "whole":
         async with aclosing(chunks):
             body = b"".join([chunk async for chunk in chunks])
+        body = finished_bytes(cast.recipe.format, body, offset=0, size=len(body))
         return Response(body, media_type=media_type, headers=headers)
-    return Stream(_raw(cast.id, chunks), media_type=media_type, headers=headers)
+    raw_headers = [(b"content-type", media_type.encode("latin-1"))] + [
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+    ]
+    return AppResponse(StreamApp(_raw(chunks), headers=raw_headers))

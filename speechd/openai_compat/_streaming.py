@@ -1,13 +1,15 @@
 """A streaming response as a plain ASGI app, for bodies that may have to end abruptly.
 
-Litestar's `Stream` can only finish a body cleanly. The public read path needs more ends: an
-SSE subscriber dropped for being too slow (its client has stopped reading, so the pending send
-may never return), every stream when the gateway closes (so shutdown never waits on a cast
-that is still generating), and a live audio file whose cast failed after bytes went out (an
-audio file has no in-band error, so the body must end *incomplete* rather than look finished).
-Here each send races those signals and the client's disconnect; `AbortBody` raised by the
-body, or a stop without a farewell, ends the response without its final chunk, and the server
-closes the connection.
+Litestar's `Stream` can only finish a body cleanly, or raise (and the server logs a
+traceback). Speech and the public read path need more ends: an audio stream whose cast failed
+after bytes went out (an audio file has no in-band error, so the body must end *incomplete*
+rather than look finished), an SSE subscriber dropped for being too slow (its client has
+stopped reading, so the pending send may never return), and every stream when the gateway
+closes (so shutdown never waits on a cast that is still generating). Here each send races
+those signals and the client's disconnect; `AbortBody` raised by the body, or a stop without
+a farewell, ends the response without its final chunk, and the server closes the connection
+(uvicorn notes that in one line: "ASGI callable returned without completing response").
+`AppResponse` hands such an app to Litestar as a handler's response.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
-from litestar.types import Receive, Scope, Send
+from litestar import Response
+from litestar.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["AbortBody", "StreamApp"]
+__all__ = ["AbortBody", "AppResponse", "StreamApp"]
 
 
 class AbortBody(Exception):
@@ -89,3 +93,14 @@ class StreamApp:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
+
+
+class AppResponse(Response[bytes]):
+    """A handler's reply that is already an ASGI app (a `StreamApp`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(b"")
+        self._app = app
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
+        return self._app

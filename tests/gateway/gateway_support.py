@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -51,6 +52,7 @@ __all__ = [
     "status_when",
     "submit",
     "until",
+    "whole_file",
 ]
 
 VOICES = tuple(CostEngine.voices.installed)
@@ -232,6 +234,17 @@ async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:
     starts = [i for i, r in enumerate(records) if event_of(r) == Event.START]
     latest = records[starts[-1] :] if starts else []
     return [audio_chunk(r).body for r in latest if event_of(r) == Event.AUDIO]
+
+
+def whole_file(bodies: list[bytes], fmt: str = "wav") -> bytes:
+    """The finished file of these records: their bytes, a wav with its true RIFF and data
+    sizes in place of the streaming header's 0xFFFFFFFF (written out here, not with the
+    server's own function)."""
+    data = bytearray(b"".join(bodies))
+    if fmt == "wav":
+        data[4:8] = struct.pack("<I", len(data) - 8)
+        data[40:44] = struct.pack("<I", len(data) - 44)
+    return bytes(data)
 
 
 # -- raw HTTP -----------------------------------------------------------------------------
