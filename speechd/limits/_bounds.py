@@ -19,7 +19,6 @@ __all__ = [
     "MAX_IF_HEADER_CHARS",
     "MAX_INPUT_CHARS",
     "MAX_NAME_CHARS",
-    "MAX_PATH_PARAM_CHARS",
     "MAX_RANGE_CHARS",
     "MAX_READ_RECORDS",
     "MAX_SEQ_NUM",
@@ -56,9 +55,6 @@ MAX_TITLE_CHARS: Final = 200
 """A cast's title."""
 
 # -- the public read path ------------------------------------------------------------------
-
-MAX_PATH_PARAM_CHARS: Final = 256
-"""A path parameter (a cast id is 22; a static file name is short)."""
 
 MAX_SEQ_NUM: Final = 2**53 - 1
 """`?seq_num=`: the largest record number a reader may name (JSON's exact integers)."""
