@@ -74,6 +74,7 @@ def _store_errors() -> Iterator[None]:
             param="seq_num",
         ) from exc
     except DurableError as exc:
+        log_store_trouble("reading a cast", exc)
         raise StoreUnavailable() from exc
 
 

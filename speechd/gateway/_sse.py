@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import NamedTuple
@@ -25,12 +24,11 @@ import msgspec
 
 from speechd.casts import H_EVENT, cast_stream
 from speechd.durable import DurableError, Record, Store
+from speechd.openai_compat import log_store_trouble
 
 from ._wire import record_view
 
 __all__ = ["Hubs", "Subscriber", "cast_frames", "is_terminal"]
-
-log = logging.getLogger("speechd.api")
 
 _TERMINAL = (b"eos", b"error")
 _CATCH_UP_RECORDS = 64
@@ -135,7 +133,7 @@ class _Hub:
                     if item.terminal:
                         return
         except DurableError as exc:
-            log.warning("store unavailable while following a cast for SSE: %s", exc)
+            log_store_trouble("following a cast for SSE", exc)
             for subscriber in self.subscribers:
                 subscriber.fail("unavailable", _UNAVAILABLE)
         finally:
@@ -240,5 +238,5 @@ async def cast_frames(
         finally:
             hubs.leave(cast_id, subscriber)
     except DurableError as exc:
-        log.warning("store unavailable while replaying a cast for SSE: %s", exc)
+        log_store_trouble("replaying a cast for SSE", exc)
         yield abort_frame("unavailable", _UNAVAILABLE)
