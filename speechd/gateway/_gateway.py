@@ -34,7 +34,7 @@ from speechd.limits import (
     ClientAddress,
     StreamSlots,
 )
-from speechd.openai_compat import log_store_trouble, resolve_model
+from speechd.openai_compat import error_body, log_store_trouble, resolve_model
 from speechd.service import CastRequest, CastService, SubmittedCast
 
 from ._audio import (
@@ -58,10 +58,12 @@ T = TypeVar("T")
 
 
 class AudioReply(msgspec.Struct, frozen=True):
-    """A fixed (non-streaming) reply of the audio route: 304, 416 or a whole/partial file."""
+    """A fixed (non-streaming) reply of the audio route: 304, or 416 (with an OpenAI-shaped
+    error body, as every 4xx has)."""
 
     status: int
     headers: dict[str, str]
+    body: bytes = b""
 
 
 @contextlib.contextmanager
@@ -382,7 +384,15 @@ class Gateway:
             range_header = None
         span = parse_range(range_header, size)
         if span is False:
-            return AudioReply(416, {**headers, "content-range": f"bytes */{size}"})
+            error = error_body(
+                f"The range is not within the file ({size} bytes).",
+                "invalid_request_error",
+                param="range",
+                code="range_not_satisfiable",
+            )
+            headers = {**headers, "content-range": f"bytes */{size}"}
+            headers["content-type"] = "application/json"
+            return AudioReply(416, headers, msgspec.json.encode(error))
         status = 200
         if span is None:
             span_ = (0, size)

@@ -26,7 +26,7 @@ SeqNum = Annotated[int, QueryParameter(ge=0, le=MAX_SEQ_NUM)]
 
 def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     if isinstance(result, AudioReply):
-        return Response(b"", status_code=result.status, headers=result.headers)
+        return Response(result.body, status_code=result.status, headers=result.headers)
     return AppResponse(result)
 
 
