@@ -138,6 +138,13 @@ def hostile_requests(*, accepting: bool = True) -> list[Hostile]:
             _JSON,
         ),
         Hostile(
+            "casts-json-800k-objects",  # 800,000 dicts, were it decoded to Python first
+            "POST",
+            "/v1/casts",
+            b'{"x": [' + b"{}," * 800_000 + b'{}], "input": 5}',
+            _JSON,
+        ),
+        Hostile(
             "casts-200k-text-bad-last-char",
             "POST",
             "/v1/casts",

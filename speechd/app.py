@@ -43,7 +43,7 @@ from speechd.durable import Retention, Store, open_store, sweep_forever
 from speechd.gateway import Gateway, GatewaySettings, gateway_router
 from speechd.limits import ClientAddress, StreamSlots, release_slots
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
-from speechd.openai_compat import ApiKeys, JSONRequest, exception_handlers, openai_router
+from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
 from speechd.service import CastService
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
@@ -182,7 +182,6 @@ def create_app(
         lifespan=[lifespan],
         before_send=[count_response],
         middleware=[release_slots],
-        request_class=JSONRequest,
         request_max_body_size=settings.max_body_bytes,
         state=State(
             {

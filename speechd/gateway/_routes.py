@@ -7,12 +7,18 @@ from typing import Annotated, Any
 
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 
 from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
 from speechd.metrics import ApiMetrics
-from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
+from speechd.openai_compat import (
+    BodyDecoder,
+    cast_headers,
+    cast_url,
+    public_base_url,
+    require_api_key,
+)
 
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
@@ -22,6 +28,7 @@ from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsP
 __all__ = ["gateway_router"]
 
 SeqNum = Annotated[int, QueryParameter(ge=0, le=MAX_SEQ_NUM)]
+_NEW_CAST = BodyDecoder(NewCast)
 
 
 def _reply(result: StreamApp | AudioReply) -> Response[Any]:
@@ -37,14 +44,13 @@ def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     request_max_body_size=MAX_CAST_BODY_BYTES,
 )
 async def create_cast(
-    data: JSONBody[NewCast],
     gateway: NamedDependency[Gateway],
     settings: NamedDependency[Settings],
     metrics: NamedDependency[ApiMetrics],
     request: Request[Any, Any, Any],
 ) -> Response[CastCreated]:
     """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(await _NEW_CAST.read(request))
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(

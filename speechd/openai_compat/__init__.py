@@ -3,15 +3,15 @@
 `openai_router` holds the `/v1` routes; `exception_handlers` is the app-wide error map (only
 this package turns `speechd.errors` into HTTP); `require_api_key` guards routes that make
 casts; `cast_headers` names a cast in any response, `public_base_url` is where links point.
-`JSONRequest` is the app's request class (an over-deep body is a 400, not a 500);
+`BodyDecoder` reads a route's JSON body straight into its shape (bounded, one pass);
 `log_store_trouble` is the one log line a store failure gets.
 """
 
 from __future__ import annotations
 
 from ._auth import ApiKeys, require_api_key
+from ._bodies import BodyDecoder
 from ._errors import (
-    JSONRequest,
     error_body,
     error_body_for,
     exception_handlers,
@@ -27,7 +27,7 @@ __all__ = [
     "MODEL_NAMES",
     "OUTPUT_TOKENS_PER_SECOND",
     "ApiKeys",
-    "JSONRequest",
+    "BodyDecoder",
     "SpeechRequest",
     "VoiceRef",
     "cast_headers",

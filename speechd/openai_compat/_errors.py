@@ -15,8 +15,8 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
 response has started these handlers cannot run: the routes report such failures in-band or
 end the body incomplete (see `_speech.py`), with one log line from `log_store_trouble`.
 
-`JSONRequest` is the app's request class: a body nested deeper than the decoder recurses is
-"not JSON" (400), like any other undecodable body, rather than a `RecursionError` (500).
+`invalid_field` is the one 400 for a body that does not fit its shape, whichever decoder
+found it (Litestar's, or `decode_body`'s).
 """
 
 from __future__ import annotations
@@ -36,13 +36,20 @@ from litestar.exceptions import (
 from litestar.types import ExceptionHandlersMap
 
 from speechd.durable import DurableError
-from speechd.errors import AuthenticationFailed, PayloadTooLarge, SpeechdError, StoreUnavailable
+from speechd.errors import (
+    AuthenticationFailed,
+    InvalidRequest,
+    PayloadTooLarge,
+    SpeechdError,
+    StoreUnavailable,
+)
 
 __all__ = [
-    "JSONRequest",
+    "EMPTY_BODY",
     "error_body",
     "error_body_for",
     "exception_handlers",
+    "invalid_field",
     "log_store_trouble",
 ]
 
@@ -50,6 +57,7 @@ log = logging.getLogger("speechd.api")
 
 _MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
 _GENERIC_500 = "The server had an error while processing your request."
+EMPTY_BODY = "The request body is empty; send a JSON object."
 
 
 def error_body(
@@ -66,16 +74,6 @@ def _respond(
     status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> Response[Any]:
     return Response(body, status_code=status, headers=headers)
-
-
-class JSONRequest(Request[Any, Any, Any]):
-    """Litestar's request, with a body nested past the decoder's depth read as malformed."""
-
-    async def json(self) -> Any:
-        try:
-            return await super().json()
-        except RecursionError as exc:
-            raise SerializationException("JSON is malformed: nested too deeply") from exc
 
 
 _ID_PREFIXES = ("casts/", "catalog/", "leases/", "input/")
@@ -112,6 +110,20 @@ def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any
     return _respond(exc.status, error_body_for(exc), headers)
 
 
+def invalid_field(key: str | None, message: str) -> InvalidRequest:
+    """The 400 for a body that did not decode into its shape: msgspec's `message` about the
+    field at `key` (a path like `voice.id`; None: the body itself)."""
+    missing = _MISSING_FIELD.search(message)
+    if missing is not None:  # the path names the object; the field is the parameter
+        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
+    longest = message.removeprefix("Expected `str` of length <= ")
+    if longest != message and longest.isdigit():  # msgspec's words for a bound on a field
+        message = f"it is longer than {longest} characters"
+    if key is None:
+        return InvalidRequest(message)
+    return InvalidRequest(f"Invalid '{key}': {message}.", param=key)
+
+
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     problems = exc.extra if isinstance(exc.extra, list) else []
     if not problems:
@@ -120,19 +132,9 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     key = first.get("key")
     key = None if key in (None, "", "data") else str(key)
     message = str(first.get("message", exc.detail))
-    missing = _MISSING_FIELD.search(message)
-    if missing is not None:  # the path names the object; the field is the parameter
-        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
-    longest = message.removeprefix("Expected `str` of length <= ")
-    if longest != message and longest.isdigit():  # msgspec's words for a bound on a field
-        message = f"it is longer than {longest} characters"
-    if key is None:
-        if message == "'data'":  # Litestar's words for an empty body
-            message = "The request body is empty; send a JSON object."
-        return _respond(400, error_body(message, "invalid_request_error"))
-    return _respond(
-        400, error_body(f"Invalid '{key}': {message}.", "invalid_request_error", param=key)
-    )
+    if key is None and message == "'data'":  # Litestar's words for an empty body
+        message = EMPTY_BODY
+    return _respond(400, error_body_for(invalid_field(key, message)))
 
 
 def _shown(text: str, limit: int = 200) -> str:
