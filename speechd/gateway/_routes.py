@@ -7,37 +7,35 @@ from typing import Annotated, Any
 
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from litestar.types import ASGIApp
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 
 from speechd.config import Settings
+from speechd.limits import MAX_SEQ_NUM
 from speechd.metrics import ApiMetrics
-from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
+from speechd.openai_compat import (
+    BodyDecoder,
+    cast_headers,
+    cast_url,
+    public_base_url,
+    require_api_key,
+)
 
 from ._captions import WordsPage, srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
-from ._streaming import StreamApp
+from ._streaming import AppResponse, StreamApp
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
 
-
-class _AppResponse(Response[bytes]):
-    """A handler's reply that is already an ASGI app (a stream that may end abruptly)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        super().__init__(b"")
-        self._app = app
-
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
-        return self._app
+SeqNum = Annotated[int, QueryParameter(ge=0, le=MAX_SEQ_NUM)]
+_NEW_CAST = BodyDecoder(NewCast)
 
 
 def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     if isinstance(result, AudioReply):
-        return Response(b"", status_code=result.status, headers=result.headers)
-    return _AppResponse(result)
+        return Response(result.body, status_code=result.status, headers=result.headers)
+    return AppResponse(result)
 
 
 @post(
@@ -47,14 +45,13 @@ def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     request_max_body_size=MAX_CAST_BODY_BYTES,
 )
 async def create_cast(
-    data: JSONBody[NewCast],
     gateway: NamedDependency[Gateway],
     settings: NamedDependency[Settings],
     metrics: NamedDependency[ApiMetrics],
     request: Request[Any, Any, Any],
 ) -> Response[CastCreated]:
     """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(await _NEW_CAST.read(request))
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(
@@ -80,12 +77,12 @@ async def get_records(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int, QueryParameter(ge=0)] = 0,
+    seq_num: SeqNum = 0,
     wait: Annotated[float, QueryParameter(ge=0)] = 0.0,
     max_records: Annotated[int | None, QueryParameter(ge=1)] = None,
 ) -> Response[RecordsPage]:
     gateway.admit(request)
-    page = await gateway.records(cast_id, seq_num, wait, max_records)
+    page = await gateway.records(cast_id, seq_num, wait, max_records, request=request)
     return Response(page, headers={"cache-control": "no-store"})
 
 
@@ -94,14 +91,14 @@ async def get_events(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int | None, QueryParameter(ge=0)] = None,
+    seq_num: Annotated[int | None, QueryParameter(ge=0, le=MAX_SEQ_NUM)] = None,
     last_event_id: Annotated[str | None, HeaderParameter(name="last-event-id")] = None,
 ) -> Response[Any]:
     gateway.admit(request)
-    stream = await gateway.events(cast_id, seq_num, last_event_id)
+    stream = await gateway.events(cast_id, seq_num, last_event_id, request=request)
     if stream is None:  # a finished cast, read to its end: 204 tells EventSource to stop
         return Response(b"", status_code=204)
-    return _AppResponse(stream)
+    return AppResponse(stream)
 
 
 @get("/v1/casts/{cast_id:str}/audio")
@@ -115,7 +112,11 @@ async def get_audio(
 ) -> Response[Any]:
     gateway.admit(request)
     result = await gateway.audio(
-        cast_id, range_header=range_header, if_none_match=if_none_match, if_range=if_range
+        cast_id,
+        range_header=range_header,
+        if_none_match=if_none_match,
+        if_range=if_range,
+        request=request,
     )
     return _reply(result)
 
