@@ -101,6 +101,34 @@ async def test_every_finished_file_reads_whole(
     ffmpeg_reads(whole, fmt, tmp_path)
 
 
+async def test_a_cast_made_across_attempts_reads_whole(
+    store: Store, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    # The third chunk fails once: attempt 2 keeps the first two records (the header among
+    # them) and makes the rest, so the file is read across two attempts' records.
+    text = "One two. Three four five six. FLAKY eight nine ten eleven twelve thirteen fourteen."
+    cast_id = await submit(http, text, response_format="wav")
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    assert (await http.get(f"/v1/casts/{cast_id}")).json()["attempt"] == 2
+    whole = (await http.get(f"/v1/casts/{cast_id}/audio")).content
+    assert_true_wav(whole, sum(StepEngine().durations(text)))
+    size = len(whole)
+    pieces = []
+    for start, stop in itertools.pairwise([0, 7, 44, size // 3, size]):
+        part = await http.get(
+            f"/v1/casts/{cast_id}/audio", headers={"range": f"bytes={start}-{stop - 1}"}
+        )
+        assert part.status_code == 206
+        pieces.append(part.content)
+    assert b"".join(pieces) == whole
+    answer = await http.post(
+        "/v1/audio/speech", json={"input": text, "response_format": "wav", "stream": False}
+    )
+    assert answer.headers["x-cast-id"] == cast_id
+    assert answer.content == whole
+    ffmpeg_reads(whole, "wav", tmp_path)
+
+
 async def test_a_wav_still_growing_keeps_the_sentinel(
     store: Store, engine: StepEngine, http: httpx.AsyncClient
 ) -> None:
