@@ -9,6 +9,7 @@ import httpx
 from gateway_support import LiveServer, StepEngine, status_when, submit
 
 from speechd.durable import Store
+from speechd.telemetry import parse_metrics, render_top
 
 _SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ", re.M)
 
@@ -33,6 +34,9 @@ async def test_metrics_hold_no_cast_id_while_casts_generate(
     assert "speechd_cast_lead_seconds_gcount 1.0" in text
     assert 'speechd_cast_lead_seconds_bucket{le="+Inf"} 1.0' in text
     assert "speechd_cast_lead_min_seconds " in text
+    view = parse_metrics(text)  # what `speechd top` shows of it: figures, never a cast
+    assert view.lead_min_s is not None and view.lead_mean_s is not None
+    assert " s min, " in render_top(view, url="u", at=0, interval_s=1)
     engine.run_free()
 
 
