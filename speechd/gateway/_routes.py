@@ -1,14 +1,21 @@
 """The gateway's routes: thin handlers over the injected `gateway` (a `Gateway`), with the
-app's `settings` (links) and `metrics` (submissions)."""
+app's `settings` (links) and `metrics` (submissions).
+
+A cast's captions are assembled (cues, text, JSON) on a worker thread: for a 200,000-character
+cast that is tens of thousands of words, a tenth of a second or more of CPU that the event
+loop, and every other request on it, would otherwise wait out."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
+import msgspec
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, QueryParameter
 
+from speechd.casts import CastCaptions
 from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
 from speechd.metrics import ApiMetrics
@@ -20,7 +27,7 @@ from speechd.openai_compat import (
     require_api_key,
 )
 
-from ._captions import WordsPage, srt, webvtt, words_page
+from ._captions import srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
 from ._streaming import AppResponse, StreamApp
@@ -138,7 +145,7 @@ async def get_captions_vtt(
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     return Response(
-        webvtt(captions),
+        await asyncio.to_thread(webvtt, captions),
         media_type="text/vtt",
         headers=_caption_headers(cast_id, status.state.value, "vtt"),
     )
@@ -152,22 +159,28 @@ async def get_captions_srt(
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     return Response(
-        srt(captions),
+        await asyncio.to_thread(srt, captions),
         media_type="application/x-subrip; charset=utf-8",
         headers=_caption_headers(cast_id, status.state.value, "srt"),
     )
 
 
+def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return msgspec.json.encode(words_page(cast_id, state, captions))
+
+
 @get("/v1/casts/{cast_id:str}/words")
 async def get_words(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[WordsPage]:
-    """The cast's words with their start and end in seconds of the cast's audio."""
+) -> Response[bytes]:
+    """The cast's words with their start and end in seconds of the cast's audio (a
+    `WordsPage`, encoded off the loop)."""
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     headers = _caption_headers(cast_id, status.state.value, "json")
     del headers["content-disposition"]
-    return Response(words_page(cast_id, status.state.value, captions), headers=headers)
+    body = await asyncio.to_thread(_words_json, cast_id, status.state.value, captions)
+    return Response(body, media_type=MediaType.JSON, headers=headers)
 
 
 @get("/", media_type=MediaType.HTML, include_in_schema=False)
