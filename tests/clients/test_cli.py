@@ -211,3 +211,13 @@ def test_an_error_after_progress_prints_on_its_own_line(server: LiveServer, tmp_
     shown = run.stderr.replace("\r\n", "\n").rstrip("\n").split("\n")
     assert run.code == 1 and len(shown) >= 2, run.stderr
     assert shown[0].startswith("\rsay  ") and shown[-1].startswith("speechd-client: "), shown
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_follow_takes_an_id_that_starts_with_a_dash(where: str, tmp_path: Path) -> None:
+    # One cast id in 64 starts with "-"; argparse alone would call it an unknown option.
+    cast = "-" + "a" * 21
+    out = ["-o", str(tmp_path / "x.wav")]
+    args = [cast, *out] if where == "first" else [*out, cast]
+    run = run_cli_on_terminal("follow", *args, url="http://127.0.0.1:9")
+    assert run.code == 1 and "unrecognized" not in run.stderr and "Traceback" not in run.stderr
