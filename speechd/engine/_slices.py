@@ -103,11 +103,11 @@ class _Danger:
             j = bisect.bisect_left(spots, b)
             before = spots[i - 1] if i and spots[i - 1] >= first else None
             after = spots[j] if j < len(spots) and spots[j] < last else None
-            if before is not None and after is None and self.unsent and last > self.hi:
-                # A span opened before the cut and is not closed in what has arrived; its
-                # closer may be in what has not (a cut there would split `[the | guide](u)`).
-                if len(kind) == 1 or self.raw[before] == kind[0]:
-                    return True
+            # A span opened before the cut and not closed in what has arrived: its closer
+            # may be in what has not (a cut there would split `[the | guide](u)`).
+            unclosed = before is not None and after is None and self.unsent and last > self.hi
+            if unclosed and (len(kind) == 1 or self.raw[before] == kind[0]):
+                return True
             if before is None or after is None:
                 continue
             if len(kind) == 1:  # symmetric markers: one on each side
