@@ -90,6 +90,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """`auto` (a CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`
     (`load_settings` checks and normalises it; `EngineConfig` checks it again)."""
     threads: PositiveInt | None = None
+    engine: Literal["auto", "torch", "onnx"] = "auto"
+    """The runtime: torch, ONNX Runtime, or auto (ONNX Runtime when installed and usable)."""
+    onnx_model: str | None = None
+    """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
+    cache_dir: str | None = None
+    """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
@@ -113,6 +119,9 @@ def engine_config(settings: Settings) -> EngineConfig:
         device=settings.device,
         threads=settings.threads,
         default_voice=settings.default_voice,
+        engine=settings.engine,
+        onnx_model=settings.onnx_model,
+        cache_dir=settings.cache_dir,
     )
     if not settings.voice_map:
         return engine
