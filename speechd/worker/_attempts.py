@@ -54,11 +54,11 @@ from speechd.casts import (
     resume_point,
     start_record,
 )
-from speechd.durable import AppendRecord, SeqMismatch, Store
+from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import Admitted, JobRef
 from ._health import last_notice
-from ._intake import Intake
+from ._intake import TRIM_EVERY, Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, plan_cast
 from ._policy import PlanTiming
@@ -66,9 +66,12 @@ from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike,
 from ._render import ChunkFailed, Resume, batches, read_resume
 from ._thread import EngineThread
 
-__all__ = ["Attempts"]
+__all__ = ["RECEIPTS", "Attempts"]
 
 log = logging.getLogger("speechd.worker")
+
+
+RECEIPTS = 10_000  # receipts kept in `progress/done` (WorkerConfig.receipts)
 
 
 def _now_ms() -> int:
@@ -91,6 +94,7 @@ class Attempts:
         chunk_policy: ChunkPolicyLike,
         encoders: EncoderFactory,
         retries: int,
+        receipts: int = RECEIPTS,
         clock: Callable[[], float],
         previous_life: Callable[[], WorkerNotice | None],
     ) -> None:
@@ -104,6 +108,8 @@ class Attempts:
         self._chunk_policy = chunk_policy
         self._encoders = encoders
         self._retries = retries
+        self._receipts = receipts
+        self._receipts_first = 0  # what we know of `progress/done`'s first seq
         self._clock = clock
         self._previous_life = previous_life
 
@@ -363,9 +369,21 @@ class Attempts:
             gen_ms=eos.gen_ms,
             xrt=round(eos.audio_ms / max(eos.gen_ms, 1), 3),
         )
-        await self._store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
+        ack = await self._store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
+        await self._trim_receipts(ack.next_seq)
         log.info("cast %s done: %d ms of audio in %d ms", cast.id, eos.audio_ms, eos.gen_ms)
         await self._intake.finish(cast.job)
+
+    async def _trim_receipts(self, tail: int) -> None:
+        """Keep the last `receipts` records of `progress/done` (readers resume at its first
+        seq), and fewer than twice that: one trim per `min(receipts, TRIM_EVERY)` receipts."""
+        before = tail - self._receipts
+        if before - self._receipts_first < min(self._receipts, TRIM_EVERY):
+            return
+        try:
+            self._receipts_first = await self._store.trim(PROGRESS_DONE, before)
+        except SeqOutOfRange as exc:  # emptied under us: nothing to trim
+            self._receipts_first = exc.first
 
     async def finish_empty(self, cast: Admitted) -> None:
         """A text that plans to no chunks: one record of the encoder's output for no samples

@@ -50,7 +50,7 @@ from speechd.casts import (
 )
 from speechd.durable import AppendRecord, Store
 
-from ._attempts import Attempts
+from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
 from ._intake import Intake
@@ -108,6 +108,7 @@ class Worker:
         heartbeat_s: float = 5.0,
         lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
+        receipts: int = RECEIPTS,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
     ) -> None:
@@ -148,6 +149,7 @@ class Worker:
             chunk_policy=chunk_policy,
             encoders=encoders,
             retries=retries,
+            receipts=receipts,
             clock=clock,
             previous_life=lambda: self._previous_life,
         )
