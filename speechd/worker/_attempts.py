@@ -54,7 +54,13 @@ from speechd.casts import (
     resume_point,
     start_record,
 )
-from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
+from speechd.durable import (
+    AppendRecord,
+    RecordTooLarge,
+    SeqMismatch,
+    SeqOutOfRange,
+    Store,
+)
 
 from ._cast import Admitted, JobRef
 from ._health import last_notice
@@ -63,7 +69,7 @@ from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, plan_cast
 from ._policy import PlanTiming
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
-from ._render import ChunkFailed, Resume, batches, read_resume
+from ._render import ChunkFailed, Resume, read_resume
 from ._thread import EngineThread
 
 __all__ = ["RECEIPTS", "Attempts"]
@@ -191,6 +197,7 @@ class Attempts:
             origin_s=self._clock() - (_now_ms() - origin_ms) / 1000 if origin_ms else None,
             resume=resume,
             renewed=sent,
+            limits=self._store.limits,
         )
         log.info(
             "cast %s: attempt %d keeps %d records, from chunk %d of %d, planned for %s",
@@ -335,11 +342,22 @@ class Attempts:
 
     # -- appending and ending --------------------------------------------------------------
 
-    async def append(self, cast: Admitted, records: list[AppendRecord]) -> int | None:
-        """Append to the cast's stream where this worker expects; the first record's
-        timestamp, or None (and the cast is dropped) if another worker has taken it over."""
+    async def append(
+        self, cast: Admitted, records: list[AppendRecord], *, chunk: ChunkLike | None = None
+    ) -> int | None:
+        """Append to the cast's stream where this worker expects, in batches that fit the
+        store; the first record's timestamp, or None if another worker has taken the cast
+        over (it is dropped) or, with `chunk` (the chunk the records are of), a record is
+        over the store's limits: nothing is appended, and the chunk failed."""
         first: int | None = None
-        for batch in batches(records):
+        try:
+            batches = self._store.limits.batches(records)  # every record checked first
+        except RecordTooLarge as exc:
+            if chunk is None:
+                raise
+            await self.chunk_failed(cast, chunk, ChunkFailed(exc, encoder_intact=False))
+            return None
+        for batch in batches:
             sent = self._clock()
             try:
                 ack = await self._store.append(cast.stream, batch, match_seq_num=cast.next_seq)

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from speechd.casts import Recipe, RecordSpan, Start, cast_stream, playable_spans
+from speechd.durable import Limits
 
 from ._plan import CastPlan
 from ._policy import PlanTiming
@@ -47,6 +48,7 @@ class Admitted:
     start_seq: int
     next_seq: int  # the seq this worker expects to append next
     encoder: EncoderLike
+    limits: Limits  # the store's: the cast's records are cut to fit them
     next_chunk: int = 0  # the plan's chunk to make next
     samples: int = 0  # audio samples in the playable sequence so far
     gen_s: float = 0.0  # compute spent on the playable sequence (kept chunks included)

@@ -409,7 +409,7 @@ class Worker:
                 chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
             )
             records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        landed = await self._attempts.append(cast, records)
+        landed = await self._attempts.append(cast, records, chunk=chunk)
         if landed is None:
             return
         self.times.observe(
