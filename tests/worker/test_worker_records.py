@@ -4,8 +4,7 @@ not fit fails its chunk instead of the worker."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,11 +20,9 @@ from speechd.durable import (
     RecordTooLarge,
     Store,
     StreamInfo,
-    open_store,
     record_size,
 )
 from speechd.worker import MAX_RECORD_S
-from tests.nats_support import NatsServer, drop_namespace, namespace_for
 from tests.support.engines import CostEngine, FakeEncoder, expected_audio
 
 from ._helpers import (
@@ -159,17 +156,6 @@ async def test_a_store_too_small_for_audio_fails_the_cast_with_a_clear_error(
         assert await wait_ended(tiny, [cid]) == {cid: "error"}
     stream = await records(store, cast_stream(cid))
     assert "cannot hold" in decode(stream[-1].body, Failure).message
-
-
-@pytest.fixture
-async def stock_store(nats_stock_server: NatsServer, tmp_path: Path) -> AsyncIterator[Store]:
-    namespace = namespace_for(tmp_path.name)
-    opened = await open_store(f"{nats_stock_server.url}/?namespace={namespace}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-        drop_namespace(nats_stock_server.url, namespace)
 
 
 @pytest.mark.nats

@@ -62,6 +62,17 @@ async def test_jobs_are_trimmed_below_the_cursor_and_one_cursor_record_is_kept(
     assert (below.value.first, below.value.tail) == (8, 8)
 
 
+@pytest.mark.nats
+async def test_jobs_are_trimmed_on_a_stock_nats_server_too(stock_store: Store) -> None:
+    ids = [await submit_text(stock_store, f"cast number {n}") for n in range(3)]
+    async with running(make_worker(stock_store)):
+        await wait_ended(stock_store, ids, within=60)
+        await wait_cursor(stock_store, 3, within=60)
+        await wait_first(stock_store, JOBS, 3, within=60)
+        tail = await stock_store.check_tail(JOBS_CURSOR)
+        await wait_first(stock_store, JOBS_CURSOR, tail - 1, within=60)
+
+
 async def test_a_restarted_worker_reads_on_from_the_trimmed_cursor(store: Store) -> None:
     ids = [await submit_text(store, f"cast number {n}") for n in range(3)]
     async with running(make_worker(store)):
