@@ -376,6 +376,17 @@ class Attempts:
         self._active.pop(cast.id, None)
         await self._ended(cast, eos)
 
+    async def _trim_receipts(self, tail: int) -> None:
+        """Keep the last `receipts` records of `progress/done` (readers resume at its first
+        seq), and fewer than twice that: one trim per `min(receipts, TRIM_EVERY)` receipts."""
+        before = tail - self._receipts
+        if before - self._receipts_first < min(self._receipts, TRIM_EVERY):
+            return
+        try:
+            self._receipts_first = await self._store.trim(PROGRESS_DONE, before)
+        except SeqOutOfRange as exc:  # emptied under us: nothing to trim
+            self._receipts_first = exc.first
+
     async def _ended(self, cast: Admitted, eos: Eos) -> None:
         await self._ownership.release(cast)
         receipt = Receipt(
@@ -391,17 +402,6 @@ class Attempts:
         await self._trim_receipts(ack.next_seq)
         log.info("cast %s done: %d ms of audio in %d ms", cast.id, eos.audio_ms, eos.gen_ms)
         await self._intake.finish(cast.job)
-
-    async def _trim_receipts(self, tail: int) -> None:
-        """Keep the last `receipts` records of `progress/done` (readers resume at its first
-        seq), and fewer than twice that: one trim per `min(receipts, TRIM_EVERY)` receipts."""
-        before = tail - self._receipts
-        if before - self._receipts_first < min(self._receipts, TRIM_EVERY):
-            return
-        try:
-            self._receipts_first = await self._store.trim(PROGRESS_DONE, before)
-        except SeqOutOfRange as exc:  # emptied under us: nothing to trim
-            self._receipts_first = exc.first
 
     async def finish_empty(self, cast: Admitted) -> None:
         """A text that plans to no chunks: one record of the encoder's output for no samples

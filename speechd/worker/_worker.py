@@ -108,9 +108,9 @@ class Worker:
         heartbeat_s: float = 5.0,
         lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
-        receipts: int = RECEIPTS,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
+        receipts: int = RECEIPTS,
     ) -> None:
         self.id = worker_id
         self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
