@@ -118,6 +118,9 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
     )
     group.add_argument("--quantum", help="longest synthesis of one chunk, in seconds (2.5)")
+    group.add_argument(
+        "--receipts", type=int, help="latest receipts progress/done keeps, older trimmed (10000)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,6 +169,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
         engine=engine_config(settings),
         policy=settings.policy,
         quantum_s=settings.quantum,
+        receipts=settings.receipts,
     )
 
 

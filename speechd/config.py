@@ -99,6 +99,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
+    receipts: PositiveInt = 10_000
+    """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
+    worker trims older ones. The api's metrics count the receipts they see, and its start
+    estimates read the last few dozen."""
     quantum: Seconds = 2.5
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
