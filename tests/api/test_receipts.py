@@ -3,6 +3,8 @@ scrape whose place was trimmed away reads on from the first receipt kept."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from litestar.testing import AsyncTestClient
@@ -33,7 +35,11 @@ async def test_metrics_read_on_past_trimmed_receipts(store_dir: Path, store: Sto
         assert completed(first.text) == 6
         await receipts(store, 10)
         await store.trim(casts.PROGRESS_DONE, 15)  # past where the last scrape stopped
-        second = await client.get("/metrics")
+        # /metrics reads the store at most once a second: scrape until it has read again.
+        deadline = time.monotonic() + 10
+        while completed((second := await client.get("/metrics")).text) == 6:
+            assert time.monotonic() < deadline, "the scrape never read the store again"
+            await asyncio.sleep(0.1)
         assert second.status_code == 200
         assert completed(second.text) == 6 + 5  # what was kept of what came since
 
