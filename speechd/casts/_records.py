@@ -14,6 +14,8 @@ Header names (persisted, so keep them stable):
     o   audio offset of the chunk's start in ms (decimal), audio only
     d   chunk duration in ms (decimal), audio only
     t   chunk text, UTF-8: the caption, published as the chunk is spoken
+    c   input records only (`input/<id>`, see `_input`): the characters of the live cast's
+        input so far, this record's included (decimal)
 
 Bodies of meta/start/eos/error and every private record are JSON (msgspec Structs); new
 fields always get defaults and types never change (schema evolution).
@@ -36,6 +38,7 @@ from speechd.durable import AppendRecord, Record
 
 __all__ = [
     "H_ATTEMPT",
+    "H_CHARS",
     "H_DURATION",
     "H_EVENT",
     "H_INDEX",
@@ -75,6 +78,7 @@ H_PLANNED = b"n"
 H_OFFSET = b"o"
 H_DURATION = b"d"
 H_TEXT = b"t"
+H_CHARS = b"c"
 
 
 class Event(StrEnum):
@@ -96,6 +100,9 @@ class Meta(msgspec.Struct, frozen=True):
     title: str
     created_ms: int
     text_chars: int
+    live: bool = False
+    """The text arrives over time (`input/<id>`); `text_chars` is then what came with the
+    request that made the cast (often 0)."""
 
 
 class Start(msgspec.Struct, frozen=True):
@@ -135,7 +142,11 @@ class Failure(msgspec.Struct, frozen=True):
 
 
 class Recipe(msgspec.Struct, frozen=True):
-    """The private recipe in `catalog/<id>`: everything the worker needs to make the audio."""
+    """The private recipe in `catalog/<id>`: everything the worker needs to make the audio.
+
+    A live cast (`live`) has no `text` here: it arrives in `input/<id>` (`_input`). Writing
+    that input takes the token whose keyed digest is `input_key`; an input left idle for
+    `idle_s` seconds is closed as if its writer had said it was done."""
 
     text: str
     model: str
@@ -144,6 +155,9 @@ class Recipe(msgspec.Struct, frozen=True):
     format: str
     title: str
     created_ms: int
+    live: bool = False
+    input_key: str = ""
+    idle_s: float = 0.0
 
 
 class Job(msgspec.Struct, frozen=True):
