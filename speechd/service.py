@@ -155,7 +155,22 @@ class CastService:
             self._book = (installed, book)
         return self._book[1]
 
+    async def resolve_voice(self, voice: str | None) -> str:
+        """The voice spec a cast asking for `voice` (None: the default) is made with; raises
+        `UnknownVoice`, or `Unavailable` when no worker is ready."""
+        book = self._voice_book(await self.require_workers())
+        return book.resolve(voice or self._default_voice)
+
     # -- making casts -------------------------------------------------------------------
+
+    async def check_queue(self) -> None:
+        """Raise `QueueFull` when a new cast would find the queue full (as `submit` does)."""
+        depth = await self.queue_depth()
+        if depth >= self._max_queue:
+            raise QueueFull(
+                f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
+                retry_after=self._retry_after(depth),
+            )
 
     async def queue_depth(self) -> int:
         """Jobs appended but not yet finished: `jobs` past the workers' committed cursor."""

@@ -11,8 +11,16 @@ from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.types import ASGIApp
 
 from speechd.config import Settings
+from speechd.live import LiveCasts
 from speechd.metrics import ApiMetrics
-from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
+from speechd.openai_compat import (
+    cast_headers,
+    cast_url,
+    create_live,
+    live_created,
+    public_base_url,
+    require_api_key,
+)
 
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
@@ -50,9 +58,23 @@ async def create_cast(
     gateway: NamedDependency[Gateway],
     settings: NamedDependency[Settings],
     metrics: NamedDependency[ApiMetrics],
+    live_casts: NamedDependency[LiveCasts],
     request: Request[Any, Any, Any],
-) -> Response[CastCreated]:
-    """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
+) -> Response[Any]:
+    """Submit a cast and answer at once with its link (201; 200 for an identical request).
+    A live one (`"live": true`) answers 201 with its input's link and token too."""
+    if data.live:
+        made = await create_live(
+            live_casts,
+            model=data.model,
+            voice=data.voice,
+            speed=data.speed,
+            format=data.response_format,
+            title=(data.title or "").strip() or None,
+            text=data.input,
+        )
+        metrics.submitted(True)
+        return live_created(made, public_base_url(settings, request))
     cast, state = await gateway.create(data)
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)

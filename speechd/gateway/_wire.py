@@ -36,14 +36,16 @@ escape all non-ASCII send it, plus the other fields."""
 
 
 class NewCast(msgspec.Struct, frozen=True, kw_only=True):
-    """`POST /v1/casts`. A missing title is derived from the text (`derive_title`)."""
+    """`POST /v1/casts`. A missing title is derived from the text (`derive_title`). With
+    `live`, the text comes later (`input`, if any, is its first piece)."""
 
-    input: Annotated[str, msgspec.Meta(min_length=1)]
+    input: str = ""
     voice: str | None = None
     speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
     response_format: AudioFormat = "mp3"
     model: str | None = None
     title: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    live: bool = False
 
 
 class CastCreated(msgspec.Struct, frozen=True):

@@ -9,7 +9,8 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     SpeechdError           the class's status, type and code; `param` from the instance
     Exception              500  a generic message; the trace is logged, never sent
 
-`code` and `param` are strings or null, as the OpenAI SDK reads them. A `RateLimited` error
+`code` and `param` are strings or null, as the OpenAI SDK reads them; a live cast's input
+conflict (409) adds `seq`, the number of pieces its input holds. A `RateLimited` error
 carries `Retry-After`. After a streaming response has started these handlers cannot run: the
 routes report such failures in-band (see `_speech.py`).
 """
@@ -30,7 +31,13 @@ from litestar.exceptions import (
 )
 from litestar.types import ExceptionHandlersMap
 
-from speechd.errors import AuthenticationFailed, PayloadTooLarge, RateLimited, SpeechdError
+from speechd.errors import (
+    AuthenticationFailed,
+    InputConflict,
+    PayloadTooLarge,
+    RateLimited,
+    SpeechdError,
+)
 
 __all__ = ["error_body", "error_body_for", "exception_handlers"]
 
@@ -47,7 +54,10 @@ def error_body(
 
 
 def error_body_for(exc: SpeechdError) -> dict[str, Any]:
-    return error_body(exc.message, exc.type, param=exc.param, code=exc.code)
+    body = error_body(exc.message, exc.type, param=exc.param, code=exc.code)
+    if isinstance(exc, InputConflict) and exc.seq is not None:
+        body["error"]["seq"] = exc.seq  # what a live cast's writer sends as `seq` next
+    return body
 
 
 def _respond(

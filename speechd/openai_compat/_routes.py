@@ -4,9 +4,11 @@
     GET  /v1/models            OpenAI's model list; GET /v1/models/{id} one model
     GET  /v1/audio/models      {"models": [{"id"}]}          (Open WebUI reads these two)
     GET  /v1/audio/voices      {"voices": [{"id", "name"}]}
+    POST /v1/casts/{id}/input  a piece of a live cast's input (`_live`)
+    WS   /v1/audio/speech/live a live cast over one WebSocket (`_live_ws`)
 
 Dependencies (provided by `create_app`): `service` (CastService), `metrics` (ApiMetrics),
-`settings` (Settings).
+`settings` (Settings), `live_casts` (LiveCasts).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
 from ._auth import require_api_key
+from ._live import append_input
+from ._live_ws import speech_live
 from ._models import MODEL_NAMES, resolve_model
 from ._schemas import (
     MAX_INPUT_CHARS,
@@ -125,6 +129,14 @@ async def list_voices(service: NamedDependency[CastService]) -> VoiceList:
 
 openai_router = Router(
     path="/v1",
-    route_handlers=[create_speech, list_models, retrieve_model, list_audio_models, list_voices],
+    route_handlers=[
+        create_speech,
+        list_models,
+        retrieve_model,
+        list_audio_models,
+        list_voices,
+        append_input,
+        speech_live,
+    ],
 )
 """Every OpenAI-compatible route, under `/v1`."""
