@@ -9,6 +9,9 @@
                     out.write(data)
         cast = client.submit_cast(open("chapter.txt").read())  # queued; returns at once
         print(cast.url, client.cast_status(cast.id).progress)
+        with client.live_cast(voice="af_heart") as live:      # text that arrives over time
+            for token in llm_reply():
+                live.append(token)                             # spoken as it comes
 
 `AsyncClient` has the same methods for asyncio. Errors are one tree under
 `SpeechdClientError` (see `_errors`). The `speechd-client` command is `speechd_client._cli`.
@@ -25,6 +28,8 @@ from ._errors import (
     BadRequest,
     CastFailed,
     CastNotFound,
+    Conflict,
+    InputClosed,
     NotFound,
     RateLimited,
     ServerError,
@@ -37,6 +42,7 @@ from ._errors import (
     UnexpectedResponse,
     UnknownVoice,
 )
+from ._live import AsyncLiveCast, LiveCast
 from ._version import __version__ as __version__
 from ._wire import (
     FORMATS,
@@ -44,6 +50,8 @@ from ._wire import (
     CastCreated,
     CastRecord,
     CastView,
+    InputAccepted,
+    LiveCastCreated,
     Progress,
     RecordsPage,
     Voice,
@@ -57,6 +65,7 @@ __all__ = [
     "APIError",
     "AsyncAudioStream",
     "AsyncClient",
+    "AsyncLiveCast",
     "AudioFormat",
     "AudioStream",
     "AuthenticationError",
@@ -67,6 +76,11 @@ __all__ = [
     "CastRecord",
     "CastView",
     "Client",
+    "Conflict",
+    "InputAccepted",
+    "InputClosed",
+    "LiveCast",
+    "LiveCastCreated",
     "NotFound",
     "Progress",
     "RateLimited",
