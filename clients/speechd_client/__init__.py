@@ -9,6 +9,7 @@
                     out.write(data)
         cast = client.submit_cast(open("chapter.txt").read())  # queued; returns at once
         print(cast.url, client.cast_status(cast.id).progress)
+        print(client.captions(cast.id))                        # WebVTT, timed to the audio
         with client.live_cast(voice="af_heart") as live:      # text that arrives over time
             for token in llm_reply():
                 live.append(token)                             # spoken as it comes
@@ -20,7 +21,7 @@ Needs only httpx and msgspec: never the server, never torch.
 
 from __future__ import annotations
 
-from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
+from ._calls import CAPTION_FORMATS, DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient, AudioStream, Client
 from ._errors import (
     APIError,
@@ -58,6 +59,7 @@ from ._wire import (
 )
 
 __all__ = [
+    "CAPTION_FORMATS",
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
     "FORMATS",

@@ -1,7 +1,10 @@
-"""Casts: ids, the record schema, submitting (claims), and reading a cast's playable attempt."""
+"""Casts: ids, the record schema, submitting (claims), reading a cast's playable sequence (one
+rule for every reader, in `_playable`), and its word timings (per record and for the whole
+cast)."""
 
 from __future__ import annotations
 
+from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
     InputEnd,
@@ -14,7 +17,16 @@ from ._input import (
     piece_record,
     read_input_state,
 )
-from ._reader import CastEvent, CastState, CastStatus, cast_audio, cast_status, follow_cast
+from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
+from ._reader import (
+    CastEvent,
+    CastState,
+    CastStatus,
+    cast_audio,
+    cast_status,
+    follow_cast,
+    playable_chunks,
+)
 from ._records import (
     H_ATTEMPT,
     H_CHARS,
@@ -22,8 +34,13 @@ from ._records import (
     H_EVENT,
     H_INDEX,
     H_OFFSET,
+    H_PLAN,
     H_PLANNED,
+    H_RESUME,
+    H_START,
     H_TEXT,
+    H_UNIT,
+    H_WORDS,
     AudioChunk,
     Cursor,
     DeadJob,
@@ -35,7 +52,10 @@ from ._records import (
     Meta,
     Receipt,
     Recipe,
+    RecordSpan,
+    Retry,
     Start,
+    Word,
     WorkerNotice,
     audio_chunk,
     audio_record,
@@ -45,6 +65,7 @@ from ._records import (
     error_record,
     event_of,
     meta_record,
+    retry_record,
     start_record,
 )
 from ._streams import (
@@ -54,6 +75,7 @@ from ._streams import (
     JOBS,
     JOBS_CURSOR,
     JOBS_DEAD,
+    KNOWN_VOICES,
     LEASES_PREFIX,
     PROGRESS_DONE,
     SECRET,
@@ -75,21 +97,30 @@ __all__ = [
     "H_EVENT",
     "H_INDEX",
     "H_OFFSET",
+    "H_PLAN",
     "H_PLANNED",
+    "H_RESUME",
+    "H_START",
     "H_TEXT",
+    "H_UNIT",
+    "H_WORDS",
     "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
+    "KNOWN_VOICES",
     "LEASES_PREFIX",
     "PROGRESS_DONE",
     "SECRET",
     "STALE_QUEUED_S",
     "WORKERS_PREFIX",
     "AudioChunk",
+    "CastCaptions",
     "CastEvent",
+    "CastHead",
     "CastState",
     "CastStatus",
+    "CastWord",
     "Cursor",
     "DeadJob",
     "Eos",
@@ -102,13 +133,17 @@ __all__ = [
     "Meta",
     "Receipt",
     "Recipe",
+    "RecordSpan",
+    "Retry",
     "Start",
     "Submission",
+    "Word",
     "WorkerNotice",
     "append_input",
     "audio_chunk",
     "audio_record",
     "cast_audio",
+    "cast_captions",
     "cast_id",
     "cast_status",
     "cast_stream",
@@ -126,10 +161,17 @@ __all__ = [
     "input_event",
     "input_stream",
     "is_cast_id",
+    "kept_spans",
     "lease_stream",
     "meta_record",
     "piece_record",
+    "playable_chunks",
+    "playable_spans",
+    "read_head",
     "read_input_state",
+    "record_words",
+    "resume_point",
+    "retry_record",
     "start_record",
     "submit",
     "worker_stream",
