@@ -7,9 +7,9 @@ is known and so is whether another follows it. So a 200,000-character text of an
 never planned up front: it costs the other casts one slice per turn, never its whole plan.
 
 A chunk is `ready` to render once the one after it is planned too, or the plan is done (then
-it is the last: its encoder output ends the file), or the planner waits for input (a live
-cast: the chunk is spoken now, not the last; when the input closes later, the file is ended by
-a record of no audio, `Worker._end_file`).
+it is the last: its encoder output ends the file), or the cast is live and its input open (the
+chunk is spoken now, not the last; when the input closes later, the file is ended by a record
+of no audio, `Attempts.end_file`).
 
 **Positions.** Each audio record says where its chunk ends in the plan (header `p`): the
 planner's `position` after the chunk. A new attempt that keeps earlier chunks builds its
@@ -76,9 +76,22 @@ class CastPlan:
     # -- the loop's view ----------------------------------------------------------------
 
     @property
+    def open_input(self) -> bool:
+        """A live cast whose input has not closed: no chunk planned so far is the last."""
+        return self.live and not self.pending_close and not self.planner.closed
+
+    @property
+    def waiting_chars(self) -> int:
+        """Characters that came and are in no chunk yet (fed or not)."""
+        return self.planner.chars_left + sum(len(piece) for piece in self.pending)
+
+    @property
     def ready(self) -> bool:
-        """The next chunk can be rendered: it is planned, and so is whether it is last."""
-        return bool(self.ahead) and (len(self.ahead) > 1 or self.done or self.waiting)
+        """The next chunk can be rendered: it is planned, and so is whether it is last (it
+        is not while the input is open)."""
+        if not self.ahead:
+            return False
+        return len(self.ahead) > 1 or self.done or self.waiting or self.open_input
 
     @property
     def finished(self) -> bool:

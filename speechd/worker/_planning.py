@@ -9,6 +9,13 @@ thread for about `slice_s` plus one step, whatever the texts: a cast of 200,000 
 characters costs the others that much per chunk they render, never its whole plan. When no
 chunk is ready to render, the loop calls it again at once instead of sleeping.
 
+**A live cast's next chunk waits for its text** while its listener is well ahead: planned at
+once, it would end wherever the text stopped arriving (a clause or two), and on a slow device
+short chunks cost more compute per second of audio than the listener can spare. So once a live
+cast has audio, its next chunk is planned only when its listener's lead drops to `horizon_s`
+(about two quanta: time to make it) or a chunk's worth of text (`fill_chars`) is waiting; the
+first chunk is planned at once, short, so first audio is fast.
+
 `predictions` turns a ready cast's plan into what the scheduling policy reads: its planned
 chunks, then the rest of its text as the planner estimates it, in chunks of the same size.
 """
@@ -28,6 +35,9 @@ log = logging.getLogger("speechd.worker")
 
 PLAN_SLICE_S = 0.05
 """Planning time the loop spends between two chunk renders (plus at most one step)."""
+FILL_CHARS = 250
+"""A live cast with this much text waiting plans its next chunk whatever its lead (about the
+most one chunk holds)."""
 _REST_CHUNKS = 32  # the most estimated chunks the policy is shown for a cast's unplanned text
 
 
@@ -38,23 +48,50 @@ class Planning:
         clock: Callable[[], float],
         *,
         flush_s: float,
+        horizon_s: float,
+        sample_rate: int,
         slice_s: float = PLAN_SLICE_S,
+        fill_chars: int = FILL_CHARS,
     ) -> None:
         self._thread = thread
         self._clock = clock
         self.flush_s = flush_s
+        self.horizon_s = horizon_s
         self.slice_s = slice_s
+        self.fill_chars = fill_chars
+        self._rate = sample_rate
         self._turn = 0
+
+    def _deferred_s(self, cast: Admitted, now: float) -> float | None:
+        """How long a live cast's next chunk waits for more text (None: it does not)."""
+        plan = cast.plan
+        if not plan.open_input or plan.ahead or plan.waiting_chars >= self.fill_chars:
+            return None
+        lead = cast.lead(now, self._rate)
+        if lead is None or lead <= self.horizon_s:
+            return None
+        return lead - self.horizon_s
+
+    def _wants(self, cast: Admitted, now: float) -> bool:
+        return cast.plan.wants_step(now, self.flush_s) and self._deferred_s(cast, now) is None
 
     def pending(self, casts: Sequence[Admitted]) -> bool:
         """Whether any plan would move with a step now."""
         now = self._clock()
-        return any(c.plan.wants_step(now, self.flush_s) for c in casts)
+        return any(self._wants(c, now) for c in casts)
 
-    def next_flush(self, casts: Sequence[Admitted]) -> float | None:
-        """Seconds until a live cast's waiting text is to be planned anyway (idle input)."""
+    def next_wake(self, casts: Sequence[Admitted]) -> float | None:
+        """Seconds until a plan is to be stepped without any input coming: a live cast's
+        listener nearing the end of its audio, or its waiting text due to be spoken anyway
+        (the input idle for `flush_s`). None: nothing is due."""
         now = self._clock()
-        due = [d for c in casts if (d := c.plan.flush_due(now, self.flush_s)) is not None]
+        due = []
+        for cast in casts:
+            wait = self._deferred_s(cast, now)
+            if wait is None:
+                wait = cast.plan.flush_due(now, self.flush_s)
+            if wait is not None:
+                due.append(wait)
         return min(due, default=None)
 
     async def run(self, casts: Sequence[Admitted]) -> list[tuple[Admitted, Exception]]:
@@ -65,7 +102,7 @@ class Planning:
         ordered = sorted(casts, key=lambda c: c.job.offset)
         while True:
             now = self._clock()
-            todo = [c for c in ordered if c.plan.wants_step(now, self.flush_s)]
+            todo = [c for c in ordered if self._wants(c, now)]
             todo = [c for c in todo if all(c is not f for f, _ in failed)]
             if not todo:
                 return failed

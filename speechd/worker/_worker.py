@@ -149,7 +149,13 @@ class Worker:
             clock=clock,
         )
         self._followers = Followers(store, self._wake, clock)
-        self._planning = Planning(self._thread, clock, flush_s=flush_s)
+        self._planning = Planning(
+            self._thread,
+            clock,
+            flush_s=flush_s,
+            horizon_s=2 * quantum_s,
+            sample_rate=engine.sample_rate,
+        )
         self._attempts = Attempts(
             store,
             engine,
@@ -389,12 +395,12 @@ class Worker:
 
     async def _rest(self, seconds: float) -> None:
         """Sleep as the policy says, unless planning has work to do (then go on at once);
-        no longer than until a live cast's waiting text is due to be planned."""
+        no longer than until a live cast's next chunk is due to be planned."""
         active = list(self._active.values())
         if self._planning.pending(active):
             return
-        flush = self._planning.next_flush(active)
-        await self._sleep(seconds if flush is None else min(seconds, flush))
+        due = self._planning.next_wake(active)
+        await self._sleep(seconds if due is None else min(seconds, due))
 
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
