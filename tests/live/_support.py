@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import io
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.engine import FLUSH_S
 from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
-from speechd.worker import Worker
+from speechd.worker import QUANTUM_S, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = [
@@ -97,11 +97,14 @@ async def serve(
     engine: Any = None,
     flush_s: float = FLUSH_S,
     chunk_policy: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    quantum_s: float = QUANTUM_S,
 ) -> AsyncIterator[LiveApp]:
     """The app on `store` under uvicorn on loopback (as `speechd api` serves it, WebSockets
     on) and the real worker (on the cost model, unless `engine` and `chunk_policy` say
     otherwise), both in this event loop; `flush_s`: how long the worker lets an unfinished
-    clause wait for more text."""
+    clause wait for more text; `clock` and `quantum_s`: the worker's (its listeners' clock,
+    and the chunk cost that sets how far ahead a live cast's next chunk waits for text)."""
     engine = engine or CostEngine(audio_per_char=0.01)
     worker = Worker(
         store,
@@ -110,6 +113,8 @@ async def serve(
         chunk_policy=chunk_policy or FakeChunkPolicy(),
         encoders=new_encoder,
         flush_s=flush_s,
+        clock=clock,
+        quantum_s=quantum_s,
     )
     stop = asyncio.Event()
     working = asyncio.create_task(worker.run(stop))

@@ -21,6 +21,7 @@ from speechd.config import Settings
 from speechd.durable import EmbeddedStore, Store
 from tests.api._workers import worker_process
 from tests.live._support import SimulatedLlm, decoded_seconds, playable, serve, wait_done
+from tests.support.engines import CostEngine
 
 
 @pytest.fixture
@@ -120,6 +121,72 @@ async def test_a_live_cast_waiting_for_text_does_not_hold_up_others(store: Store
         assert other.status_code == 200 and other.content
         await _append(http, cast, text=" ever.", done=True)
         await wait_done(store, cast["id"])
+
+
+class ListenerClock:
+    """The worker's clock, moved on only by the test: a listener of the cast keeps all the
+    audio it was given buffered until the clock moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# Chunks cost at most a tenth of a second here, so a live cast's next chunk waits for more
+# text while its listener has more than two tenths of a second buffered.
+_QUANTUM_S = 0.1
+_AUDIO_PER_CHAR = 0.05  # "Hello there," is 0.6 s of audio
+
+
+async def test_a_live_casts_next_chunk_waits_while_its_listener_is_well_ahead(
+    store: Store,
+) -> None:
+    clock = ListenerClock()
+    engine = CostEngine(audio_per_char=_AUDIO_PER_CHAR)
+    async with (
+        serve(store, engine=engine, flush_s=60.0, clock=clock, quantum_s=_QUANTUM_S) as live,
+        httpx.AsyncClient(base_url=live.url) as http,
+    ):
+        cast = await _live(http, input="Hello there, ", response_format="pcm")
+        assert await _captions_when(store, cast["id"], 1) == ["Hello there,"]
+        # A whole clause comes, but the listener has 0.6 s buffered: it waits for more text,
+        # to be spoken in one longer chunk rather than many short ones.
+        await _append(http, cast, text="my old friend. ", seq=1)
+        await asyncio.sleep(0.3)
+        assert await _captions_when(store, cast["id"], 1) == ["Hello there,"]
+        # The listener nears the end of its audio: what arrived is spoken, without more text.
+        clock.now += 0.5
+        assert await _captions_when(store, cast["id"], 2) == ["Hello there,", "my old friend."]
+        await _append(http, cast, done=True)
+        await wait_done(store, cast["id"])
+        chunks = await playable(store, cast["id"])
+        assert [c.text for c in chunks] == ["Hello there,", "my old friend.", ""]
+
+
+async def test_a_chunks_worth_of_waiting_text_is_spoken_whatever_the_lead(store: Store) -> None:
+    clock = ListenerClock()
+    engine = CostEngine(audio_per_char=_AUDIO_PER_CHAR)
+    rest = "and then " + "some more words, " * 16
+    assert len(rest) >= 250  # about the most one chunk holds (`FILL_CHARS`)
+    async with (
+        serve(store, engine=engine, flush_s=60.0, clock=clock, quantum_s=_QUANTUM_S) as live,
+        httpx.AsyncClient(base_url=live.url) as http,
+    ):
+        cast = await _live(http, input="Hello there, ", response_format="wav")
+        await _captions_when(store, cast["id"], 1)
+        await _append(http, cast, text=rest, seq=1)
+        # The clock never moves (the listener stays well ahead), yet the text is spoken.
+        spoken = await _captions_when(store, cast["id"], 2)
+        assert spoken[1].split() == rest.split()[: len(spoken[1].split())]
+        await _append(http, cast, done=True)
+        await wait_done(store, cast["id"])
+        chunks = await playable(store, cast["id"])
+        said = " ".join(c.text for c in chunks if c.text)
+        assert said.split() == ("Hello there, " + rest).split()  # nothing twice, none lost
+        audio = (await http.get(f"/v1/casts/{cast['id']}/audio")).content
+        assert decoded_seconds("wav", audio) > 0
 
 
 @pytest.mark.slow
