@@ -77,8 +77,22 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--read-burst", type=int, help="public reads a client may make at once (60)")
     group.add_argument(
         "--client-header",
-        help="header a trusted proxy sets to the client address, e.g. x-forwarded-for "
+        help="header trusted proxies append the client address to, e.g. x-forwarded-for "
         "(default: the peer address)",
+    )
+    group.add_argument(
+        "--trusted-proxies",
+        type=int,
+        help="proxies in front of speechd that append to --client-header (1)",
+    )
+    group.add_argument(
+        "--max-streams",
+        type=int,
+        help="long-lived reads (SSE, long-polls, live audio, "
+        "waiting speech, live-cast WebSockets) the api holds before 503 (512)",
+    )
+    group.add_argument(
+        "--max-client-streams", type=int, help="long-lived reads one client holds before 429 (64)"
     )
 
 

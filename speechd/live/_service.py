@@ -13,6 +13,8 @@ enqueued at once: the worker follows the input and speaks what has arrived.
 
 Every piece is bounded before anything touches the store (`MAX_PIECE_CHARS`), and the whole
 input is bounded as it grows (`MAX_LIVE_CHARS`, `MAX_PIECES`), from the last record alone.
+A store failure is raised as it is (`speechd.durable.DurableError`): the api answers it with
+a 503 `store_unavailable` and one log line, as it does on every route.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import hmac
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import msgspec
 
 from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE
-from speechd.durable import DurableError, SeqMismatch, Store
+from speechd.durable import SeqMismatch, Store
 from speechd.engine import MAX_SPEED, MIN_SPEED
 from speechd.errors import (
     AuthenticationFailed,
@@ -96,14 +98,6 @@ class LiveCast(msgspec.Struct, frozen=True):
     """The bearer token that writes the input; shown once, never stored."""
     recipe: casts.Recipe
     input: casts.InputState
-
-
-@contextlib.contextmanager
-def _store_errors() -> Iterator[None]:
-    try:
-        yield
-    except DurableError as exc:
-        raise SpeechdError("The cast store failed; try again shortly.") from exc
 
 
 def check_piece(text: str, *, param: str = "text") -> None:
@@ -199,17 +193,16 @@ class LiveCasts:
             idle_s=self.idle_s,
         )
         state = casts.InputState(0, 0, None, 0, 0)
-        with _store_errors():
-            if request.text:
-                # Before the job exists, so the worker finds the first piece at once.
-                piece = casts.piece_record(request.text, len(request.text))
-                stream = casts.input_stream(cast_id)
-                try:
-                    ack = await self.store.append(stream, [piece], match_seq_num=0)
-                except SeqMismatch as exc:  # 128 random bits collided: never, in practice
-                    raise SpeechdError("A new live cast could not be named; try again.") from exc
-                state = casts.InputState(1, len(request.text), None, ack.timestamp, 1)
-            await casts.submit(self.store, cast_id, recipe, sample_rate=SAMPLE_RATE)
+        if request.text:
+            # Before the job exists, so the worker finds the first piece at once.
+            piece = casts.piece_record(request.text, len(request.text))
+            stream = casts.input_stream(cast_id)
+            try:
+                ack = await self.store.append(stream, [piece], match_seq_num=0)
+            except SeqMismatch as exc:  # 128 random bits collided: never, in practice
+                raise SpeechdError("A new live cast could not be named; try again.") from exc
+            state = casts.InputState(1, len(request.text), None, ack.timestamp, 1)
+        await casts.submit(self.store, cast_id, recipe, sample_rate=SAMPLE_RATE)
         self._remember(cast_id, recipe)
         return LiveCast(cast_id, token, recipe, state)
 
@@ -243,19 +236,18 @@ class LiveCasts:
         if not key_ok:
             self._check_token(recipe, token)
         check_piece(text)
-        with _store_errors():
-            return await casts.append_input(
-                self.store,
-                cast_id,
-                text,
-                done=done,
-                seq=seq,
-                opened_ms=recipe.created_ms,
-                idle_s=recipe.idle_s,
-                now_ms=self._now_ms(),
-                max_chars=MAX_LIVE_CHARS,
-                max_pieces=MAX_PIECES,
-            )
+        return await casts.append_input(
+            self.store,
+            cast_id,
+            text,
+            done=done,
+            seq=seq,
+            opened_ms=recipe.created_ms,
+            idle_s=recipe.idle_s,
+            now_ms=self._now_ms(),
+            max_chars=MAX_LIVE_CHARS,
+            max_pieces=MAX_PIECES,
+        )
 
     def _check_token(self, recipe: casts.Recipe, token: str | None) -> None:
         if token is None:
@@ -271,8 +263,7 @@ class LiveCasts:
         if recipe is not None:
             self._recipes.move_to_end(cast_id)
             return recipe
-        with _store_errors():
-            batch = await self.store.read(casts.catalog_stream(cast_id), 0, max_records=1)
+        batch = await self.store.read(casts.catalog_stream(cast_id), 0, max_records=1)
         if not batch.records:
             raise CastNotFound(f"No cast with id {cast_id!r}.", param="id")
         recipe = casts.decode(batch.records[0].body, casts.Recipe)
@@ -287,8 +278,7 @@ class LiveCasts:
             self._recipes.popitem(last=False)
 
     async def input_state(self, cast_id: str) -> casts.InputState:
-        with _store_errors():
-            return await casts.read_input_state(self.store, cast_id)
+        return await casts.read_input_state(self.store, cast_id)
 
     # -- following its audio ------------------------------------------------------------
 

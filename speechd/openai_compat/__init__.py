@@ -4,12 +4,20 @@
 this package turns `speechd.errors` into HTTP); `require_api_key` guards routes that make
 casts; `cast_headers` names a cast in any response, `public_base_url` is where links point;
 `create_live` and `live_created` make a live cast for the gateway's `POST /v1/casts`.
+`BodyDecoder` reads a route's JSON body straight into its shape (bounded, one pass);
+`log_store_trouble` is the one log line a store failure gets.
 """
 
 from __future__ import annotations
 
 from ._auth import ApiKeys, require_api_key
-from ._errors import error_body, error_body_for, exception_handlers
+from ._bodies import BodyDecoder
+from ._errors import (
+    error_body,
+    error_body_for,
+    exception_handlers,
+    log_store_trouble,
+)
 from ._live import create_live, live_created
 from ._live_wire import MAX_WS_MESSAGE_BYTES
 from ._models import MODEL_NAMES, resolve_model
@@ -23,6 +31,7 @@ __all__ = [
     "MODEL_NAMES",
     "OUTPUT_TOKENS_PER_SECOND",
     "ApiKeys",
+    "BodyDecoder",
     "SpeechRequest",
     "VoiceRef",
     "cast_headers",
@@ -32,6 +41,7 @@ __all__ = [
     "error_body_for",
     "exception_handlers",
     "live_created",
+    "log_store_trouble",
     "openai_router",
     "public_base_url",
     "require_api_key",

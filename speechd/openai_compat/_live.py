@@ -17,16 +17,19 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.connection import ASGIConnection
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath
 
 from speechd.errors import AuthenticationFailed
 from speechd.live import LiveCast, LiveCasts, LiveRequest, bearer_token
 
 from ._auth import ApiKeys
+from ._bodies import BodyDecoder
 from ._live_wire import MAX_INPUT_BODY_BYTES, InputAccepted, InputPiece, LiveCastCreated
 from ._models import resolve_model
 
 __all__ = ["append_input", "create_live", "input_url", "key_ok", "live_created"]
+
+_INPUT_BODY = BodyDecoder(InputPiece)
 
 
 def key_ok(connection: ASGIConnection[Any, Any, Any, Any], authorization: str | None) -> bool:
@@ -87,11 +90,11 @@ def live_created(cast: LiveCast, base_url: str) -> Response[LiveCastCreated]:
 )
 async def append_input(
     cast_id: FromPath[str],
-    data: JSONBody[InputPiece],
     live_casts: NamedDependency[LiveCasts],
     request: Request[Any, Any, Any],
 ) -> InputAccepted:
     """Append a piece of a live cast's input (and close it with `done`)."""
+    data = await _INPUT_BODY.read(request)
     authorization = request.headers.get("authorization")
     state = await live_casts.append(
         cast_id,

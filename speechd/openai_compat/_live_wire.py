@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS, MAX_VOICE_CHARS
 from speechd.live import MAX_PIECE_CHARS, MAX_PIECES
 
 __all__ = [
@@ -43,7 +44,8 @@ MAX_WS_MESSAGE_BYTES = 12 * MAX_PIECE_CHARS + 4096
 too, so a longer one is refused before it is read)."""
 
 Seq = Annotated[int, Meta(ge=0, le=MAX_PIECES)]
-Name = Annotated[str, Meta(min_length=1, max_length=256)]
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
+Voice = Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)]
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
@@ -82,11 +84,11 @@ class LiveStart(msgspec.Struct, frozen=True, kw_only=True):
 
     type: Literal["session.start"] | None = None
     model: Name | None = None
-    voice: Name | None = None
+    voice: Voice | None = None
     speed: Annotated[float, Meta(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
     response_format: ResponseFormat | None = None
     stream_format: Literal["audio", "json"] | None = None
-    title: Annotated[str, Meta(max_length=200)] | None = None
+    title: Annotated[str, Meta(max_length=MAX_TITLE_CHARS)] | None = None
     input: str = ""
 
 

@@ -12,10 +12,16 @@
 The audio frames, in order, are one file of the requested format (the same bytes the cast's
 `/audio` gives). A bad message gets an `error` message (OpenAI's error object) and the session
 goes on; a bad first message, a missing API key (when the server has keys: send
-`Authorization: Bearer <key>`) or a failed cast end it (close 1008, 1011). A socket that
-drops does not end the cast: finish its input over HTTP with the token from the `cast`
-message, and replay its audio by link. The session only awaits the store and the socket:
-nothing on the event loop does more than decode a bounded message or base64 a chunk.
+`Authorization: Bearer <key>`) or a failed cast end it (close 1008, 1011). A session is a
+long-lived read: it holds one of the client's stream slots (`speechd.limits.StreamSlots`)
+until it ends, and past the caps it gets the 429 or 503 error message and close 1013 (try
+again later) before anything is made. A store failure is an error message with code
+`store_unavailable` (one log line): while the cast is made it ends the session (close 1011;
+the cast itself goes on), while its input is written the session goes on (send the piece
+again with its `seq`). A socket that drops does not end the cast: finish its input over HTTP
+with the token from the `cast` message, and replay its audio by link. The session only
+awaits the store and the socket: nothing on the event loop does more than decode a bounded
+message or base64 a chunk.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from litestar.di import NamedDependency
 
 from speechd.casts import AudioChunk
 from speechd.config import Settings
-from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError
+from speechd.durable import DurableError
+from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable
+from speechd.limits import StreamSlots
 from speechd.live import LiveCast, LiveCasts
 
-from ._errors import error_body, error_body_for
+from ._errors import error_body, error_body_for, log_store_trouble
 from ._live import create_live, input_url, key_ok
 from ._live_wire import (
     MAX_WS_MESSAGE_BYTES,
@@ -71,9 +79,16 @@ class _Gone(Exception):
 
 
 class _Session:
-    def __init__(self, socket: WebSocket[Any, Any, Any], live: LiveCasts, base_url: str) -> None:
+    def __init__(
+        self,
+        socket: WebSocket[Any, Any, Any],
+        live: LiveCasts,
+        slots: StreamSlots,
+        base_url: str,
+    ) -> None:
         self.socket = socket
         self.live = live
+        self.slots = slots
         self.base_url = base_url
         self._send_lock = asyncio.Lock()
         self.binary = True
@@ -125,7 +140,13 @@ class _Session:
             await self.close(_POLICY, "authentication")
             return
         try:
+            self.slots.take(socket.scope)  # past the caps: 429/503 before anything is made
             cast = await self._start()
+        except DurableError as exc:
+            log_store_trouble("starting a live cast", exc)
+            await self.error(StoreUnavailable())
+            await self.close(_TRY_LATER)
+            return
         except SpeechdError as exc:
             await self.error(exc)
             code = _TRY_LATER if exc.status in (429, 503) else _POLICY
@@ -189,7 +210,7 @@ class _Session:
         if isinstance(outcome, _Gone):
             return  # the cast goes on without this socket
         if outcome is not None:
-            log.error("live session for cast %s failed", cast.id, exc_info=outcome)
+            log.error("a live-cast session failed", exc_info=outcome)
             await self._fail(error_body("The server had an error in this session.", "server_error"))
             await self.close(_SERVER_ERROR)
             return
@@ -217,6 +238,10 @@ class _Session:
                 state = await self.live.append(
                     cast.id, message.text, done=done, seq=message.seq, token=cast.token
                 )
+            except DurableError as exc:  # the piece may or may not be in: `seq` tells
+                log_store_trouble("appending a live cast's input", exc)
+                await self.error(StoreUnavailable())
+                continue
             except SpeechdError as exc:
                 await self.error(exc)  # the session goes on: the next message may be fine
                 continue
@@ -245,11 +270,15 @@ class _Session:
                     await self.send(event.body)
                 else:
                     await self.send(DeltaMessage(audio=base64.b64encode(event.body).decode()))
+            chars = (await self.live.input_state(cast.id)).chars
+        except DurableError as exc:
+            log_store_trouble("following a live cast", exc)
+            await self.error(StoreUnavailable())
+            return _SERVER_ERROR
         except SpeechdError as exc:
-            log.warning("live cast %s failed: %s", cast.id, exc)
+            log.warning("a live cast failed (%s)", type(exc).__name__)
             await self.error(exc)
             return _SERVER_ERROR
-        chars = (await self.live.input_state(cast.id)).chars
         output = math.ceil(audio_ms * OUTPUT_TOKENS_PER_SECOND / 1000)
         await self.send(DoneMessage(usage=Usage(chars, output, chars + output)))
         return _NORMAL
@@ -260,6 +289,7 @@ async def speech_live(
     socket: WebSocket[Any, Any, Any],
     live_casts: NamedDependency[LiveCasts],
     settings: NamedDependency[Settings],
+    slots: NamedDependency[StreamSlots],
 ) -> None:
     """A live cast over one WebSocket (see this module's docstring)."""
     await socket.accept()
@@ -267,4 +297,4 @@ async def speech_live(
     if not settings.public_url:  # links are for browsers and HTTP clients: ws -> http
         base_url = "http" + base_url.removeprefix("ws") if base_url.startswith("ws") else base_url
     base_url = base_url.rstrip("/")
-    await _Session(socket, live_casts, base_url).run()
+    await _Session(socket, live_casts, slots, base_url).run()
