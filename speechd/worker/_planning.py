@@ -39,6 +39,7 @@ FILL_CHARS = 250
 """A live cast with this much text waiting plans its next chunk whatever its lead (about the
 most one chunk holds)."""
 _REST_CHUNKS = 32  # the most estimated chunks the policy is shown for a cast's unplanned text
+_MAX_CHUNK_S = 16.0  # about the most audio a chunk holds (~250 tokens), when none is set
 
 
 class Planning:
@@ -120,17 +121,22 @@ class Planning:
 
 def predictions(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float], ...]:
     """(audio, generation) seconds predicted per chunk the cast has left: its planned chunks,
-    then the planner's estimate of the rest of its text in chunks the size of its last."""
+    then the planner's estimate of the rest of its text in chunks of the most a chunk of the
+    cast may hold (`PlanTiming.max_chunk_s`: chunks grow to it after the first two or three),
+    the next `_REST_CHUNKS` of them: what falls due soonest, which is what scheduling and
+    admission weigh. A cast with none planned yet is all estimate."""
     speed = cast.recipe.speed
     chunks = []
     for planned in cast.plan.ahead:
         audio = times.audio_s(len(planned.chunk.phonemes), speed)
         chunks.append((audio, times.gen_s(audio)))
     rest = cast.plan.planner.audio_left_s
-    if rest > 0 and chunks:
-        size = max(chunks[-1][0], rest / _REST_CHUNKS, 1.0)
-        while rest > 1e-6:
-            audio = min(size, rest)
-            chunks.append((audio, times.gen_s(audio)))
-            rest -= audio
+    cap = cast.timing.max_chunk_s or _MAX_CHUNK_S
+    size = max(cap, chunks[-1][0] if chunks else 0.0, 0.5)
+    for _ in range(_REST_CHUNKS):
+        if rest <= 1e-6:
+            break
+        audio = min(size, rest)
+        chunks.append((audio, times.gen_s(audio)))
+        rest -= audio
     return tuple(chunks)

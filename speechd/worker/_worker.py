@@ -335,7 +335,7 @@ class Worker:
         assert head.meta is not None
         whole = self.times.audio_for_chars(head.meta.text_chars, head.meta.speed)
         candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
-        now, views = self._clock(), self._views()
+        now, views = self._clock(), self._views(admission=True)
         if not self.policy.admit(now, views, candidate, rtf=self.times.rtf):
             self._waiting_head = (job.offset, head)
             return None
@@ -365,23 +365,34 @@ class Worker:
 
     # -- one chunk ----------------------------------------------------------------------
 
-    def _views(self) -> list[ActiveCast]:
+    def _views(self, *, admission: bool = False) -> list[ActiveCast]:
         """The runnable casts as the policy sees them: those whose next chunk is planned. A
         live cast waiting for text is not among them, so it is neither run nor counted as
         missing a deadline (its listener waits at the live edge; when text comes, its clock
-        goes on from there, see `Admitted.landed`)."""
+        goes on from there, see `Admitted.landed`).
+
+        For `admission`, also the casts admitted but not planned that far yet, with the
+        planner's estimate of their text: else a burst of casts would each be admitted
+        before the one before it was planned, as if the device had nothing to do."""
         rate = self._engine.sample_rate
-        return [
-            ActiveCast(
-                id=cast.id,
-                order=cast.job.offset,
-                first_audio_s=cast.origin_s,
-                audio_s=cast.samples / rate,
-                chunks=predictions(cast, self.times),
+        views = []
+        for cast in self._active.values():
+            plan = cast.plan
+            if not (plan.ready or (admission and not plan.waiting and not plan.finished)):
+                continue
+            chunks = predictions(cast, self.times)
+            if not chunks:
+                continue
+            views.append(
+                ActiveCast(
+                    id=cast.id,
+                    order=cast.job.offset,
+                    first_audio_s=cast.origin_s,
+                    audio_s=cast.samples / rate,
+                    chunks=chunks,
+                )
             )
-            for cast in self._active.values()
-            if cast.plan.ready
-        ]
+        return views
 
     async def _plan_ahead(self) -> None:
         """Follow the live casts' input, plan every cast a bounded slice ahead, and end
