@@ -4,13 +4,14 @@ hostile text cannot hold the engine thread, and the records say where each chunk
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from speechd.casts import Event, audio_chunk, cast_stream, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, Planner
 from speechd.worker import FifoPolicy
-from tests.support.engines import CostEngine, FakeChunkPolicy
+from tests.support.engines import CostEngine, FakeChunkPolicy, GatedEngine
 from tests.support.planner import WordG2P
 from tests.worker._helpers import make_worker, records, running, submit_text, wait_ended
 
@@ -104,3 +105,25 @@ async def test_the_last_record_alone_says_it_ends_the_file(store: Store) -> None
     assert audio[-1].planned == audio[-1].index + 1
     assert all(a.planned > a.index + 1 for a in audio[:-1])
     assert len({a.plan for a in audio}) == len(audio)  # each chunk ends somewhere new
+
+
+async def test_a_burst_of_casts_is_admitted_by_capacity_not_before_each_is_planned(
+    store: Store,
+) -> None:
+    # Admitted casts count for admission before their first chunk is planned (by the
+    # planner's estimate of their text): the second waits for the first one's first audio,
+    # as it would if the first had been planned whole at once.
+    ids = [await submit_text(store, f"cast {name} says hello to everyone") for name in "abc"]
+    gate = threading.Event()
+    engine = GatedEngine("cast a", gate)
+    async with running(make_worker(store, engine)):
+        try:
+            await asyncio.to_thread(engine.blocked.wait, 10)
+            started = [
+                any(event_of(r) == Event.START for r in await records(store, cast_stream(cid)))
+                for cid in ids
+            ]
+        finally:
+            gate.set()  # before the worker stops: it waits for the engine's chunk
+        assert started == [True, False, False]
+        await wait_ended(store, ids)
