@@ -94,9 +94,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """`auto` (a CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`
     (`load_settings` checks and normalises it; `EngineConfig` checks it again)."""
     threads: PositiveInt | None = None
+    engine: Literal["auto", "torch", "onnx"] = "auto"
+    """The runtime: torch, ONNX Runtime, or auto (ONNX Runtime when installed and usable)."""
+    onnx_model: str | None = None
+    """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
+    cache_dir: str | None = None
+    """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
+    receipts: PositiveInt = 10_000
+    """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
+    worker trims older ones. The api's metrics count the receipts they see, and its start
+    estimates read the last few dozen."""
     quantum: Seconds = 2.5
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
@@ -117,6 +127,9 @@ def engine_config(settings: Settings) -> EngineConfig:
         device=settings.device,
         threads=settings.threads,
         default_voice=settings.default_voice,
+        engine=settings.engine,
+        onnx_model=settings.onnx_model,
+        cache_dir=settings.cache_dir,
     )
     if not settings.voice_map:
         return engine

@@ -318,8 +318,10 @@ class ApiMetrics:
         while True:
             try:
                 batch = await store.read(casts.PROGRESS_DONE, self._receipts_next)
-            except SeqOutOfRange:  # the store was emptied under us: count afresh
-                self._receipts_next = 0
+            except SeqOutOfRange as exc:
+                # Trimmed below the worker's window (those receipts were never counted here:
+                # the counters count the receipts this process saw), or emptied under us.
+                self._receipts_next = exc.first
                 continue
             for record in batch.records:
                 receipt = casts.decode(record.body, casts.Receipt)

@@ -58,7 +58,7 @@ from speechd.casts import (
 from speechd.durable import AppendRecord, Store
 from speechd.engine import FLUSH_S
 
-from ._attempts import Attempts
+from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
 from ._input import Followers
@@ -121,6 +121,7 @@ class Worker:
         flush_s: float = FLUSH_S,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
+        receipts: int = RECEIPTS,
     ) -> None:
         self.id = worker_id
         self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
@@ -167,6 +168,7 @@ class Worker:
             chunk_policy=chunk_policy,
             encoders=encoders,
             retries=retries,
+            receipts=receipts,
             clock=clock,
             previous_life=lambda: self._previous_life,
         )
@@ -465,7 +467,7 @@ class Worker:
                 chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
             )
             records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        landed = await self._attempts.append(cast, records)
+        landed = await self._attempts.append(cast, records, chunk=chunk)
         if landed is None:
             return
         self.times.observe(
