@@ -183,7 +183,10 @@ async def run(url: str, rate: float, rounds: int) -> None:
         warm = {"voice": VOICE, "input": "Warming up.", "response_format": "pcm"}
         (await client.post(url + "/v1/audio/speech", json=warm)).raise_for_status()
         outcomes: list[Outcome] = []
-        for _ in range(rounds):
+        for n in range(rounds):
+            # Each round's reply ends its own way: an identical request would join the
+            # cast an earlier round made (and answer at once) instead of making one.
+            tokens = tokens_of(f"{REPLY} That was reply {n + 1}.")
             outcomes.append(await live(client, url, Llm(tokens, rate)))
             outcomes.append(await baseline(client, url, Llm(tokens, rate)))
     _report(outcomes)
