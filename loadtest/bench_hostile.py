@@ -3,6 +3,7 @@
     python -m loadtest.bench_hostile [--section planning] [--n 50000] [--pattern '1-' ...]
     python -m loadtest.bench_hostile --section first-audio --model-dir ~/.cache/speechd/kokoro-82m
         [--device cpu] [--threads N] [--url http://127.0.0.1:8000] [--repeat 3]
+    python -m loadtest.bench_hostile --section api [--url http://127.0.0.1:8000]
 
 Sections (`--section`, repeatable; default: every section listed here):
 
@@ -13,18 +14,26 @@ Sections (`--section`, repeatable; default: every section listed here):
              hold the engine thread for) and the cost per character against ordinary prose
              planned in the same run.
 
-  first-audio  on the real model, under `speechd serve` (started here, or `--url`): an
-             ordinary request's time to first audio (`/v1/audio/speech`, pcm) alone, then
-             right after a 200,000-character hostile cast was submitted (runs of `[`, `1-`,
-             `a@`, `[a](`), `--repeat` times each, and the ratio of the medians (target:
-             <= 1.5). The worker plans the hostile cast a bounded slice at a time between
-             chunk renders, so the ordinary request waits at most about one quantum for it.
-             Whether the ordinary cast is admitted beside it at all is the admission policy's
-             call: on a device that cannot serve both listeners in real time it queues
-             (its first audio then waits for the hostile cast), which the figures show.
+  first-audio  on the real model, under `speechd serve` (started here, a fresh one per
+             condition, or `--url`): an ordinary request's time to first audio
+             (`/v1/audio/speech`, pcm) alone, then right after a 200,000-character cast of
+             ordinary prose was submitted, then right after a 200,000-character hostile cast
+             (runs of `[`, `1-`, `a@`, `[a](`), `--repeat` times each, and the ratios of the
+             medians: hostile / alone (target: <= 1.5) and hostile / prose (what the text's
+             shape costs beyond sharing the device with a long cast). The worker plans the
+             long cast a bounded slice at a time between chunk renders, so planning holds
+             the ordinary request up by at most about one quantum. Whether the ordinary cast
+             is admitted beside a long one at once is the admission policy's call: where the
+             device cannot serve both listeners in real time without a stall, it waits until
+             the long cast is far enough ahead, which the prose row shows.
 
-Still to come, from the branch that makes it measurable: `api` (each pathological request's
-answer time). A section is a function taking the parsed arguments; add it to SECTIONS.
+  api        each kind of pathological request (the 20,000-character voice, JSON nested a
+             million deep, 200,000 characters of hostile text, 8 KiB headers, ...) sent to a
+             speechd of its own on the cost model (or only the kinds that make no cast, to
+             `--url`), and how long the api takes to answer it and the slowest `/healthz`
+             meanwhile (target: <= 100 ms); `loadtest._hostile_api` does the work.
+
+A section is a function taking the parsed arguments; add it to SECTIONS.
 """
 
 from __future__ import annotations
@@ -144,64 +153,88 @@ async def _ttfa(client: Any, url: str, text: str) -> float:
     return first
 
 
-async def _first_audio(url: str, repeat: int) -> None:
-    import statistics
-
+async def _beside(url: str, repeat: int, long_text: str | None, label: str) -> list[float]:
+    """An ordinary request's first audio, `repeat` times, after `long_text` (if any) was
+    submitted as a cast; prints the runs (and the long cast's progress meanwhile)."""
     import httpx
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=900.0)) as client:
         await _ttfa(client, url, "Warming up.")
-        alone = [await _ttfa(client, url, ORDINARY.format(n=f"alone {i}")) for i in range(repeat)]
-        made = await client.post(
-            url + "/v1/casts", json={"input": hostile_text(), "voice": "af_heart"}
-        )
-        made.raise_for_status()
-        beside = []
-        for i in range(repeat):
-            beside.append(await _ttfa(client, url, ORDINARY.format(n=f"beside {i}")))
-        status = (await client.get(f"{url}/v1/casts/{made.json()['id']}")).json()
-    for name, runs in (("alone", alone), ("beside a hostile cast", beside)):
-        print(f"   {name:<22} " + "  ".join(f"{r:6.2f} s" for r in runs))
-    ratio = statistics.median(beside) / max(statistics.median(alone), 1e-9)
-    print(f"   median first audio beside / alone: {ratio:.2f}x (target <= 1.5x)")
-    progress = status["progress"]
-    print(
-        f"   the hostile cast meanwhile: {status['status']}, {progress['chunks_done']} chunks,"
-        f" {progress['audio_seconds']:.1f} s of audio"
-    )
+        made = None
+        if long_text is not None:
+            made = await client.post(
+                url + "/v1/casts", json={"input": long_text, "voice": "af_heart"}
+            )
+            made.raise_for_status()
+        runs = [await _ttfa(client, url, ORDINARY.format(n=f"{label} {i}")) for i in range(repeat)]
+        print(f"   {label:<26} " + "  ".join(f"{r:6.2f} s" for r in runs))
+        if made is not None:
+            status = (await client.get(f"{url}/v1/casts/{made.json()['id']}")).json()
+            progress = status["progress"]
+            print(
+                f"   {'':<26} (the long cast meanwhile: {status['status']},"
+                f" {progress['chunks_done']} chunks, {progress['audio_seconds']:.1f} s of audio)"
+            )
+    return runs
 
 
 def first_audio(args: argparse.Namespace) -> None:
     import asyncio
+    import statistics
     import tempfile
     from pathlib import Path
 
     from ._servers import start_speechd
 
-    print("\nfirst-audio: an ordinary request alone, then beside a 200,000-character hostile cast")
+    print("\nfirst-audio: an ordinary request alone, beside a 200,000-character cast of prose,")
+    print("   and beside a 200,000-character hostile cast (a fresh server for each long cast)")
+    conditions = [
+        ("alone", None),
+        ("beside a prose cast", repeat(PROSE, 200_000)),
+        ("beside a hostile cast", hostile_text()),
+    ]
+    medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as work:
-        server = None
-        try:
-            url = args.url
-            if url is None:
-                server = start_speechd(
-                    "speechd",
-                    policy="deadline",
-                    model_dir=args.model_dir,
-                    device=args.device,
-                    threads=args.threads,
-                    workdir=Path(work),
-                )
-                server.wait_ready()
-                url = server.url
-            asyncio.run(_first_audio(url, args.repeat))
-        finally:
-            if server is not None:
-                server.stop()
+        for label, long_text in conditions:
+            server = None
+            try:
+                url = args.url
+                if url is None:
+                    server = start_speechd(
+                        "speechd",
+                        policy="deadline",
+                        model_dir=args.model_dir,
+                        device=args.device,
+                        threads=args.threads,
+                        workdir=Path(work),
+                    )
+                    server.wait_ready()
+                    url = server.url
+                runs = asyncio.run(_beside(url, args.repeat, long_text, label))
+                medians[label] = statistics.median(runs)
+            finally:
+                if server is not None:
+                    server.stop()
+            if args.url is not None and long_text is not None:
+                print("   (--url: the long casts ran one after another on one server)")
+    alone = max(medians["alone"], 1e-9)
+    hostile, prose = medians["beside a hostile cast"], medians["beside a prose cast"]
+    print(f"   median first audio beside a hostile cast / alone: {hostile / alone:.2f}x"
+          " (target <= 1.5x)")  # fmt: skip
+    print(f"   median first audio beside a hostile cast / beside prose: {hostile / prose:.2f}x"
+          " (what the text's shape costs; the rest is sharing the device)")  # fmt: skip
+
+
+def api(args: argparse.Namespace) -> None:
+    from ._hostile_api import run
+
+    print("\napi: pathological requests")
+    run(args.url)
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "planning": planning,
+    "api": api,
     "first-audio": first_audio,
 }
 
@@ -213,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--n", type=int, default=50_000, help="characters (planning: n and 2n)")
     parser.add_argument("--pattern", action="append", help="planning: only these patterns")
-    parser.add_argument("--url", help="first-audio: a running speechd (default: start one)")
+    parser.add_argument("--url", help="first-audio, api: a running speechd (default: start one)")
     parser.add_argument("--model-dir", default=os.environ.get("SPEECHD_TEST_MODEL_DIR"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int)
