@@ -35,7 +35,14 @@ PAD_S = 0.25
 SENTENCE = "The old keeper climbed the spiral stairs at dusk, and looked out to the grey sea."
 
 #: One chunk per 510-token span: the engine's own speed (the raw loop, whole-chunk serving).
-WHOLE = ChunkPolicy(first_tokens=510, first_max_tokens=510, min_tokens=510, rtf=0)
+WHOLE = ChunkPolicy(
+    first_tokens=510,
+    first_max_tokens=510,
+    min_tokens=510,
+    sentence_tokens=510,
+    max_tokens=510,
+    rtf=0,
+)
 
 
 def units(sentences: int) -> list[Unit]:
