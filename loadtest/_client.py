@@ -110,9 +110,13 @@ async def run_scenario(
     peak = [Rss(0.0, 0.0)]
     sampling = asyncio.create_task(_sample_rss(server, peak))
     began = time.monotonic()
-    listeners = await asyncio.gather(
-        *(speak(client, server.url, request, began) for request in scenario.requests)
-    )
+    clients = asyncio.Semaphore(scenario.pool or len(scenario.requests) or 1)
+
+    async def one(request: Request) -> ListenerResult:
+        async with clients:
+            return await speak(client, server.url, request, began)
+
+    listeners = await asyncio.gather(*(one(request) for request in scenario.requests))
     sampling.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await sampling

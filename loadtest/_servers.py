@@ -22,7 +22,14 @@ import httpx
 
 from ._results import Rss
 
-__all__ = ["Server", "start_naive", "start_speechd", "tree_rss"]
+__all__ = [
+    "Server",
+    "start_chunked",
+    "start_naive",
+    "start_slow_speechd",
+    "start_speechd",
+    "tree_rss",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,3 +157,35 @@ def start_naive(
     port = _free_port()
     argv = ["-m", "loadtest.naive_server", "--port", str(port)]
     return _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+
+
+def start_slow_speechd(
+    name: str, *, rtf: float, overhead_s: float, workdir: Path, max_queue: int = 256
+) -> Server:
+    """`speechd serve` (deadline policy) on the slow device's cost model (`loadtest._slow`)."""
+    port = _free_port()
+    data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
+    argv = ["-m", "loadtest.slow_serve", "--rtf", str(rtf), "--overhead", str(overhead_s), "--"]
+    argv += ["serve", "--port", str(port), "--data-dir", data, "--max-queue", str(max_queue)]
+    argv += ["--log-level", "warning"]
+    return _start(name, argv, port, workdir)
+
+
+def start_chunked(
+    name: str,
+    *,
+    workdir: Path,
+    cost_model: tuple[float, float] | None = None,
+    model_dir: str | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+) -> Server:
+    """The Kokoro-FastAPI-style whole-chunk baseline (`loadtest.chunked_server`), on the cost
+    model of a slow device or on the real engine."""
+    port = _free_port()
+    argv = ["-m", "loadtest.chunked_server", "--port", str(port)]
+    if cost_model is not None:
+        argv += ["--cost-model", f"{cost_model[0]},{cost_model[1]}"]
+    else:
+        argv += _engine_flags(model_dir, device, threads)
+    return _start(name, argv, port, workdir)
