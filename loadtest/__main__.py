@@ -38,9 +38,11 @@ from pathlib import Path
 
 import msgspec
 
+from speechd.engine import parse_device
+
 from ._client import new_client, run_scenario
 from ._report import load_report, write_report
-from ._results import Machine, RawResult, Run, ScenarioRun, summarize
+from ._results import Machine, RawResult, Run, ScenarioRun, WorkerMetrics, summarize
 from ._scenarios import NAIVE, SPEECHD, SPEECHD_FIFO, TARGETS, Request, Scenario, scenarios
 from ._servers import Server, start_naive, start_speechd
 
@@ -136,7 +138,23 @@ def _line(run: ScenarioRun) -> str:
         f"  {run.target:13s} {run.scenario:14s} TTFA p50 {s.ttfa_p50_s or 0:6.2f} s"
         f" max {s.ttfa_max_s or 0:6.2f} s, underruns {s.underruns:3d} ({s.gap_ms:6.0f} ms),"
         f" {s.throughput:5.2f} audio s/s in {run.wall_s:5.1f} s, errors {errors}{rss}"
+        f"{_telemetry(s.worker_metrics)}"
     )
+
+
+def _telemetry(m: WorkerMetrics | None) -> str:
+    """The worker's own figures, as speechd's /metrics gave them."""
+    if m is None or m.cpu_percent_mean is None:
+        return ""
+    text = (
+        f"; /metrics: worker cpu {m.cpu_percent_mean:.0f}% mean {m.cpu_percent_max or 0:.0f}%"
+        f" max, rss {m.rss_mib_max or 0:.0f} MiB"
+    )
+    if m.power_w_mean is not None:
+        text += f", {m.power_w_mean:.1f} W"
+    if m.joules_per_audio_s is not None:
+        text += f", {m.joules_per_audio_s:.2f} J per audio s"
+    return text
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -200,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="measure and write a report")
     run.add_argument("--model-dir", default=os.environ.get("SPEECHD_MODEL_DIR"))
-    run.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    run.add_argument(
+        "--device", default="cpu", type=parse_device, help="auto, cpu, cuda or cuda:N (cpu)"
+    )
     run.add_argument("--threads", type=int, help="CPU threads per server and for the raw loop")
     run.add_argument("--quick", action="store_true", help="small scenarios (< 3 minutes)")
     run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report folder")

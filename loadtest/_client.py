@@ -17,14 +17,24 @@ import time
 import httpx
 
 from ._listener import PCM_BYTES_PER_S, Listener
-from ._results import ListenerResult, Rss, ScenarioRun
+from ._results import ListenerResult, Rss, ScenarioRun, WorkerMetrics
 from ._scenarios import Request, Scenario
 from ._servers import Server
 from ._workload import VOICE
 
-__all__ = ["new_client", "run_scenario", "speak"]
+__all__ = ["new_client", "run_scenario", "speak", "worker_metrics"]
 
 _SUBMITTED = re.compile(r'^speechd_casts_submitted_total\{outcome="(\w+)"\} (\S+)$', re.M)
+#: The worker's figures in speechd's /metrics (speechd.telemetry), one line per worker.
+_WORKER_FIGURES = {
+    name: re.compile(rf"^{name}\{{[^}}\n]*\}} (\S+)$", re.M)
+    for name in (
+        "speechd_worker_cpu_percent",
+        "speechd_worker_resident_memory_bytes",
+        "speechd_device_power_watts",
+        "speechd_worker_energy_per_audio_second_joules",
+    )
+}
 
 
 def new_client() -> httpx.AsyncClient:
@@ -102,13 +112,58 @@ async def _sample_rss(server: Server, peak: list[Rss], every_s: float = 0.25) ->
         await asyncio.sleep(every_s)
 
 
+async def _sample_metrics(
+    client: httpx.AsyncClient, server: Server, seen: list[dict[str, float]], every_s: float = 1.0
+) -> None:
+    """Scrape the worker's figures from /metrics until cancelled (a server without them,
+    the naive one, adds nothing)."""
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            response = await client.get(server.url + "/metrics")
+            if response.status_code == 200:
+                figures = {
+                    name: sum(float(v) for v in pattern.findall(response.text))
+                    for name, pattern in _WORKER_FIGURES.items()
+                    if pattern.search(response.text)
+                }
+                if figures:
+                    seen.append(figures)
+        await asyncio.sleep(every_s)
+
+
+def worker_metrics(seen: list[dict[str, float]]) -> WorkerMetrics | None:
+    """What the samples of `_sample_metrics` come to; None without any."""
+    if not seen:
+        return None
+
+    def values(name: str) -> list[float]:
+        return [s[name] for s in seen if name in s]
+
+    cpu = values("speechd_worker_cpu_percent")
+    rss = values("speechd_worker_resident_memory_bytes")
+    power = values("speechd_device_power_watts")
+    joules = values("speechd_worker_energy_per_audio_second_joules")
+    return WorkerMetrics(
+        samples=len(seen),
+        cpu_percent_mean=sum(cpu) / len(cpu) if cpu else None,
+        cpu_percent_max=max(cpu, default=None),
+        rss_mib_max=max(rss) / 2**20 if rss else None,
+        power_w_mean=sum(power) / len(power) if power else None,
+        joules_per_audio_s=joules[-1] if joules else None,
+    )
+
+
 async def run_scenario(
     client: httpx.AsyncClient, server: Server, scenario: Scenario
 ) -> ScenarioRun:
     """Every request of `scenario` against `server`, with its memory sampled meanwhile."""
     before = await _submitted(client, server)
     peak = [Rss(0.0, 0.0)]
-    sampling = asyncio.create_task(_sample_rss(server, peak))
+    seen: list[dict[str, float]] = []
+    sampling = [
+        asyncio.create_task(_sample_rss(server, peak)),
+        asyncio.create_task(_sample_metrics(client, server, seen)),
+    ]
     began = time.monotonic()
     clients = asyncio.Semaphore(scenario.pool or len(scenario.requests) or 1)
 
@@ -117,9 +172,10 @@ async def run_scenario(
             return await speak(client, server.url, request, began)
 
     listeners = await asyncio.gather(*(one(request) for request in scenario.requests))
-    sampling.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await sampling
+    for task in sampling:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     after = await _submitted(client, server)
     ends = [x.ended_s for x in listeners if x.ended_s is not None]
     delta = (
@@ -139,4 +195,5 @@ async def run_scenario(
         casts_new=None if delta is None else delta["created"],
         casts_shared=None if delta is None else delta["existing"],
         load_avg=os.getloadavg()[0],
+        worker_metrics=worker_metrics(seen),
     )

@@ -181,6 +181,7 @@ def _markdown(report: Report, plots: Sequence[str]) -> str:
         )
     lines += _ratios(report)
     lines += _memory(report)
+    lines += _worker_metrics(report)
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
@@ -240,6 +241,38 @@ def _memory(report: Report) -> list[str]:
             f"| {s.target} | {s.scenario} |"
             f" {_mib(s.rss_peak.api_mib)} / {_mib(end and end.api_mib)} |"
             f" {_mib(s.rss_peak.worker_mib)} / {_mib(end and end.worker_mib)} |"
+        )
+    return lines
+
+
+def _worker_metrics(report: Report) -> list[str]:
+    rows = [s for s in report.summaries if s.worker_metrics is not None]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## The worker's figures in /metrics",
+        "",
+        "What speechd's own /metrics showed while each scenario ran (scraped about once a"
+        " second; the worker measures them and carries them in its heartbeats): its CPU use"
+        " in percent of one core (200 = two cores busy), its RSS, and where the device has a"
+        " power reading, power and joules per second of audio made.",
+        "",
+        "| server | scenario | samples | worker CPU mean / max | worker RSS max | power mean |"
+        " J per audio s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        m = s.worker_metrics
+        assert m is not None
+        cpu = (
+            "-"
+            if m.cpu_percent_mean is None
+            else (f"{m.cpu_percent_mean:.0f}% / {m.cpu_percent_max or 0:.0f}%")
+        )
+        lines.append(
+            f"| {s.target} | {s.scenario} | {m.samples} | {cpu} | {_mib(m.rss_mib_max)} |"
+            f" {_s(m.power_w_mean, 1)} | {_s(m.joules_per_audio_s, 2)} |"
         )
     return lines
 

@@ -20,6 +20,7 @@ __all__ = [
     "Run",
     "ScenarioRun",
     "Summary",
+    "WorkerMetrics",
     "offered_load",
     "percentile",
     "summarize",
@@ -31,6 +32,21 @@ class Rss(msgspec.Struct, frozen=True):
 
     api_mib: float
     worker_mib: float
+
+
+class WorkerMetrics(msgspec.Struct, frozen=True):
+    """The worker's own figures as speechd's /metrics showed them during a scenario (sampled
+    about once a second; the worker measures them, summed over its workers)."""
+
+    samples: int
+    cpu_percent_mean: float | None = None
+    """Percent of one core (200 = two cores busy)."""
+    cpu_percent_max: float | None = None
+    rss_mib_max: float | None = None
+    power_w_mean: float | None = None
+    joules_per_audio_s: float | None = None
+    """The last reading of speechd_worker_energy_per_audio_second_joules (a power reading
+    is needed: NVML or tegrastats)."""
 
 
 class ListenerResult(msgspec.Struct, frozen=True):
@@ -64,6 +80,8 @@ class ScenarioRun(msgspec.Struct, frozen=True):
     """speechd's casts_submitted_total by outcome during the scenario (None: not speechd)."""
     load_avg: float | None = None
     """The machine's 1-minute load average as the scenario ended (others' work shows here)."""
+    worker_metrics: WorkerMetrics | None = None
+    """The worker's CPU use and RSS (and device figures) from speechd's /metrics."""
 
 
 class RawResult(msgspec.Struct, frozen=True):
@@ -122,6 +140,7 @@ class Summary(msgspec.Struct, frozen=True):
     casts_shared: int | None
     distinct_casts: int
     load_avg: float | None
+    worker_metrics: WorkerMetrics | None = None
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -178,4 +197,5 @@ def summarize(run: ScenarioRun, raw: RawResult | None) -> Summary:
         casts_shared=run.casts_shared,
         distinct_casts=len({x.cast_id for x in run.listeners if x.cast_id is not None}),
         load_avg=run.load_avg,
+        worker_metrics=run.worker_metrics,
     )

@@ -79,6 +79,7 @@ class Server:
     pid: int | None = None
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    data_dir: str | None = None  # `speechd serve`'s store, when this run made it
 
     def rss(self) -> Rss | None:
         return None if self.pid is None else tree_rss(self.pid)
@@ -148,7 +149,9 @@ def start_speechd(
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
     argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
-    return _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+    server = _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+    server.data_dir = data
+    return server
 
 
 def start_naive(

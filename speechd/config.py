@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig
+from speechd.engine import EngineConfig, parse_device
 
 __all__ = [
     "ENV_PREFIX",
@@ -77,7 +77,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     first address is the client rate limits count by. None: the connection's peer address."""
     # The worker (and the voice names the api accepts).
     model_dir: str | None = None
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: str = "auto"
+    """`auto` (a CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`
+    (`load_settings` checks and normalises it; `EngineConfig` checks it again)."""
     threads: PositiveInt | None = None
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
@@ -158,6 +160,11 @@ def load_settings(
     for name in _DURATIONS:
         if name in values:
             values[name] = parse_duration(values[name])
+    if isinstance(values.get("device"), str):
+        try:
+            values["device"] = parse_device(values["device"])
+        except ValueError as exc:
+            raise SettingsError(f"--device / {ENV_PREFIX}DEVICE: {exc}") from exc
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:

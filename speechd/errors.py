@@ -2,7 +2,8 @@
 
     SpeechdError                  500  server_error
     ├── InvalidRequest            400  invalid_request_error   (param names the field)
-    │   └── UnknownVoice          400  invalid_request_error   code=voice_not_found
+    │   ├── UnknownVoice          400  invalid_request_error   code=voice_not_found
+    │   └── VoiceUnavailable      400  invalid_request_error   code=voice_unavailable
     ├── AuthenticationFailed      401  authentication_error    code=invalid_api_key
     ├── NotFound                  404  invalid_request_error
     │   ├── ModelNotFound         404  invalid_request_error   code=model_not_found
@@ -37,6 +38,7 @@ __all__ = [
     "SpeechdError",
     "Unavailable",
     "UnknownVoice",
+    "VoiceUnavailable",
 ]
 
 
@@ -66,6 +68,15 @@ class UnknownVoice(InvalidRequest):
         super().__init__(f"Unknown voice {voice!r}. Available voices: {shown}.", param="voice")
         self.voice = voice
         self.available = available
+
+
+class VoiceUnavailable(InvalidRequest):
+    """The voice is installed, but no worker can speak its language (its G2P is missing)."""
+
+    code = "voice_unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="voice")
 
 
 class AuthenticationFailed(SpeechdError):

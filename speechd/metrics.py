@@ -6,7 +6,7 @@ What is measured where:
   `speechd_time_to_first_audio_seconds` (request received -> first audio byte ready, as a
   caller of `/v1/audio/speech` experiences it), `speechd_casts_submitted_total{outcome}`.
 * Read from the store at each scrape, so any api replica reports the same figures:
-  `speechd_queue_depth` (jobs past the workers' cursor), `speechd_workers_ready`,
+  `speechd_queue_depth` (casts waiting in line or being made), `speechd_workers_ready`,
   `speechd_active_casts` and `speechd_cast_lead_seconds{cast}` (casts generating now, and how
   far each one's audio is ahead of real time), and from the `progress/done` receipts of finished
   casts `speechd_casts_completed_total`, `speechd_chunks_generated_total`,
@@ -14,6 +14,10 @@ What is measured where:
   once their cast finishes; the counters restart from the store's whole history with the api.
 * From the supervisor, under `speechd serve` only: `speechd_worker_restarts_total` and
   `speechd_worker_alive`.
+* Measured by each ready worker and read from its latest notice at each scrape
+  (`speechd.telemetry` lists the families): `speechd_worker_info{worker,device,...}` names
+  the device it runs on; its CPU use, RSS, audio made and, where its device has the sources,
+  GPU load and memory, power, rails, temperatures, energy and joules per audio second.
 
 The worker's own scheduler figures (per-chunk generation time, real-time factor, admission
 decisions) live in the worker process and reach the api only through its receipts.
@@ -24,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+import msgspec
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -39,6 +44,7 @@ from speechd import casts
 from speechd.durable import SeqOutOfRange, Store
 from speechd.errors import CastNotFound
 from speechd.service import CastService
+from speechd.telemetry import WorkerReadings, telemetry_families
 
 __all__ = ["CONTENT_TYPE", "ApiMetrics", "SupervisedWorker"]
 
@@ -75,6 +81,48 @@ class _SupervisorCollector(Collector):
         )
 
 
+class _TelemetryCollector(Collector):
+    """The ready workers' readings as of the last refresh."""
+
+    def __init__(self) -> None:
+        self.workers: list[WorkerReadings] = []
+
+    def collect(self) -> Iterator[Metric]:
+        yield from telemetry_families(self.workers)
+
+
+async def _latest_notice(store: Store, worker_id: str) -> casts.WorkerNotice | None:
+    stream = casts.worker_stream(worker_id)
+    try:
+        tail = await store.check_tail(stream)
+        batch = await store.read(stream, tail - 1, max_records=1) if tail else None
+    except SeqOutOfRange:  # the worker started its stream over just now
+        return None
+    if batch is None or not batch.records:
+        return None
+    try:
+        notice = casts.decode(batch.records[0].body, casts.WorkerNotice)
+    except msgspec.DecodeError:
+        return None
+    return notice if notice.kind != "stopped" else None
+
+
+async def _worker_readings(service: CastService) -> list[WorkerReadings]:
+    """Each ready worker's device and, from its latest notice, its readings."""
+    found = []
+    for ready in await service.workers():
+        latest = await _latest_notice(service.store, ready.worker) or ready
+        found.append(
+            WorkerReadings(
+                worker=ready.worker,
+                device=ready.device,
+                device_name=latest.device_name or ready.device_name,
+                readings=latest.telemetry,
+            )
+        )
+    return found
+
+
 class ApiMetrics:
     """The api's metrics. Built by `create_app`; `refresh` reads the store before a scrape."""
 
@@ -101,7 +149,7 @@ class ApiMetrics:
             registry=r,
         )
         self._queue = Gauge(
-            "speechd_queue_depth", "Jobs appended and not yet finished.", registry=r
+            "speechd_queue_depth", "Casts waiting in line or being made.", registry=r
         )
         self._ready = Gauge(
             "speechd_workers_ready",
@@ -131,6 +179,8 @@ class ApiMetrics:
         )
         if supervisor is not None:
             r.register(_SupervisorCollector(supervisor))
+        self._telemetry = _TelemetryCollector()
+        r.register(self._telemetry)
         self._receipts_next = 0
 
     # -- recorded by the api as it serves -----------------------------------------------
@@ -163,6 +213,7 @@ class ApiMetrics:
                     self._lead.labels(cast_id).set(status.lead_ms / 1000)
         self._active.set(active)
         await self._read_receipts(service.store)
+        self._telemetry.workers = await _worker_readings(service)
 
     async def _read_receipts(self, store: Store) -> None:
         while True:

@@ -7,28 +7,42 @@
 
 `POST /v1/audio/speech` (openai_compat) and `POST /v1/casts` (gateway) both build a
 `CastRequest` and call `submit`; they differ only in their wire shapes and limits. The service
-never loads the model: voices and readiness come from the workers' notices in the store.
+never loads the model: voices, the languages the workers cannot speak, readiness and why no
+worker is ready come from the workers' notices in the store (`worker_health`); the voice list
+falls back to the last known set (`config/voices`) while no worker is ready. The queue limit
+counts the casts waiting or being made (`QueueLine`), and a queued cast's status says its place
+in line and when it should start. `watch_workers` is what a caller waiting on a cast races its
+read against, so that it is never left waiting on workers that are not coming.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import NamedTuple, NoReturn
 
 import msgspec
 
 from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE
 from speechd.durable import Store
-from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook
-from speechd.errors import InvalidRequest, QueueFull, Unavailable
-from speechd.worker import committed_offset, queue_depth, ready_workers
+from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
+from speechd.errors import (
+    InvalidRequest,
+    ModelUnavailable,
+    QueueFull,
+    Unavailable,
+    VoiceUnavailable,
+)
+from speechd.worker import QueueLine, WorkerHealth, known_voices, worker_health
 
 __all__ = [
     "MODEL",
+    "UNREADY_GRACE_S",
     "CastRequest",
     "CastService",
     "SubmittedCast",
@@ -39,8 +53,15 @@ __all__ = [
 MODEL = "kokoro"
 """The one model speechd runs; every cast's recipe names it."""
 
+UNREADY_GRACE_S = 90.0
+"""How long a caller waiting on a cast waits while no worker is ready (a restart takes tens of
+seconds) before it gets a 503. When the last worker heard from failed to load the model, it
+gets the 503 at once."""
+
 _TITLE_CHARS = 80
 _READY_TTL_S = 1.0
+_UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
+_WATCH_S = 1.0  # how often a waiting caller looks at the workers
 # C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -110,6 +131,7 @@ class CastService:
         default_voice: str,
         voice_map: Mapping[str, str],
         clock: Callable[[], float] = time.time,
+        unready_grace_s: float | None = None,
     ) -> None:
         self.store = store
         self._secret = secret
@@ -117,71 +139,112 @@ class CastService:
         self._default_voice = default_voice
         self._voice_map = dict(voice_map)
         self._clock = clock
-        self._ready: tuple[float, list[casts.WorkerNotice]] | None = None
-        self._book: tuple[tuple[str, ...], VoiceBook] | None = None
+        self._grace_s = UNREADY_GRACE_S if unready_grace_s is None else unready_grace_s
+        self._health: tuple[float, WorkerHealth] | None = None
+        self._health_lock = asyncio.Lock()
+        self._book: tuple[tuple[object, ...], _Voices] | None = None
+        self._line = QueueLine(store)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
     # -- workers, voices, readiness -----------------------------------------------------
 
+    async def health(self) -> WorkerHealth:
+        """The ready workers, and what the others said last (cached ~1 s when one is ready,
+        a quarter of that when none is, so the first ready worker is seen at once)."""
+        async with self._health_lock:  # one read of the workers for all who ask at once
+            now = self._clock()
+            if self._health is not None:
+                at, health = self._health
+                if now - at < (_READY_TTL_S if health.ready else _UNREADY_TTL_S):
+                    return health
+            health = await worker_health(self.store, now_ms=int(now * 1000))
+            self._health = (now, health)
+            return health
+
     async def workers(self) -> list[casts.WorkerNotice]:
-        """The workers whose model is loaded and whose heartbeat is fresh (cached ~1 s)."""
-        now = self._clock()
-        if self._ready is not None and now - self._ready[0] < _READY_TTL_S:
-            return self._ready[1]
-        found = await ready_workers(self.store, now_ms=int(now * 1000))
-        # Only a positive answer is cached, so the first ready worker is seen at once.
-        self._ready = (now, found) if found else None
-        return found
+        """The workers whose model is loaded and whose heartbeat is fresh."""
+        return (await self.health()).ready
 
     async def require_workers(self) -> list[casts.WorkerNotice]:
-        """The ready workers; raises `Unavailable` when there is none."""
-        found = await self.workers()
-        if not found:
-            raise Unavailable("No worker is ready yet (the model may still be loading).")
-        return found
+        """The ready workers; raises why there is none (`ModelUnavailable` with the worker's
+        error when the model could not be loaded, else `Unavailable`)."""
+        health = await self.health()
+        problem = health.unavailable()
+        if problem is not None:
+            raise problem
+        return health.ready
+
+    async def watch_workers(self) -> NoReturn:
+        """Wait as long as a caller waiting on a cast should: raises `ModelUnavailable` as soon
+        as the model is known not to load, `Unavailable` once no worker has been ready for
+        `UNREADY_GRACE_S` in a row. Race a read against it; it never returns."""
+        since: float | None = None
+        while True:
+            problem = (await self.health()).unavailable()
+            if problem is None:
+                since = None
+            elif isinstance(problem, ModelUnavailable):
+                raise problem
+            else:
+                now = time.monotonic()
+                since = now if since is None else since
+                if now - since >= self._grace_s:
+                    raise Unavailable(
+                        f"{problem.message} Gave up after {self._grace_s:.0f} s without one."
+                    )
+            await asyncio.sleep(_WATCH_S)
 
     async def voices(self) -> list[str]:
-        """Voices installed on the ready workers; raises `Unavailable` when none is ready."""
-        return list(self._voice_book(await self.require_workers()).installed)
+        """The voices the ready workers can speak; while none is ready, those of the last
+        worker that was (kept in the store). Raises why no worker is ready when none ever
+        was. Voices of a language no worker can speak are left out."""
+        health = await self.health()
+        notices = health.ready
+        if not notices:
+            kept = await known_voices(self.store)
+            if kept is None:
+                problem = health.unavailable()
+                assert problem is not None
+                raise problem
+            notices = [kept]
+        voices = self._voices(notices)
+        return [v for v in voices.book.installed if voice_language(v) not in voices.unspeakable]
 
-    def _voice_book(self, workers: Sequence[casts.WorkerNotice]) -> VoiceBook:
+    def _voices(self, workers: Sequence[casts.WorkerNotice]) -> _Voices:
+        """The voice book over the workers' voices, and the languages any of them cannot speak
+        (any worker may take any job, so one that cannot speak a language rules it out)."""
         installed = tuple(sorted({v for w in workers for v in w.voices}))
-        if self._book is None or self._book[0] != installed:
+        unspeakable = {k: v for w in workers for k, v in sorted(w.unspeakable.items())}
+        key = (installed, tuple(sorted(unspeakable.items())))
+        if self._book is None or self._book[0] != key:
             book = VoiceBook(
                 list(installed), voice_map=self._voice_map, default_voice=self._default_voice
             )
-            self._book = (installed, book)
+            self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
     # -- making casts -------------------------------------------------------------------
 
     async def queue_depth(self) -> int:
-        """Jobs appended but not yet finished: `jobs` past the workers' committed cursor."""
-        return await queue_depth(self.store)
+        """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""
+        return await self._line.depth()
 
     async def pending_casts(self, *, limit: int) -> list[str]:
-        """Ids of the unfinished jobs' casts (queued or generating), oldest first."""
-        offset = await committed_offset(self.store)
-        tail = await self.store.check_tail(casts.JOBS)
-        found: dict[str, None] = {}
-        while offset < tail and len(found) < limit:
-            batch = await self.store.read(casts.JOBS, offset, max_records=min(limit, 1000))
-            if not batch.records:
-                break
-            for record in batch.records:
-                found[casts.decode(record.body, casts.Job).id] = None
-            offset = batch.records[-1].seq_num + 1
-        return list(found)[:limit]
+        """Ids of the casts not known to be finished (waiting, being made, or not looked at
+        yet), in line order, as far as `jobs` was read."""
+        return await self._line.unfinished(limit=limit)
 
     async def submit(
         self, request: CastRequest, *, max_chars: int, text_param: str = "input"
     ) -> SubmittedCast:
         """Validate `request`, then create its cast unless an identical one exists.
 
-        Raises `InvalidRequest` (bad text, format or speed), `UnknownVoice`, `Unavailable` (no
-        ready worker) or `QueueFull`. Nothing is written to the store unless all checks pass.
+        Raises `InvalidRequest` (bad text, format or speed), `UnknownVoice`,
+        `VoiceUnavailable` (a language no worker can speak), `Unavailable` or
+        `ModelUnavailable` (no ready worker) or `QueueFull`. Nothing is written to the store
+        unless all checks pass.
         """
         text = _check_text(request.text, max_chars=max_chars, param=text_param)
         if request.format not in FORMATS:
@@ -193,8 +256,11 @@ class CastService:
             raise InvalidRequest(
                 f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
             )
-        book = self._voice_book(await self.require_workers())
-        voice = book.resolve(request.voice or self._default_voice)
+        voices = self._voices(await self.require_workers())
+        voice = voices.book.resolve(request.voice or self._default_voice)
+        reason = voices.unspeakable.get(voices.book.language(voice))
+        if reason is not None:
+            raise VoiceUnavailable(reason)
         speed = round(float(request.speed), 3)
         cast_id = casts.cast_id(
             self._secret, model=MODEL, voice=voice, speed=speed, format=request.format, text=text
@@ -233,5 +299,19 @@ class CastService:
                     yield chunk
 
     async def status(self, cast_id: str) -> casts.CastStatus:
-        """Where the cast stands; raises `CastNotFound`."""
-        return await casts.cast_status(self.store, cast_id, now_ms=self._now_ms())
+        """Where the cast stands (a queued one: its place in line, and when it should start);
+        raises `CastNotFound`."""
+        status = await casts.cast_status(self.store, cast_id, now_ms=self._now_ms())
+        if status.state != casts.CastState.QUEUED:
+            return status
+        workers = [w.worker for w in await self.workers()]
+        place = await self._line.place(cast_id, workers=workers)
+        if place is None:
+            return status
+        starts = None if place.starts_in_s is None else round(place.starts_in_s * 1000)
+        return msgspec.structs.replace(status, queue_position=place.ahead, starts_in_ms=starts)
+
+
+class _Voices(NamedTuple):
+    book: VoiceBook
+    unspeakable: dict[str, str]

@@ -9,6 +9,7 @@
                     out.write(data)
         cast = client.submit_cast(open("chapter.txt").read())  # queued; returns at once
         print(cast.url, client.cast_status(cast.id).progress)
+        print(client.captions(cast.id))                        # WebVTT, timed to the audio
 
 `AsyncClient` has the same methods for asyncio. Errors are one tree under
 `SpeechdClientError` (see `_errors`). The `speechd-client` command is `speechd_client._cli`.
@@ -17,7 +18,7 @@ Needs only httpx and msgspec: never the server, never torch.
 
 from __future__ import annotations
 
-from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
+from ._calls import CAPTION_FORMATS, DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient, AudioStream, Client
 from ._errors import (
     APIError,
@@ -50,6 +51,7 @@ from ._wire import (
 )
 
 __all__ = [
+    "CAPTION_FORMATS",
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
     "FORMATS",

@@ -24,11 +24,14 @@ from ._wire import (
 )
 
 __all__ = [
+    "CAPTION_FORMATS",
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
     "MAX_SPEECH_CHARS",
     "Call",
     "base_url_from",
+    "captions",
+    "captions_of",
     "cast_audio",
     "cast_created",
     "cast_status",
@@ -49,6 +52,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = 120.0
 """Seconds to wait for each answer (or each piece of a streamed one). Generous: on a busy CPU
 box a cast may wait its turn before its first audio."""
+CAPTION_FORMATS = ("vtt", "srt")
+"""The subtitle files a cast's captions come as: WebVTT (with each word's start) and SubRip."""
 MAX_SPEECH_CHARS = 4096
 """The longest input `/v1/audio/speech` takes (OpenAI's limit); `/v1/casts` takes far more."""
 _CONNECT_TIMEOUT = 10.0
@@ -127,6 +132,12 @@ def cast_audio(cast_id: str) -> Call:
     return Call("GET", _cast_path(cast_id, "/audio"))
 
 
+def captions(cast_id: str, fmt: str) -> Call:
+    if fmt not in CAPTION_FORMATS:
+        raise ValueError(f"captions come as {' or '.join(CAPTION_FORMATS)}, not {fmt!r}")
+    return Call("GET", _cast_path(cast_id, f"/captions.{fmt}"))
+
+
 def records(cast_id: str, *, seq_num: int, wait: float, max_records: int | None) -> Call:
     params: dict[str, Any] = {"seq_num": seq_num, "wait": wait}
     if max_records is not None:
@@ -158,6 +169,16 @@ def cast_view(response: httpx.Response) -> CastView:
 
 def records_of(response: httpx.Response) -> RecordsPage:
     return records_page(_decode(response, RecordsView))
+
+
+def captions_of(response: httpx.Response) -> str:
+    kind = response.headers.get("content-type", "")
+    if not kind.startswith(("text/vtt", "application/x-subrip")):
+        raise UnexpectedResponse(
+            f"{response.request.url} answered {kind or 'no content type'}, not subtitles; "
+            "is speechd the server at this URL?"
+        )
+    return response.content.decode("utf-8", "replace")
 
 
 def voices_of(response: httpx.Response) -> list[Voice]:

@@ -1,6 +1,7 @@
 """The `speechd-client` command.
 
     speechd-client say "Hello." -o hello.mp3     text (or --file, or stdin) to audio, streamed
+    speechd-client say -f ch1.txt -o ch1.mp3 --captions ch1.vtt     ... and its subtitles
     speechd-client cast --file chapter.txt       queue a cast, print its link
     speechd-client follow <id or link> | mpv -   a cast's audio, live while it is generated
     speechd-client voices                        the voices the server has
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
-from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
+from ._calls import CAPTION_FORMATS, DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient
 from ._errors import SpeechdClientError, StreamInterrupted
 from ._progress import ProgressBar
@@ -98,6 +99,11 @@ def _text_flags(parser: argparse.ArgumentParser) -> None:
 def _output_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", help="write the audio here ('-' or absent: stdout, if not a terminal)"
+    )
+    parser.add_argument(
+        "--captions",
+        metavar="FILE",
+        help="also write the words as subtitles timed to the audio: WebVTT, or SubRip for .srt",
     )
 
 
@@ -197,6 +203,30 @@ def _output(output: str | None) -> Iterator[BinaryIO]:
             raise
 
 
+def _captions_format(path: str | None) -> str | None:
+    """The subtitle format `--captions` asks for (None: not asked), checked before any work."""
+    if path is None:
+        return None
+    if path == "-" or not Path(path).parent.is_dir():
+        raise UsageError(f"cannot write captions to {path}: name a file in an existing folder")
+    suffix = Path(path).suffix.lstrip(".").lower()
+    return suffix if suffix in CAPTION_FORMATS else "vtt"
+
+
+async def _write_captions(client: AsyncClient, cast_id: str | None, path: str, fmt: str) -> None:
+    """The cast's subtitles, once its audio is all there, into `path`."""
+    if cast_id is None:
+        raise CommandError("the server did not say which cast the audio is: no captions")
+    _save(path, await client.captions(cast_id, format=fmt))
+
+
+def _save(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
 def _cast_id(ref: str) -> str:
     """A cast id from an id or a link (`.../c/<id>`, `.../v1/casts/<id>[/audio]`)."""
     if "/" not in ref:
@@ -252,7 +282,8 @@ async def _receive(
         if isinstance(exc, StreamInterrupted) and cast_id:  # say why, if the cast knows
             view = await _final_status(client, cast_id)
             if view is not None and view.status == "failed":
-                raise StreamInterrupted(f"The cast failed: {view.error}") from exc
+                again = " (the same command tries again)" if view.retryable else ""
+                raise StreamInterrupted(f"The cast failed: {view.error}{again}") from exc
         raise
     finally:
         if watcher:
@@ -269,6 +300,7 @@ def _label(args: argparse.Namespace, name: str) -> str | None:
 
 async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     _check_output(args.output)
+    captions = _captions_format(args.captions)
     text = _read_text(args)
     options: dict[str, Any] = {
         "voice": args.voice,
@@ -281,10 +313,14 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
         if len(text) <= MAX_SPEECH_CHARS:
             async with client.speech(text, **options) as audio:
                 await _receive(client, audio, audio.cast_id, sink, label)
+            cast_id = audio.cast_id
         else:  # longer than the OpenAI route takes: the same cast through the cast API
             created = await client.submit_cast(text, **options)
             async with client.follow(created.id) as audio:
                 await _receive(client, audio, created.id, sink, label)
+            cast_id = created.id
+    if captions is not None:
+        await _write_captions(client, cast_id, args.captions, captions)
 
 
 async def _cast(client: AsyncClient, args: argparse.Namespace) -> None:
@@ -302,9 +338,12 @@ async def _cast(client: AsyncClient, args: argparse.Namespace) -> None:
 async def _follow(client: AsyncClient, args: argparse.Namespace) -> None:
     cast_id = _cast_id(args.cast)
     _check_output(args.output)
+    captions = _captions_format(args.captions)
     with _output(args.output) as sink:
         async with client.follow(cast_id) as audio:
             await _receive(client, audio, cast_id, sink, _label(args, "follow"))
+    if captions is not None:
+        await _write_captions(client, cast_id, args.captions, captions)
 
 
 async def _voices(client: AsyncClient, args: argparse.Namespace) -> None:

@@ -171,6 +171,11 @@ class Client(_Base):
         generated (from its start, whenever you join)."""
         return self._audio(calls.cast_audio(cast_id))
 
+    def captions(self, cast_id: str, *, format: str = "vtt") -> str:
+        """`GET /v1/casts/{id}/captions.vtt` (or `.srt`): the cast's words as a subtitle
+        file, timed to its audio; a cast still generating gives the words made so far."""
+        return calls.captions_of(self._send(calls.captions(cast_id, format)))
+
     def records(
         self,
         cast_id: str,
@@ -291,6 +296,9 @@ class AsyncClient(_Base):
 
     def follow(self, cast_id: str) -> contextlib.AbstractAsyncContextManager[AsyncAudioStream]:
         return self._audio(calls.cast_audio(cast_id))
+
+    async def captions(self, cast_id: str, *, format: str = "vtt") -> str:
+        return calls.captions_of(await self._send(calls.captions(cast_id, format)))
 
     async def records(
         self,

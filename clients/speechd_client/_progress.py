@@ -1,6 +1,6 @@
-"""A one-line progress display for a terminal: chunks done of planned, audio seconds made, the
-listener's lead, bytes received. It redraws in place, so it is only for a TTY; the CLI makes
-none when stderr is piped."""
+"""A one-line progress display for a terminal: a queued cast's place in line and estimated
+start, then chunks done of planned, audio seconds made, the listener's lead, bytes received.
+It redraws in place, so it is only for a TTY; the CLI makes none when stderr is piped."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 import time
 from typing import TextIO
 
-from ._wire import CastView
+from ._wire import CastView, Progress
 
 __all__ = ["ProgressBar"]
 
@@ -20,6 +20,16 @@ def _size(n: int) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.0f} KiB"
     return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def _queued(progress: Progress) -> str:
+    """`queued`, with the place in line and the estimated start when the server knows them."""
+    ahead = progress.queue_position
+    text = "queued" if ahead is None else "queued, next" if ahead == 0 else f"queued, {ahead} ahead"
+    starts = progress.starts_in_seconds
+    if starts is not None:
+        text += f", starts in ~{starts:.0f} s" if starts >= 1 else ", starts now"
+    return text
 
 
 class ProgressBar:
@@ -57,7 +67,7 @@ class ProgressBar:
             progress = view.progress
             done, planned = progress.chunks_done, progress.chunks_planned
             if view.status == "queued":
-                parts.append("queued")
+                parts.append(_queued(progress))
             elif planned:
                 filled = round(_BAR * min(done, planned) / planned)
                 parts.append(f"[{'#' * filled}{'.' * (_BAR - filled)}] {done}/{planned} chunks")

@@ -53,6 +53,10 @@ class Progress(msgspec.Struct, frozen=True):
     audio_seconds: float
     lead_seconds: float | None
     """Seconds of audio a listener who started at the first chunk still has buffered."""
+    queue_position: int | None = None
+    """A queued cast's place in line: waiting casts ahead of it (0: it starts next)."""
+    starts_in_seconds: float | None = None
+    """A queued cast's estimated wait until it starts (None: the server cannot tell)."""
 
 
 class CastView(msgspec.Struct, frozen=True):
@@ -75,6 +79,11 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    captions_url: str = ""
+    """The cast's WebVTT subtitles ("" from a server without word timing)."""
+    words_url: str = ""
+    retryable: bool = False
+    """A failed cast that the same request makes again (keeping the audio made so far)."""
 
     @property
     def finished(self) -> bool:
@@ -84,7 +93,8 @@ class CastView(msgspec.Struct, frozen=True):
 class CastRecord(msgspec.Struct, frozen=True):
     """One record of a cast stream (meta, start, audio..., then eos or error).
 
-    The latest `start` opens the playable attempt; audio of earlier attempts is superseded."""
+    What plays is the latest `start`'s playable sequence: the earlier records it keeps (its
+    body's `keep` and `kept`: [seq, index, count] spans), then its own audio records."""
 
     seq_num: int
     timestamp: int
@@ -105,7 +115,7 @@ class CastRecord(msgspec.Struct, frozen=True):
 
     @property
     def index(self) -> int | None:
-        """An audio record's chunk index."""
+        """An audio record's index in its attempt's playable sequence."""
         return _int(self.headers.get("i"))
 
     @property
@@ -121,6 +131,23 @@ class CastRecord(msgspec.Struct, frozen=True):
     def text(self) -> str | None:
         """An audio record's caption: the text the chunk speaks."""
         return self.headers.get("t")
+
+    @property
+    def words(self) -> list[tuple[int, int, str]]:
+        """An audio record's words (or phrases, see `unit`) as (start_ms, end_ms, text), ms
+        from the record's own start; [] when the record has none."""
+        raw = self.headers.get("w")
+        if not raw:
+            return []
+        try:
+            return msgspec.json.decode(raw, type=list[tuple[int, int, str]])
+        except msgspec.DecodeError:
+            return []
+
+    @property
+    def unit(self) -> str | None:
+        """What `words` holds: "word" or "phrase" (None without words)."""
+        return self.headers.get("u")
 
     def json(self) -> Any:
         """The body of a meta, start, eos or error record."""

@@ -1,10 +1,10 @@
-"""Audio encoders: one per cast attempt, fed chunk by chunk, one record per chunk.
+"""Audio encoders: one file per cast, fed chunk by chunk, one record per chunk.
 
     enc = new_encoder("mp3")                 # SAMPLE_RATE (24 kHz) mono
     body = enc.encode(pcm)                   # float32 in [-1, 1] -> this record's bytes
     body = enc.encode(pcm_last, final=True)  # flushes and ends the file (pcm may be empty)
 
-**The stream.** One continuous encoder (and muxer) runs across a whole attempt, so the
+**The stream.** One continuous encoder (and muxer) runs across a whole file, so the
 concatenation of its records is one valid file that plays gaplessly: no chunk boundary restarts
 a codec frame, inserts priming silence or repeats audio. The first record starts with the file
 header. A record may be b"" (its chunk did not complete a codec frame); it adds no audio. A lossy
@@ -12,9 +12,17 @@ format keeps the part of a chunk that does not yet fill a frame, plus the codec'
 for the next record (the final record carries the rest): at most about 130 ms for mp3, aac and
 opus, 96 ms for flac, nothing for wav and pcm (`python -m loadtest.bench_encoders` measures it).
 Output is deterministic (bit-exact muxing, Ogg serial 0, no dates or version strings): the same
-chunks give the same bytes with the same libraries on the same CPU, so a reader may splice a
-retried attempt in at a record boundary. A new attempt needs a new encoder. `encode` after
-`final=True` raises EncoderFinished.
+chunks give the same bytes with the same libraries on the same CPU. `encode` after `final=True`
+raises EncoderFinished.
+
+**Continuing a file.** `enc.checkpoint()` (bytes, a few kB: the samples the encoder still holds
+back, plus a short pre-roll and the container's counters) says how to go on after the records
+returned so far; `new_encoder(fmt, resume=checkpoint)` builds an encoder whose records, after
+those, still make ONE valid file of the same timeline, each record still decodable on its own
+(below). pcm, wav and flac continue byte for byte; mp3, aac and opus continue with a fresh codec
+on the old frame grid: nothing repeated or lost, a little extra coding noise right after the
+splice (figures in `_resume`). `encoder_fingerprint(fmt)` names what a checkpoint needs to
+match. A new attempt of a cast continues its file this way (speechd.worker).
 
 **Formats** (`LAYOUTS[fmt]` holds the numbers below; all are at SAMPLE_RATE):
 
@@ -44,10 +52,11 @@ a player starts playback at delay_samples and may stop at delay_samples + the ca
 
 **Decoding one record on its own** (the web player's contract; `standalone_record(fmt, prior,
 record)` is the reference implementation, tested against ffmpeg and Chromium 156). Let P be the
-earlier records of the same attempt, concatenated. Skip a record that holds no audio (b"", or a
-record 0 holding only the header). Otherwise build a small file, decode it, keep its LAST `keep`
-samples, and place them right after the previous record's. Back to back, these give exactly the
-samples of decoding the whole file (every format but opus), in ffmpeg and in decodeAudioData:
+earlier records of the same file (a continued one's too), concatenated. Skip a record that holds
+no audio (b"", or a record 0 holding only the header). Otherwise build a small file, decode it,
+keep its LAST `keep` samples, and place them right after the previous record's. Back to back,
+these give exactly the samples of decoding the whole file (every format but opus), in ffmpeg
+and in decodeAudioData:
 
 - mp3: file = the last 4 frames of P (its last 4 * 192 = 768 bytes; fewer if P is shorter)
   + record; keep = len(record) / 192 * 576. Why 4 = 2 + 1 + 1: a frame's main data may begin
@@ -78,7 +87,7 @@ records to 48 kHz one by one puts errors of up to 0.1 at their edges.
 """
 
 from ._base import Encoder, EncoderFinished
-from ._factory import new_encoder
+from ._factory import encoder_fingerprint, new_encoder
 from ._formats import (
     FORMATS,
     LAYOUTS,
@@ -101,6 +110,7 @@ __all__ = [
     "RecordLayout",
     "Standalone",
     "content_type",
+    "encoder_fingerprint",
     "new_encoder",
     "standalone_record",
 ]

@@ -19,8 +19,12 @@ import av
 import numpy as np
 
 from ._base import EncoderBase, to_s16
+from ._resume import SPLICE, VERSION, checkpoint_of
+from ._standalone import adts_frame_lengths, ogg_pages
 
-__all__ = ["PROFILES", "AvEncoder", "AvProfile"]
+__all__ = ["PROFILES", "AvEncoder", "AvProfile", "fingerprint"]
+
+_OPUS_HEADER_BYTES: Final = 97  # OpusHead and OpusTags pages (LAYOUTS["opus"].header_bytes)
 
 
 @dataclass(frozen=True)
@@ -87,12 +91,20 @@ class _Sink:
         return data
 
 
+def fingerprint(fmt: str, sample_rate: int) -> str:
+    """What a checkpoint of `fmt` at `sample_rate` needs to match to be continued."""
+    profile = PROFILES[fmt]
+    settings = ",".join(f"{k}={v}" for k, v in sorted(profile.codec_options.items()))
+    return f"{fmt}/{sample_rate}/{profile.codec}/{profile.bit_rate or 0}/{settings}/r{VERSION}"
+
+
 class AvEncoder(EncoderBase):
     """A continuous FFmpeg encoder + muxer for one cast in one of PROFILES' formats."""
 
     def __init__(self, fmt: str, sample_rate: int) -> None:
         super().__init__(sample_rate)
         self.format = fmt
+        self.fingerprint = fingerprint(fmt, self.sample_rate)
         profile = PROFILES[fmt]
         self._profile = profile
         self._sink = _Sink()
@@ -121,6 +133,9 @@ class AvEncoder(EncoderBase):
         self._pts = 0
         self._packets = 0
         self._started = False
+        self._units = 0  # frames (aac, flac) or Ogg pages (opus) returned so far
+        self._granule = 0  # opus: the last page's granule
+        self._head = b""  # opus: the OpusHead and OpusTags pages, once returned
 
     def _encode(self, samples: np.ndarray, final: bool) -> bytes:
         pending = np.concatenate([self._pending, samples]) if self._pending.size else samples
@@ -139,8 +154,50 @@ class AvEncoder(EncoderBase):
             self._container.close()
         elif not self._started and self._packets < self._profile.min_first_packets:
             return b""
+        out = self._sink.take()
+        self._count(out, first=not self._started)
         self._started = True
-        return self._sink.take()
+        return out
+
+    def _count(self, out: bytes, *, first: bool) -> None:
+        """Count the frames or pages in `out` (what a checkpoint says the file holds)."""
+        if self.format == "aac":
+            self._units += len(adts_frame_lengths(out))
+        elif self.format == "opus":
+            if first:
+                self._head, out = out[:_OPUS_HEADER_BYTES], out[_OPUS_HEADER_BYTES:]
+            pages = ogg_pages(out)
+            self._units += len(pages)
+            if pages:
+                self._granule = pages[-1][1]
+        # flac: the muxer writes each frame as it comes (counted in _mux)
+
+    def checkpoint(self) -> bytes:
+        fmt = self.format
+        splice = SPLICE[fmt]
+        if fmt == "opus":
+            # Audio page k ends at granule 2880 (k + 1) (48 kHz, pre-skip included): the input
+            # up to 1440 (k + 1) - the codec's look-ahead. Pages are numbered after the two
+            # header pages; serial and pre-skip come from those.
+            serial = int.from_bytes(self._head[14:18], "little") if self._head else 0
+            pre_skip = int.from_bytes(self._head[38:40], "little") if self._head else 0
+            return checkpoint_of(
+                self,
+                covered=self._units * splice.frame - splice.delay,
+                started=self._started,
+                preroll=splice.preroll,
+                units=self._units + 2,
+                granule=self._granule,
+                serial=serial,
+                pre_skip=pre_skip,
+            )
+        return checkpoint_of(
+            self,
+            covered=self._units * splice.frame - splice.delay,
+            started=self._started,
+            preroll=splice.preroll,
+            units=self._units,
+        )
 
     def _send(self, samples: np.ndarray) -> None:
         if self._profile.sample_format == "s16":
@@ -158,4 +215,6 @@ class AvEncoder(EncoderBase):
 
     def _mux(self, packets: list[av.Packet]) -> None:
         self._packets += len(packets)
+        if self.format == "flac":
+            self._units += len(packets)
         self._container.mux(packets)

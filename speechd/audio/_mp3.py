@@ -15,6 +15,7 @@ import numpy as np
 
 from ._base import EncoderBase, to_s16
 from ._formats import MP3_BITRATE_KBPS
+from ._resume import SPLICE, VERSION, checkpoint_of
 
 __all__ = ["Mp3Encoder", "mp3_frame_lengths"]
 
@@ -22,6 +23,8 @@ _QUALITY: Final = 2
 """LAME's algorithm quality, 0 (best, slowest) to 9: 2 is LAME's "recommended high quality"."""
 
 _MIN_FIRST_FRAMES: Final = 2
+
+FINGERPRINT: Final = f"mp3/{{rate}}/cbr{MP3_BITRATE_KBPS}/q{_QUALITY}/r{VERSION}"
 
 # bitrate_index -> kbit/s, for MPEG-1 and for MPEG-2/2.5 (LSF) Layer III.
 _BITRATES_V1: Final = (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320)
@@ -67,6 +70,8 @@ class Mp3Encoder(EncoderBase):
 
     def __init__(self, sample_rate: int) -> None:
         super().__init__(sample_rate)
+        self.fingerprint = FINGERPRINT.format(rate=self.sample_rate)
+        self._frames = 0  # whole frames returned so far
         lame = lameenc.Encoder()
         lame.set_channels(1)
         lame.set_in_sample_rate(self.sample_rate)
@@ -87,6 +92,7 @@ class Mp3Encoder(EncoderBase):
             self._pending += self._lame.flush()
             out = bytes(self._pending)
             self._pending.clear()
+            self._frames += len(mp3_frame_lengths(out))
             return out
         lengths = mp3_frame_lengths(self._pending)
         if not self._started and len(lengths) < _MIN_FIRST_FRAMES:
@@ -95,4 +101,15 @@ class Mp3Encoder(EncoderBase):
         cut = sum(lengths)
         out = bytes(self._pending[:cut])
         del self._pending[:cut]
+        self._frames += len(lengths)
         return out
+
+    def checkpoint(self) -> bytes:
+        # Frame k holds input [576k - 576, 576k): LAME's encoder delay is one frame.
+        splice = SPLICE["mp3"]
+        return checkpoint_of(
+            self,
+            covered=self._frames * splice.frame - splice.delay,
+            started=self._started,
+            preroll=splice.preroll,
+        )

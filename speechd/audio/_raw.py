@@ -8,6 +8,7 @@ import numpy as np
 
 from ._base import EncoderBase, to_s16
 from ._formats import LAYOUTS
+from ._resume import VERSION, Checkpoint, checkpoint_of
 
 __all__ = ["UNKNOWN_LENGTH", "PcmEncoder", "WavEncoder", "wav_header"]
 
@@ -46,19 +47,35 @@ class PcmEncoder(EncoderBase):
 
     format = "pcm"
 
+    def __init__(self, sample_rate: int, *, resume: Checkpoint | None = None) -> None:
+        super().__init__(sample_rate, fed=resume.fed if resume else 0)
+        self.fingerprint = f"{self.format}/{self.sample_rate}/s16le/r{VERSION}"
+
     def _encode(self, samples: np.ndarray, final: bool) -> bytes:
         return to_s16(samples).tobytes()
 
+    def checkpoint(self) -> bytes:
+        return checkpoint_of(self, covered=self.fed, started=self._started)
+
+    @property
+    def _started(self) -> bool:
+        return True
+
 
 class WavEncoder(PcmEncoder):
-    """The pcm samples, with a streaming RIFF header in front of the first record."""
+    """The pcm samples, with a streaming RIFF header in front of the first record (not after
+    a checkpoint: the file has its header already)."""
 
     format = "wav"
 
-    def __init__(self, sample_rate: int) -> None:
-        super().__init__(sample_rate)
-        self._header: bytes | None = wav_header(self.sample_rate)
+    def __init__(self, sample_rate: int, *, resume: Checkpoint | None = None) -> None:
+        super().__init__(sample_rate, resume=resume)
+        self._header: bytes | None = None if resume else wav_header(self.sample_rate)
 
     def _encode(self, samples: np.ndarray, final: bool) -> bytes:
         header, self._header = self._header or b"", None
         return header + super()._encode(samples, final)
+
+    @property
+    def _started(self) -> bool:
+        return self._header is None

@@ -76,7 +76,7 @@ def _tail(data: bytes, lengths: list[int], count: int) -> bytes:
 def standalone_record(fmt: str, prior: bytes, record: bytes) -> Standalone | None:
     """Record `record` of a cast in `fmt`, made decodable on its own.
 
-    `prior` is everything the attempt's earlier records hold, concatenated (b"" for record 0);
+    `prior` is everything the file's earlier records hold, concatenated (b"" for record 0);
     only its header and its last few frames or pages are read. Returns None for a record without
     audio (empty, or a record 0 that holds only the header): it adds no samples. Holds at
     SAMPLE_RATE.

@@ -1,22 +1,47 @@
 """The records of a cast stream and the private records around it.
 
-A cast stream holds, in order: one `meta`, then per attempt one `start`, that attempt's `audio`
-records (chunk 0, 1, ... in order), and at most one terminal `eos` or `error`. Nothing else is
-interleaved after a `start`, so a record's position tells where its attempt began. Readers
+A cast stream holds, in order: one `meta`, then per attempt one `start` and that attempt's own
+`audio` records, and at most one terminal `eos` or `error`. An `error` may be followed by a
+`retry` (someone asked for the cast again) and a new attempt; `eos` is final forever. Nothing
+else is interleaved after a `start`, so an attempt's own records are contiguous. Readers
 ignore events they do not know (newer writers may add some).
+
+**The playable sequence** (what every reader plays; `speechd.casts._playable` works it out):
+attempt n's playable sequence is the first `keep` audio records of attempt n-1's playable
+sequence (its `start` says how many), then attempt n's own audio records; the cast's is its
+latest attempt's. A new attempt keeps every record the one before left (nothing is copied or
+made again) unless the earlier audio cannot continue (its `start` names another model, encoder
+or plan): then it keeps none. Each `start` also lists its kept records as seq spans (`kept`),
+so a reader that has the latest `start` knows the whole sequence.
 
 Header names (persisted, so keep them stable):
 
-    e   event: meta | start | audio | eos | error
+    e   event: meta | start | audio | eos | error | retry
     a   attempt number (decimal), on every record after meta
-    i   chunk index (decimal), audio only
-    n   chunks planned for the attempt (decimal), audio only
-    o   audio offset of the chunk's start in ms (decimal), audio only
-    d   chunk duration in ms (decimal), audio only
-    t   chunk text, UTF-8: the caption, published as the chunk is spoken
+    i   the record's index in its attempt's playable sequence (decimal), audio only: dense from
+        0 across kept and new records, so attempt n's first own record has i = its `keep`
+    n   how long the playable sequence was expected to be when the record was written: i + 1 +
+        the records still to come (decimal), audio only
+    o   audio offset of the record's start in ms (decimal), audio only
+    d   record duration in ms (decimal), audio only
+    t   chunk text, UTF-8: the caption, published as the chunk is spoken; on a chunk's first
+        record (a chunk longer than MAX_RECORD_S becomes several records; the others have "")
+    w   the record's words with their times, JSON: `[[start_ms, end_ms, "text"], ...]`, ms
+        from the record's own start, in order, within its `d`; audio only, and only when the
+        engine timed them (absent on older records and from engines without durations)
+    u   what each entry of `w` is: `word` (English) or `phrase` (G2Ps that read whole
+        phrases); present exactly when `w` is
+    p   where the record's chunk ends in the cast's plan: an opaque position, text (today the
+        chunk index + 1); audio only. A new attempt resumes the plan there.
+    x   the seq of the `start` that opened the record's attempt (decimal): audio, eos, error
+        and retry records, so a reader finds the latest `start` from the last record
+    k   the resume checkpoint, text: what a new attempt needs to go on after this record (the
+        worker's; opaque to readers, left out of public reads). Only on a record that ends its
+        chunk: a new attempt keeps whole chunks only.
 
-Bodies of meta/start/eos/error and every private record are JSON (msgspec Structs); new
-fields always get defaults and types never change (schema evolution).
+Bodies of meta/start/eos/error/retry and every private record are JSON (msgspec Structs); new
+fields always get defaults and types never change (schema evolution). Streams written before
+`x`, `p`, `k` and `keep` existed read the same: their attempts keep nothing.
 
 Leases: a `start` carries its worker's lease on the cast (`lease_ms`). The attempt stays that
 worker's while it appends to the cast or renews the lease at least every `lease_ms`; renewals
@@ -33,6 +58,7 @@ import msgspec
 
 from speechd._compat import StrEnum
 from speechd.durable import AppendRecord, Record
+from speechd.telemetry import Readings
 
 __all__ = [
     "H_ATTEMPT",
@@ -40,8 +66,13 @@ __all__ = [
     "H_EVENT",
     "H_INDEX",
     "H_OFFSET",
+    "H_PLAN",
     "H_PLANNED",
+    "H_RESUME",
+    "H_START",
     "H_TEXT",
+    "H_UNIT",
+    "H_WORDS",
     "AudioChunk",
     "Cursor",
     "DeadJob",
@@ -53,7 +84,10 @@ __all__ = [
     "Meta",
     "Receipt",
     "Recipe",
+    "RecordSpan",
+    "Retry",
     "Start",
+    "Word",
     "WorkerNotice",
     "audio_chunk",
     "audio_record",
@@ -63,6 +97,7 @@ __all__ = [
     "error_record",
     "event_of",
     "meta_record",
+    "retry_record",
     "start_record",
 ]
 
@@ -75,6 +110,11 @@ H_PLANNED = b"n"
 H_OFFSET = b"o"
 H_DURATION = b"d"
 H_TEXT = b"t"
+H_WORDS = b"w"
+H_UNIT = b"u"
+H_PLAN = b"p"
+H_START = b"x"
+H_RESUME = b"k"
 
 
 class Event(StrEnum):
@@ -83,6 +123,7 @@ class Event(StrEnum):
     AUDIO = "audio"
     EOS = "eos"
     ERROR = "error"
+    RETRY = "retry"
 
 
 class Meta(msgspec.Struct, frozen=True):
@@ -98,11 +139,39 @@ class Meta(msgspec.Struct, frozen=True):
     text_chars: int
 
 
+class RecordSpan(msgspec.Struct, frozen=True, array_like=True):
+    """`count` audio records at seqs `seq`, `seq + 1`, ...: indices `index` .. `index + count - 1`
+    of a playable sequence (an earlier attempt's own records, contiguous in the stream)."""
+
+    seq: int
+    index: int
+    count: int
+
+
 class Start(msgspec.Struct, frozen=True):
-    """Opens an attempt. `rtf`, `overhead_s` and `max_chunk_s` are the timing the chunk plan
-    was made for (the worker's `PlanTiming`): a later attempt plans with the same values, so its
-    chunks (and audio) match this one's. `failures` counts the attempts before this one that
-    ended in a failure of this cast."""
+    """Opens an attempt.
+
+    `rtf`, `overhead_s` and `max_chunk_s` are the timing the chunk plan was made for (the
+    worker's `PlanTiming`); an attempt that keeps earlier chunks plans with the same values, so
+    its plan goes on where theirs ended.
+
+    `keep` is how many records of the previous attempt's playable sequence this one keeps (the
+    playable-sequence rule in the module docstring), and `kept` lists them as seq spans.
+    `model`, `encoder` and `plan` name what decides whether earlier audio can continue: the
+    model's fingerprint, the encoder's (format, settings, checkpoint version) and the plan's
+    (chunk policy, timing, planner version); an attempt keeps nothing when any differs from the
+    previous attempt's (or is empty: an attempt from before they existed).
+
+    `origin_ms`: when the listeners' clock started, by the writer's wall clock: the first kept
+    record's timestamp, or, for a cast made again after an `error`, when this attempt started
+    (nobody was listening in between); 0 when nothing is kept (then the attempt's first own
+    record's timestamp is the origin).
+
+    `failures` counts the attempts before this one that ended in a failure of this cast.
+    `chunk_failures` counts those that failed on the chunk this attempt starts with (in a row,
+    nothing made in between), and `deaths` those of them in which the worker died with that
+    chunk in flight (killed, crashed, lost its store): a death alone is never a verdict.
+    """
 
     attempt: int
     worker: str
@@ -112,6 +181,14 @@ class Start(msgspec.Struct, frozen=True):
     lease_ms: int = 0  # 0: written before leases; the worker's heartbeats stand for one
     overhead_s: float = 0.0
     max_chunk_s: float = 0.0
+    keep: int = 0
+    kept: list[RecordSpan] = []
+    origin_ms: int = 0
+    model: str = ""
+    encoder: str = ""
+    plan: str = ""
+    chunk_failures: int = 0
+    deaths: int = 0
 
 
 class Lease(msgspec.Struct, frozen=True):
@@ -132,6 +209,15 @@ class Eos(msgspec.Struct, frozen=True):
 class Failure(msgspec.Struct, frozen=True):
     message: str
     attempts: int
+
+
+class Retry(msgspec.Struct, frozen=True):
+    """Someone asked again for a cast that ended in `error` (after attempt `attempt`): a new
+    attempt follows, keeping what can continue. Appended by the api, conditionally at the
+    error's tail, so one request wins and enqueues the job."""
+
+    attempt: int
+    requested_ms: int
 
 
 class Recipe(msgspec.Struct, frozen=True):
@@ -173,12 +259,22 @@ class DeadJob(msgspec.Struct, frozen=True):
 
 
 class WorkerNotice(msgspec.Struct, frozen=True):
-    """A worker's announcement in `workers/<id>`: ready, heartbeat or stopped.
+    """A worker's announcement in `workers/<id>`: ready, heartbeat, stopped, loading or
+    unavailable.
 
     `heartbeat_ms` is the worker's heartbeat period, so readers judge freshness by it. A
-    heartbeat also names the chunk in flight (`cast`, and `chunk`: the audio record it will
-    become), and one is written as each chunk starts: if the worker dies, its last notice
-    tells which cast killed it.
+    heartbeat also names the chunk in flight (`cast`, and `chunk`: the index `i` its first
+    audio record will get), and one is written as each chunk starts: if the worker dies, its
+    last notice tells which cast and chunk it died on. `device` is the device as torch names
+    it (`cpu`, `cuda:0`), `device_name` its model; every notice but `stopped` carries the
+    worker's latest `telemetry` (speechd.telemetry) when it measures any.
+
+    Before it is ready, a worker process says `loading` (every heartbeat period while it loads
+    the model), and `unavailable` if the model cannot be loaded; `error` says why (on
+    `unavailable`, and on a `loading` that retries after a failure). Notices written before
+    `ready` repeat the `cast` and `chunk` of the life before, so its last words stay last. A
+    `ready` notice lists in `unspeakable` the languages of its voices it cannot speak
+    (language code -> why, e.g. a G2P package that is not installed).
     """
 
     kind: str
@@ -190,6 +286,10 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     heartbeat_ms: int = 5000
     cast: str = ""
     chunk: int = -1
+    error: str = ""
+    unspeakable: dict[str, str] = {}
+    device_name: str = ""
+    telemetry: Readings | None = None
 
 
 def encode(value: msgspec.Struct) -> bytes:
@@ -217,16 +317,40 @@ def start_record(start: Start) -> AppendRecord:
     return AppendRecord(encode(start), ((H_EVENT, b"start"), (H_ATTEMPT, _num(start.attempt))))
 
 
-def eos_record(attempt: int, eos: Eos) -> AppendRecord:
-    return AppendRecord(encode(eos), ((H_EVENT, b"eos"), (H_ATTEMPT, _num(attempt))))
+def _ended(start_seq: int) -> tuple[tuple[bytes, bytes], ...]:
+    return ((H_START, _num(start_seq)),) if start_seq >= 0 else ()
 
 
-def error_record(attempt: int, failure: Failure) -> AppendRecord:
-    return AppendRecord(encode(failure), ((H_EVENT, b"error"), (H_ATTEMPT, _num(attempt))))
+def eos_record(attempt: int, eos: Eos, start_seq: int = -1) -> AppendRecord:
+    headers = ((H_EVENT, b"eos"), (H_ATTEMPT, _num(attempt)), *_ended(start_seq))
+    return AppendRecord(encode(eos), headers)
+
+
+def error_record(attempt: int, failure: Failure, start_seq: int = -1) -> AppendRecord:
+    headers = ((H_EVENT, b"error"), (H_ATTEMPT, _num(attempt)), *_ended(start_seq))
+    return AppendRecord(encode(failure), headers)
+
+
+def retry_record(retry: Retry, start_seq: int = -1) -> AppendRecord:
+    headers = ((H_EVENT, b"retry"), (H_ATTEMPT, _num(retry.attempt)), *_ended(start_seq))
+    return AppendRecord(encode(retry), headers)
+
+
+class Word(msgspec.Struct, frozen=True, array_like=True):
+    """A word (or phrase) of an audio record: ms from the record's start, and its text. Stored
+    as `[start_ms, end_ms, text]` in the `w` header (array-like: fields only ever appended)."""
+
+    start_ms: int
+    end_ms: int
+    text: str
 
 
 class AudioChunk(msgspec.Struct, frozen=True):
-    """The parsed headers of an audio record (and its body)."""
+    """The parsed headers of an audio record (and its body). `index` is `i`: the record's
+    place in its attempt's playable sequence. `plan`, `start_seq` and `resume` are `p`, `x`
+    and `k` ("", -1 and b"" on records written before them; `resume` is b"" too on a record
+    that does not end its chunk). `words` and `unit` are empty when the record has no `w`
+    header (or one that does not parse)."""
 
     attempt: int
     index: int
@@ -235,25 +359,47 @@ class AudioChunk(msgspec.Struct, frozen=True):
     duration_ms: int
     text: str
     body: bytes = b""
+    words: tuple[Word, ...] = ()
+    unit: str = ""
+    plan: str = ""
+    start_seq: int = -1
+    resume: bytes = b""
+
+
+_words_decoder = msgspec.json.Decoder(tuple[Word, ...])
 
 
 def audio_record(chunk: AudioChunk) -> AppendRecord:
-    return AppendRecord(
-        chunk.body,
-        (
-            (H_EVENT, b"audio"),
-            (H_ATTEMPT, _num(chunk.attempt)),
-            (H_INDEX, _num(chunk.index)),
-            (H_PLANNED, _num(chunk.planned)),
-            (H_OFFSET, _num(chunk.offset_ms)),
-            (H_DURATION, _num(chunk.duration_ms)),
-            (H_TEXT, chunk.text.encode()),
-        ),
-    )
+    headers = [
+        (H_EVENT, b"audio"),
+        (H_ATTEMPT, _num(chunk.attempt)),
+        (H_INDEX, _num(chunk.index)),
+        (H_PLANNED, _num(chunk.planned)),
+        (H_OFFSET, _num(chunk.offset_ms)),
+        (H_DURATION, _num(chunk.duration_ms)),
+        (H_TEXT, chunk.text.encode()),
+    ]
+    if chunk.words:
+        headers += [(H_WORDS, msgspec.json.encode(chunk.words)), (H_UNIT, chunk.unit.encode())]
+    if chunk.plan:
+        headers.append((H_PLAN, chunk.plan.encode()))
+    if chunk.start_seq >= 0:
+        headers.append((H_START, _num(chunk.start_seq)))
+    if chunk.resume:
+        headers.append((H_RESUME, chunk.resume))
+    return AppendRecord(chunk.body, tuple(headers))
 
 
 def audio_chunk(record: Record) -> AudioChunk:
     headers = dict(record.headers)
+    words: tuple[Word, ...] = ()
+    raw = headers.get(H_WORDS)
+    if raw:
+        try:
+            words = _words_decoder.decode(raw)
+        except msgspec.DecodeError:
+            words = ()  # a record's audio stays readable whatever its words header holds
+    start = headers.get(H_START)
     return AudioChunk(
         attempt=int(headers[H_ATTEMPT]),
         index=int(headers[H_INDEX]),
@@ -262,4 +408,9 @@ def audio_chunk(record: Record) -> AudioChunk:
         duration_ms=int(headers[H_DURATION]),
         text=headers[H_TEXT].decode(),
         body=record.body,
+        words=words,
+        unit=headers.get(H_UNIT, b"").decode("utf-8", "replace") if words else "",
+        plan=headers.get(H_PLAN, b"").decode(),
+        start_seq=int(start) if start is not None else -1,
+        resume=headers.get(H_RESUME, b""),
     )

@@ -8,6 +8,7 @@ __all__ = [
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
+    "KNOWN_VOICES",
     "LEASES_PREFIX",
     "PROGRESS_DONE",
     "SECRET",
@@ -23,6 +24,9 @@ JOBS_CURSOR = "jobs/_cursor"
 JOBS_DEAD = "jobs/dead"
 PROGRESS_DONE = "progress/done"
 SECRET = "config/secret"
+KNOWN_VOICES = "config/voices"
+"""The voices the last worker to get ready had (its `ready` notice again), so the api can list
+voices while no worker is ready; appended only when the set changes."""
 CATALOG_PREFIX = "catalog/"
 CAST_PREFIX = "pub/casts/"
 LEASES_PREFIX = "leases/"

@@ -5,6 +5,11 @@ wins the `pub/casts` claim enqueues; everybody else gets the existing cast. A pr
 between its claim and its job append would leave a cast that never starts; a later identical
 submit heals that by enqueuing again once the cast has sat without a `start` for
 `STALE_QUEUED_S` (a duplicate job is harmless: the worker skips casts already active or done).
+
+A cast that ended in `error` is made again by the same request: it claims the remake with a
+`retry` record, appended only at the error's tail (so one request wins), then appends a job;
+the worker opens a new attempt that keeps the audio that can continue. A `retry` left without
+its job (the process died in between) is healed like a stuck cast. `eos` is final.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import msgspec
 
 from speechd.durable import AppendRecord, SeqMismatch, Store
 
-from ._records import Job, Meta, Recipe, encode, meta_record
+from ._playable import read_head
+from ._records import Event, Job, Meta, Recipe, Retry, encode, meta_record, retry_record
 from ._streams import JOBS, cast_stream, catalog_stream
 
 __all__ = ["STALE_QUEUED_S", "Submission", "submit"]
@@ -27,6 +33,7 @@ STALE_QUEUED_S = 120.0
 class Submission(msgspec.Struct, frozen=True):
     id: str
     created: bool
+    retried: bool = False  # an existing cast that had failed is being made again
 
 
 async def submit(store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int) -> Submission:
@@ -47,15 +54,28 @@ async def submit(store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int
     try:
         await store.append(cast_stream(cast_id), [meta_record(meta)], match_seq_num=0)
     except SeqMismatch:
-        await _heal_stuck(store, cast_id)
-        return Submission(cast_id, created=False)
+        retried = await _heal(store, cast_id)
+        return Submission(cast_id, created=False, retried=retried)
     await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
     return Submission(cast_id, created=True)
 
 
-async def _heal_stuck(store: Store, cast_id: str) -> None:
-    batch = await store.read(cast_stream(cast_id), 0, max_records=2)
-    if batch.tail != 1 or not batch.records:
-        return
-    if time.time() * 1000 - batch.records[0].timestamp > STALE_QUEUED_S * 1000:
+async def _heal(store: Store, cast_id: str) -> bool:
+    """Make a failed cast again, or enqueue a stuck one again; True if this call retried it."""
+    head = await read_head(store, cast_id)
+    now_ms = time.time() * 1000
+    stale = head.last is not None and now_ms - head.last.timestamp > STALE_QUEUED_S * 1000
+    if head.event == Event.ERROR:
+        retry = Retry(attempt=head.attempt, requested_ms=int(now_ms))
+        with contextlib.suppress(SeqMismatch):  # another request retried it first
+            await store.append(
+                cast_stream(cast_id),
+                [retry_record(retry, head.start_seq)],
+                match_seq_num=head.tail,
+            )
+            await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+            return True
+        return False
+    if stale and (head.tail == 1 or head.event == Event.RETRY):
         await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+    return False

@@ -9,6 +9,8 @@ Importing this package is cheap and torch-free (the api process uses `VoiceBook`
     spec = engine.voices.resolve("af_bella(2)+af_sky(1)")   # "af_bella(0.667)+af_sky(0.333)"
     for chunk in engine.plan(text, spec, ChunkPolicy().with_rtf(measured_rtf)):
         audio = engine.synthesize(chunk, spec, 1.0, seed=seed_for(cast_id, chunk.index))
+        for word in audio.words:            # where each word (or phrase) sounds in audio.pcm
+            print(word.text, word.start / audio.sample_rate, word.end / audio.sample_rate)
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ from ._config import (
     SAMPLE_RATE,
     EngineConfig,
 )
+from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis, load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import Planner, PlanStatus, PlanStep
 from ._slices import normalize_text
+from ._speakable import missing_languages, voice_language
+from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
+    "DEVICE_HELP",
     "LANGUAGES",
     "MAX_SPEED",
     "MIN_SPEED",
@@ -43,11 +49,20 @@ __all__ = [
     "PlanStatus",
     "PlanStep",
     "Planner",
+    "Span",
     "Synthesis",
     "VoiceBook",
+    "WordTiming",
+    "device_name",
     "installed_voices",
     "load_engine",
+    "missing_languages",
     "normalize_text",
+    "parse_device",
+    "unit_kind",
+    "voice_language",
+    "word_spans",
+    "word_timings",
 ]
 
 for _name in __all__:

@@ -4,9 +4,11 @@ Everything here is torch-free: the api process reads the same config to validate
 """
 
 from types import MappingProxyType
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final
 
 import msgspec
+
+from ._device import Device
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
@@ -69,12 +71,13 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     `model_dir` is a local folder laid out like the hexgrad/Kokoro-82M repository
     (`config.json`, `kokoro-v1_0.pth`, `voices/*.pt`); None downloads that repository through
-    Hugging Face (and fails within seconds when offline). `threads` sets torch's intra-op
-    thread count (None keeps torch's default).
+    Hugging Face (and fails within seconds when offline). `device` is `auto` (the current
+    CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`. `threads` sets
+    torch's intra-op thread count (None keeps torch's default).
     """
 
     model_dir: str | None = None
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
     default_voice: str = "af_heart"
     voice_map: dict[str, str] = msgspec.field(default_factory=_default_voice_map)

@@ -14,6 +14,8 @@ pause that fits how the chunk ends (`_trim`), so chunks played back to back soun
 utterance rather than a string of them.
 """
 
+import functools
+import hashlib
 import logging
 import math
 import threading
@@ -30,11 +32,13 @@ import numpy.typing as npt
 from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, SpeechdError
 
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, EngineConfig
+from ._device import resolve_device, warm_cuda
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
+from ._timing import UnitKind, WordTiming, unit_kind, word_timings
 from ._voices import VoiceBook
 
 if TYPE_CHECKING:
@@ -50,10 +54,14 @@ _BLEND_CACHE = 32
 
 @dataclass(frozen=True)
 class Synthesis:
-    """One chunk's audio: float32 mono PCM at `sample_rate`."""
+    """One chunk's audio: float32 mono PCM at `sample_rate`, and where its words (or phrases:
+    `unit`, from the voice's language, as the worker plans and speaks with one voice) sound
+    in it (`speechd.engine.WordTiming`; empty when the model gave no usable durations)."""
 
     pcm: npt.NDArray[np.float32]
     sample_rate: int = SAMPLE_RATE
+    words: tuple[WordTiming, ...] = ()
+    unit: UnitKind = "word"
 
     @property
     def duration_s(self) -> float:
@@ -78,6 +86,14 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine(device={self.device!r}, voices={len(self.voices.installed)})"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Names the weights this engine speaks with (file name and size, and a digest of the
+        model's config): a cast made partly with other weights must not be continued."""
+        weights = self._folder.weights
+        config = hashlib.blake2b(self._folder.config.read_bytes(), digest_size=6).hexdigest()
+        return f"kokoro:{weights.name}:{weights.stat().st_size}:{config}"
 
     # ------------------------------------------------------------------ planning
 
@@ -151,7 +167,10 @@ class Engine:
         del output
         if self._trim_heap is not None:
             self._trim_heap()
-        return Synthesis(_trim(pcm, durations, _ending(phonemes)))
+        pcm, head = _trim(pcm, durations, _ending(phonemes))
+        vocab = getattr(self._model, "vocab", None)
+        words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
+        return Synthesis(pcm, words=words, unit=unit_kind(self.voices.language(voice)))
 
     def _voice_pack(self, voice: str) -> "torch.Tensor":
         import torch
@@ -223,8 +242,9 @@ def _ending(phonemes: str) -> str:
 
 def _trim(
     pcm: npt.NDArray[np.float32], durations: list[int] | None, ending: str
-) -> npt.NDArray[np.float32]:
-    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance.
+) -> tuple[npt.NDArray[np.float32], int]:
+    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance;
+    returns the PCM kept and where it began in `pcm` (word timings count from there).
 
     The model gives its start and end markers durations of their own and stretches the
     last phoneme: ~0.35 s of silence before each chunk and often as much after it, which,
@@ -233,7 +253,7 @@ def _trim(
     chunk ends (`_PAUSE_S`), never more than the model made; the cut edges fade over 5 ms.
     """
     if not durations or len(durations) < 3 or sum(durations) * _SAMPLES_PER_FRAME != len(pcm):
-        return np.ascontiguousarray(pcm)  # not the layout we know: leave it as it is
+        return np.ascontiguousarray(pcm), 0  # not the layout we know: leave it as it is
     head = durations[0] * _SAMPLES_PER_FRAME  # the start marker: silence
     tail = len(pcm) - durations[-1] * _SAMPLES_PER_FRAME  # the end marker
     voiced = np.flatnonzero(np.abs(pcm[:tail]) > _SILENT)
@@ -247,7 +267,7 @@ def _trim(
         ramp = np.linspace(0.0, 1.0, fade, endpoint=False, dtype=np.float32)
         out[:fade] *= ramp
         out[len(out) - fade :] *= ramp[::-1]
-    return out
+    return out, head
 
 
 class _seeded:
@@ -313,7 +333,7 @@ def load_engine(config: EngineConfig) -> Engine:
             from kokoro import KModel
     except ImportError as exc:
         raise ModelUnavailable(f"The worker needs torch and kokoro installed: {exc}") from exc
-    device = _pick_device(config.device, torch)
+    device = resolve_device(config.device, torch)
     if config.threads:
         torch.set_num_threads(config.threads)
     try:
@@ -333,6 +353,8 @@ def load_engine(config: EngineConfig) -> Engine:
         raise ModelUnavailable(
             f"The default voice {config.default_voice!r} cannot be used: {exc.message}"
         ) from exc
+    if device.startswith("cuda"):
+        warm_cuda(engine)
     log.info(
         "Kokoro-82M loaded from %s on %s in %.1f s (%d voices)",
         folder.root,
@@ -341,10 +363,3 @@ def load_engine(config: EngineConfig) -> Engine:
         len(folder.voices),
     )
     return engine
-
-
-def _pick_device(wanted: str, torch: Any) -> str:
-    has_cuda = bool(torch.cuda.is_available())
-    if wanted == "cuda" and not has_cuda:
-        raise ModelUnavailable("device 'cuda' was asked for, but CUDA is not available here.")
-    return "cuda" if wanted == "cuda" or (wanted == "auto" and has_cuda) else "cpu"

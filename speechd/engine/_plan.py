@@ -28,6 +28,8 @@ from typing import Annotated, Final
 
 import msgspec
 
+from ._timing import Span, word_spans
+
 __all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Chunker", "Unit", "iter_chunks"]
 
 log = logging.getLogger("speechd.engine")
@@ -37,11 +39,14 @@ MODEL_MAX_TOKENS: Final = 510
 
 
 class Chunk(msgspec.Struct, frozen=True):
-    """One unit of synthesis: its source text (a caption) and the phonemes the model reads."""
+    """One unit of synthesis: its source text (a caption), the phonemes the model reads, and
+    its units' places in those phonemes (`words`: words in English, else phrases; see
+    `_timing`)."""
 
     index: int
     text: str
     phonemes: str
+    words: tuple[Span, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -243,10 +248,10 @@ def _boundary(unit: Unit, following: Unit | None, end: Boundary = Boundary.SENTE
     return Boundary.PHRASE if following.phrase_start else Boundary.WORD
 
 
-def _join(units: Iterable[Unit]) -> tuple[str, str]:
+def _join(units: Iterable[Unit]) -> tuple[str, str, tuple[Span, ...]]:
     text = "".join(u.text for u in units).strip()
     phonemes = _SPACES.sub(" ", "".join(u.phonemes for u in units)).strip()
-    return text, phonemes
+    return text, phonemes, word_spans(units, phonemes)
 
 
 def _truncate(phonemes: str, limit: int, *, quiet: bool = False) -> str:
@@ -390,13 +395,13 @@ class Chunker:
             del window[:cut]
             self.window_tokens -= sum(len(u.phonemes) for u in taken)
             self.taken += len(taken)
-            text, phonemes = _join(taken)
+            text, phonemes, words = _join(taken)
             if not phonemes:  # only stray symbols: nothing to say
                 continue
             truncated = _truncate(phonemes, policy.limit_tokens, quiet=self._truncated)
             self._truncated |= truncated != phonemes  # said once per plan, not per chunk
             phonemes = truncated
-            chunk = Chunk(index=self.index, text=text, phonemes=phonemes)
+            chunk = Chunk(index=self.index, text=text, phonemes=phonemes, words=words)
             self.buffered_s = policy.after(self.index, self.buffered_s, len(phonemes))
             self.index += 1
             return chunk

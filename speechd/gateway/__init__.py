@@ -9,6 +9,8 @@ its `settings` and `metrics`):
     GET  /v1/casts/{id}/records         JSON records from ?seq_num, long-poll ?wait seconds
     GET  /v1/casts/{id}/events          SSE from ?seq_num or Last-Event-ID
     GET  /v1/casts/{id}/audio           the playable attempt as one file (ranges once done)
+    GET  /v1/casts/{id}/captions.vtt    its words as WebVTT (.srt: SubRip), so far if live
+    GET  /v1/casts/{id}/words           its words as JSON, seconds from the audio's start
     GET  /                              the paste page
     GET  /c/{id}                        the player
     GET  /static/{name}                 the pages' scripts and styles (shipped, allowlisted)

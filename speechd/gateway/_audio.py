@@ -1,9 +1,10 @@
 """A cast's audio as one file: live-growing while generating, a seekable entity once done.
 
 A finished cast is immutable, so its file is described once by a *layout*: which records hold
-the playable attempt's chunks (in order) and where each starts in the file. The layout gives
-`Content-Length`, a strong `ETag` and byte ranges without holding any audio in memory; a range
-is served by reading records from the first chunk it touches.
+its playable sequence (`speechd.casts`: the latest attempt's kept records, then its own) in
+order, and where each starts in the file. The layout gives `Content-Length`, a strong `ETag`
+and byte ranges without holding any audio in memory; a range is served by reading records
+from the first one it touches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
-from speechd.casts import H_ATTEMPT, H_EVENT, H_INDEX, cast_audio, cast_stream
+from speechd.casts import cast_audio, cast_stream, read_head
 from speechd.durable import Store
 from speechd.errors import CastFailed
 
@@ -37,8 +38,8 @@ _LAYOUTS_KEPT = 256
 
 class AudioLayout(NamedTuple):
     tail: int  # the stream's length when scanned (a done cast never grows)
-    seqs: list[int]  # the records holding chunk 0, 1, ... of the playable attempt
-    offsets: list[int]  # byte offset of each chunk in the file, then the total length
+    seqs: list[int]  # the records holding the playable sequence, in order
+    offsets: list[int]  # byte offset of each record's audio in the file, then the total length
     etag: str
 
     @property
@@ -49,26 +50,25 @@ class AudioLayout(NamedTuple):
 async def _scan(store: Store, cast_id: str, tail: int) -> AudioLayout:
     """Lay out a done cast (its last record, at `tail - 1`, is `eos`)."""
     stream = cast_stream(cast_id)
-    last = (await store.read(stream, tail - 1, max_records=1)).records[0]
-    attempt = last.header(H_ATTEMPT)
+    head = await read_head(store, cast_id)
     seqs: list[int] = []
     offsets = [0]
-    seq = 0
-    while seq < tail:
-        batch = await store.read(stream, seq, max_records=_SCAN_RECORDS, max_bytes=_SCAN_BYTES)
-        for record in batch.records:
-            seq = record.seq_num + 1
-            if (
-                record.header(H_EVENT) == b"audio"
-                and record.header(H_ATTEMPT) == attempt
-                and record.header(H_INDEX) == str(len(seqs)).encode()
-            ):
+    for span in head.spans:
+        seq, end = span.seq, span.seq + span.count
+        while seq < end:
+            batch = await store.read(
+                stream, seq, max_records=min(end - seq, _SCAN_RECORDS), max_bytes=_SCAN_BYTES
+            )
+            if not batch.records:
+                break
+            for record in batch.records[: end - seq]:
                 seqs.append(record.seq_num)
                 offsets.append(offsets[-1] + len(record.body))
-        if not batch.records:
-            break
+            seq = batch.records[: end - seq][-1].seq_num + 1
+    last = head.last
+    stamp = f"{last.seq_num}:{last.timestamp}" if last is not None else str(tail)
     digest = hashlib.blake2b(
-        f"{cast_id}:{last.seq_num}:{last.timestamp}:{offsets[-1]}".encode(), digest_size=12
+        f"{cast_id}:{stamp}:{offsets[-1]}".encode(), digest_size=12
     ).hexdigest()
     return AudioLayout(tail, seqs, offsets, f'"{digest}"')
 
@@ -130,7 +130,8 @@ def parse_range(header: str | None, size: int) -> ByteRange | bool | None:
 async def range_body(
     store: Store, cast_id: str, layout: AudioLayout, span: ByteRange
 ) -> AsyncGenerator[bytes, None]:
-    """Bytes `span` of a done cast's file, read record by record from the first it touches."""
+    """Bytes `span` of a done cast's file, read record by record from the first it touches
+    (records between them that are not in the playable sequence are skipped)."""
     if span.stop <= span.start:
         return
     stream = cast_stream(cast_id)

@@ -16,7 +16,17 @@ import msgspec
 from litestar import Request
 
 from speechd.audio import FORMATS, content_type
-from speechd.casts import H_EVENT, CastState, CastStatus, Meta, cast_stream, decode, is_cast_id
+from speechd.casts import (
+    H_EVENT,
+    CastCaptions,
+    CastState,
+    CastStatus,
+    Meta,
+    cast_captions,
+    cast_stream,
+    decode,
+    is_cast_id,
+)
 from speechd.durable import DurableError, SeqOutOfRange
 from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, SpeechdError
 from speechd.openai_compat import resolve_model
@@ -30,6 +40,7 @@ from ._audio import (
     parse_range,
     range_body,
 )
+from ._captions import CaptionCache
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
@@ -79,6 +90,7 @@ class Gateway:
         self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
         self._layouts = Layouts(self.store)
+        self._captions = CaptionCache()
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
@@ -237,6 +249,22 @@ class Gateway:
                 self._closing: abort_frame("shutting_down", "The server is shutting down."),
             },
         )
+
+    async def captions(self, cast_id: str) -> tuple[CastStatus, CastCaptions]:
+        """The cast's words with cast-level times: all of a done cast's (kept once read),
+        what exists so far of a live one's. `CastFailed` for a failed cast, as its audio."""
+        tail = await self._tail(cast_id)
+        status = await self._status(cast_id)
+        if status.state == CastState.FAILED:
+            raise CastFailed(f"The cast could not be synthesized: {status.error}")
+        done = status.state == CastState.DONE
+        found = self._captions.get(cast_id, tail) if done else None
+        if found is None:
+            with _store_errors():
+                found = await cast_captions(self.store, cast_id)
+            if done:
+                self._captions.put(cast_id, tail, found)
+        return status, found
 
     async def audio(
         self,

@@ -113,7 +113,9 @@ def player_page(cast_id: str, title: str) -> str:
 <p id="failure" class="error" role="alert" hidden></p>
 <p id="now" class="now" aria-live="polite"></p>
 <ol id="captions" class="captions" aria-label="Transcript"></ol>
-<p class="links"><a id="download" href="/v1/casts/{cast_id}/audio">Download audio</a></p>
+<p class="links"><a id="download" href="/v1/casts/{cast_id}/audio">Download audio</a> ·
+<a id="subtitles" href="/v1/casts/{cast_id}/captions.vtt" download>Subtitles (WebVTT)</a> ·
+<a id="subtitles-srt" href="/v1/casts/{cast_id}/captions.srt" download>SubRip</a></p>
 </main>"""
     return _page(f"{title} · speechd", body, "player.js", f' data-cast-id="{cast_id}"')
 

@@ -14,6 +14,7 @@ from speechd.config import Settings
 from speechd.metrics import ApiMetrics
 from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
 
+from ._captions import WordsPage, srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
 from ._streaming import StreamApp
@@ -119,6 +120,55 @@ async def get_audio(
     return _reply(result)
 
 
+def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
+    done = state == "done"
+    return {
+        "cache-control": "public, max-age=86400" if done else "no-store",
+        "content-disposition": f'inline; filename="{cast_id}.{suffix}"',
+        "x-cast-status": state,
+    }
+
+
+@get("/v1/casts/{cast_id:str}/captions.vtt")
+async def get_captions_vtt(
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
+) -> Response[str]:
+    """The cast's words as WebVTT (cast-level times; a live cast: what exists so far)."""
+    gateway.admit(request)
+    status, captions = await gateway.captions(cast_id)
+    return Response(
+        webvtt(captions),
+        media_type="text/vtt",
+        headers=_caption_headers(cast_id, status.state.value, "vtt"),
+    )
+
+
+@get("/v1/casts/{cast_id:str}/captions.srt")
+async def get_captions_srt(
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
+) -> Response[str]:
+    """The cast's words as SubRip (cast-level times; a live cast: what exists so far)."""
+    gateway.admit(request)
+    status, captions = await gateway.captions(cast_id)
+    return Response(
+        srt(captions),
+        media_type="application/x-subrip; charset=utf-8",
+        headers=_caption_headers(cast_id, status.state.value, "srt"),
+    )
+
+
+@get("/v1/casts/{cast_id:str}/words")
+async def get_words(
+    cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
+) -> Response[WordsPage]:
+    """The cast's words with their start and end in seconds of the cast's audio."""
+    gateway.admit(request)
+    status, captions = await gateway.captions(cast_id)
+    headers = _caption_headers(cast_id, status.state.value, "json")
+    del headers["content-disposition"]
+    return Response(words_page(cast_id, status.state.value, captions), headers=headers)
+
+
 @get("/", media_type=MediaType.HTML, include_in_schema=False)
 async def paste() -> Response[str]:
     return Response(paste_page(), media_type=MediaType.HTML, headers=PAGE_HEADERS)
@@ -162,6 +212,9 @@ def gateway_router(path: str = "/") -> Router:
             get_records,
             get_events,
             get_audio,
+            get_captions_vtt,
+            get_captions_srt,
+            get_words,
             paste,
             player,
             static,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from speechd.casts import CastStatus
+from speechd.casts import H_RESUME, CastStatus
 from speechd.durable import Record
 from speechd.engine import MAX_SPEED, MIN_SPEED
 
@@ -57,10 +57,15 @@ class Progress(msgspec.Struct, frozen=True):
     chunks_planned: int | None
     audio_seconds: float
     lead_seconds: float | None
+    queue_position: int | None = None
+    """A queued cast's place in line: waiting casts ahead of it (0: next); else null."""
+    starts_in_seconds: float | None = None
+    """A queued cast's estimated wait until it starts, from measured capacity; else null."""
 
 
 class CastView(msgspec.Struct, frozen=True):
-    """`GET /v1/casts/{id}`: public facts and progress; never the text."""
+    """`GET /v1/casts/{id}`: public facts and progress; never the text. A failed cast says why
+    (`error`) and whether the same request makes it again (`retryable`), keeping its audio."""
 
     id: str
     url: str
@@ -78,10 +83,15 @@ class CastView(msgspec.Struct, frozen=True):
     audio_url: str
     records_url: str
     events_url: str
+    captions_url: str
+    words_url: str
+    retryable: bool = False
 
 
 class RecordView(msgspec.Struct, frozen=True):
-    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64."""
+    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. The
+    worker's resume checkpoint (`k`, a few kB per record that only a worker reads) is left
+    out."""
 
     seq_num: int
     timestamp: int
@@ -99,7 +109,9 @@ def record_view(record: Record) -> RecordView:
         seq_num=record.seq_num,
         timestamp=record.timestamp,
         headers=[
-            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace")) for k, v in record.headers
+            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
+            for k, v in record.headers
+            if k != H_RESUME
         ],
         body=base64.b64encode(record.body).decode("ascii"),
     )
@@ -125,9 +137,14 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
             chunks_planned=status.chunks_planned,
             audio_seconds=status.audio_ms / 1000,
             lead_seconds=None if status.lead_ms is None else status.lead_ms / 1000,
+            queue_position=status.queue_position,
+            starts_in_seconds=None if status.starts_in_ms is None else status.starts_in_ms / 1000,
         ),
         error=status.error,
         audio_url=f"{api}/audio",
         records_url=f"{api}/records",
         events_url=f"{api}/events",
+        captions_url=f"{api}/captions.vtt",
+        words_url=f"{api}/words",
+        retryable=status.retryable,
     )

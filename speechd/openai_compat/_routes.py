@@ -94,6 +94,8 @@ async def create_speech(
         mode=mode,
         started=started,
         headers=cast_headers(settings, request, cast.id),
+        receive=request.receive,
+        words=bool(data.word_timestamps),
     )
 
 

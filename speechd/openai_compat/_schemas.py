@@ -2,8 +2,10 @@
 
 `SpeechRequest` follows OpenAI's `POST /v1/audio/speech`: the SDK omits every field its caller
 did not set, so all but `input` have defaults (and `null` reads as "not set"). Unknown fields
-are ignored, as other OpenAI-compatible servers' extensions are. `stream` is speechd's
-extension: `false` answers the whole file at once, with `Content-Length`.
+are ignored, as other OpenAI-compatible servers' extensions are. speechd's extensions:
+`stream: false` answers the whole file at once, with `Content-Length`; `word_timestamps: true`
+with `stream_format: "sse"` adds a `speech.audio.words` event after each audio delta (ignored
+otherwise).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     speed: Annotated[float, Meta(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
     stream_format: Literal["audio", "sse"] | None = None
     stream: bool | None = None
+    word_timestamps: bool | None = None
 
     @property
     def voice_name(self) -> str | None:

@@ -5,30 +5,44 @@ reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
 * `stream: false`: waits for `eos`, then the whole file with `Content-Length`.
-* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage.
+* `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
+  with `words`, each delta is followed by a `speech.audio.words` event holding the words of
+  that audio, `{"word", "start", "end"}` in seconds from the start of the cast's audio.
 
 The first chunk is awaited before the response starts, so a cast that fails before any audio
 is an ordinary error response with its status. A failure after that cannot change the status:
 an SSE stream ends with an `error` event; a raw audio stream is aborted (the connection closes
 without the final chunk), so the client sees an incomplete transfer rather than a short file
 that looks whole.
+
+Nobody waits in vain (`_Vigil`): every read of the cast races the workers' health
+(`CastService.watch_workers`): when the model is known not to load, or no worker has been ready
+for `UNREADY_GRACE_S`, the caller gets that 503 (or, once audio went out, the in-band failure
+above). Until the response starts, it also races the client: one that disconnects while it
+waits for the first audio (or, with `stream: false`, for the whole file) stops its reading at
+once and is answered 499 into the void; once the response streams, Litestar notices a
+disconnect itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 from litestar import Response
 from litestar.response import Stream
+from litestar.types import Receive
 
 from speechd.audio import content_type
+from speechd.casts import AudioChunk, playable_chunks
 from speechd.errors import SpeechdError
 from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
@@ -47,30 +61,97 @@ OUTPUT_TOKENS_PER_SECOND = 50
 
 _json = msgspec.json.Encoder()
 
+CLIENT_GONE = 499
+"""The status logged for a caller that disconnected before its response started (nginx's)."""
 
+T = TypeVar("T")
 Chunks = AsyncGenerator[bytes, None]
+#: Audio with the words it holds (cast-level seconds), for SSE with word timestamps.
+Timed = AsyncGenerator[tuple[bytes, list[dict[str, Any]]], None]
 
 
-async def _first_audio_then_rest(chunks: Chunks, started: float, metrics: ApiMetrics) -> Chunks:
-    """Wait for the first chunk (or the cast's failure) now; return a generator of them all."""
+class _ClientGone(Exception):
+    """The caller disconnected while it waited."""
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has gone (the request body was read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _timed(chunks: AsyncGenerator[AudioChunk, None]) -> Timed:
+    """Each playable record's audio and words, the words placed in the cast's audio by the
+    durations of the records before them."""
+    at = 0
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            words = [
+                {"word": w.text, "start": (at + w.start_ms) / 1000, "end": (at + w.end_ms) / 1000}
+                for w in chunk.words
+            ]
+            at += chunk.duration_ms
+            if chunk.body or words:
+                yield chunk.body, words
+
+
+async def _next(chunks: AsyncGenerator[T, None]) -> T | None:
     try:
-        first: bytes | None = await anext(chunks)
+        return await anext(chunks)
     except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await chunks.aclose()
-        raise
-    if first is not None:
-        metrics.first_audio(time.monotonic() - started)
+        return None
 
-    async def replay() -> Chunks:
-        async with aclosing(chunks):
-            if first is not None:
-                yield first
-            async for chunk in chunks:
+
+class _Vigil:
+    """What every read of a cast for one caller races: the workers' health and, until the
+    response starts, the client's disconnect. `close` when the request ends."""
+
+    def __init__(self, service: CastService, receive: Receive | None) -> None:
+        self._health = asyncio.ensure_future(service.watch_workers())
+        self._gone = asyncio.ensure_future(_disconnect(receive)) if receive else None
+
+    async def wait(self, work: Awaitable[T]) -> T:
+        """`work`'s result; raises what ended the wait first: the workers' 503, `_ClientGone`,
+        or the error of `work` itself (which is cancelled if it has not finished)."""
+        task = asyncio.ensure_future(work)
+        guards = {self._health} if self._gone is None else {self._health, self._gone}
+        try:
+            await asyncio.wait({task, *guards}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if not task.cancelled():
+            return task.result()
+        if self._gone is not None and self._gone.done():
+            raise _ClientGone
+        self._health.result()  # raises: it never returns
+        raise AssertionError("the workers' watch ended without an error")
+
+    def close(self) -> None:
+        for task in (self._health, self._gone):
+            if task is not None and not task.cancel() and not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not log it as forgotten
+
+
+async def _rest(
+    service: CastService, first: T | None, chunks: AsyncGenerator[T, None]
+) -> AsyncGenerator[T, None]:
+    """The first chunk (already read), then the others as they come, each read watched.
+
+    Its vigil lives only while the response iterates it (one never started leaves nothing
+    running behind)."""
+    async with aclosing(chunks):
+        if first is None:
+            return
+        yield first
+        vigil = _Vigil(service, None)
+        try:
+            while (chunk := await vigil.wait(_next(chunks))) is not None:
                 yield chunk
-
-    return replay()
+        finally:
+            vigil.close()
 
 
 async def _raw(cast_id: str, chunks: Chunks) -> AsyncIterator[bytes]:
@@ -89,12 +170,18 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + _json.encode(payload) + b"\n\n"
 
 
-async def _sse(service: CastService, cast: SubmittedCast, chunks: Chunks) -> AsyncIterator[bytes]:
+async def _sse(
+    service: CastService, cast: SubmittedCast, chunks: Chunks | Timed
+) -> AsyncIterator[bytes]:
     async with aclosing(chunks):
         try:
             async for chunk in chunks:
-                audio = base64.b64encode(chunk).decode()
-                yield _event({"type": "speech.audio.delta", "audio": audio})
+                data, words = chunk if isinstance(chunk, tuple) else (chunk, None)
+                if data:
+                    audio = base64.b64encode(data).decode()
+                    yield _event({"type": "speech.audio.delta", "audio": audio})
+                if words:
+                    yield _event({"type": "speech.audio.words", "words": words})
             status = await service.status(cast.id)
         except SpeechdError as exc:
             log.warning("cast %s failed mid-stream: %s", cast.id, exc)
@@ -115,6 +202,12 @@ async def _sse(service: CastService, cast: SubmittedCast, chunks: Chunks) -> Asy
     yield _event({"type": "speech.audio.done", "usage": usage})
 
 
+async def _whole(first: bytes | None, chunks: Chunks) -> bytes:
+    async with aclosing(chunks):
+        rest = [chunk async for chunk in chunks]
+    return b"".join([first or b"", *rest])
+
+
 async def speech_response(
     service: CastService,
     metrics: ApiMetrics,
@@ -123,17 +216,44 @@ async def speech_response(
     mode: Mode,
     started: float,
     headers: dict[str, str],
+    receive: Receive | None = None,
+    words: bool = False,
 ) -> Response[Any]:
-    """The response for `cast` in `mode`; raises (before any byte) if the cast failed early."""
-    chunks = await _first_audio_then_rest(service.audio(cast.id), started, metrics)
+    """The response for `cast` in `mode` (SSE: with word events if `words`); raises (before
+    any byte) if the cast failed early or no worker is coming. `receive`: the request's, to
+    notice a client that leaves while it waits (499)."""
+    vigil = _Vigil(service, receive)
+    chunks: Chunks | Timed = (
+        _timed(playable_chunks(service.store, cast.id))
+        if words and mode == "sse"
+        else service.audio(cast.id)
+    )
+    try:
+        first: Any = await vigil.wait(_next(chunks))
+        if first is not None:
+            metrics.first_audio(time.monotonic() - started)
+        if mode == "whole":
+            body = await vigil.wait(_whole(first, chunks))  # type: ignore[arg-type]
+            vigil.close()
+            return Response(body, media_type=content_type(cast.recipe.format), headers=headers)
+    except _ClientGone:
+        log.info("a caller of cast %s left before its response started", cast.id)
+        await chunks.aclose()
+        vigil.close()
+        return Response(b"", status_code=CLIENT_GONE)
+    except BaseException:
+        await chunks.aclose()
+        vigil.close()
+        raise
+    vigil.close()  # the response watches on its own (and Litestar notices a disconnect)
+    rest = _rest(service, first, chunks)
     if mode == "sse":
         sse_headers = {**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return Stream(
-            _sse(service, cast, chunks), media_type="text/event-stream", headers=sse_headers
+            _sse(service, cast, rest), media_type="text/event-stream", headers=sse_headers
         )
-    media_type = content_type(cast.recipe.format)
-    if mode == "whole":
-        async with aclosing(chunks):
-            body = b"".join([chunk async for chunk in chunks])
-        return Response(body, media_type=media_type, headers=headers)
-    return Stream(_raw(cast.id, chunks), media_type=media_type, headers=headers)
+    return Stream(
+        _raw(cast.id, rest),  # type: ignore[arg-type]
+        media_type=content_type(cast.recipe.format),
+        headers=headers,
+    )

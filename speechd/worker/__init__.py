@@ -2,20 +2,28 @@
 
 `run_worker` is the body of a worker process; `Supervisor` runs it in a spawned child and
 restarts it when it dies; `Worker` is the same loop in-process, over an injected store and
-engine. `ready_workers`, `queue_position` and `queue_depth` read worker health and the line of
-waiting casts from the store alone. Importing this package never imports torch.
+engine (`Parts` says how a process builds them). The scheduling policies and their inputs
+(`ActiveCast`, `Candidate`, `ChunkTimes`, `plan_timing`) are pure objects. `ready_workers`,
+`worker_health` (why no worker is ready, too), `known_voices`, `QueueLine` (the line of
+waiting casts, learnt a little at a time), `queue_position` and `queue_depth` read worker
+health, voices and the line from the store alone, for the api. Importing this package never
+imports torch.
+
+Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
+`_attempts` (opening, resuming and ending attempts; failures), `_render` (one chunk on the
+engine thread), `_plan` (a cast's plan and its positions), `_worker` (the loop).
 """
 
 from __future__ import annotations
 
-from ._config import WorkerConfig, default_worker_id
-from ._health import FRESH_HEARTBEATS, ready_workers, worker_alive
+from ._config import WorkerConfig
+from ._health import WorkerHealth, known_voices, ready_workers, worker_health
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     COMFORTABLE_LEAD_S,
     QUANTUM_S,
+    ActiveCast,
     Candidate,
-    CastView,
     ChunkTimes,
     DeadlinePolicy,
     Decision,
@@ -29,57 +37,41 @@ from ._policy import (
     plan_timing,
 )
 from ._process import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, run_worker
-from ._protocols import (
-    ChunkLike,
-    ChunkPolicyLike,
-    EncoderFactory,
-    EncoderLike,
-    EngineLike,
-    SynthesisLike,
-    VoicesLike,
-)
-from ._queue import committed_offset, queue_depth, queue_position
-from ._supervisor import Supervisor, describe_exit
-from ._watermark import Watermark
-from ._worker import MAX_RECORD_S, ROTATE_NOTICES, Worker, chunk_seed, warm_up
+from ._protocols import EncoderFactory
+from ._queue import QueueLine, QueuePlace, queue_depth, queue_position
+from ._render import MAX_RECORD_S, chunk_seed, warm_up
+from ._supervisor import Supervisor
+from ._worker import Worker
 
 __all__ = [
     "COMFORTABLE_LEAD_S",
     "EXIT_FAILED",
     "EXIT_MODEL_UNAVAILABLE",
     "EXIT_OK",
-    "FRESH_HEARTBEATS",
     "LEASE_SKEW_MS",
     "MAX_RECORD_S",
     "QUANTUM_S",
-    "ROTATE_NOTICES",
+    "ActiveCast",
     "Candidate",
-    "CastView",
-    "ChunkLike",
-    "ChunkPolicyLike",
     "ChunkTimes",
     "DeadlinePolicy",
     "Decision",
     "EncoderFactory",
-    "EncoderLike",
-    "EngineLike",
     "FifoPolicy",
     "Idle",
     "Parts",
     "PlanTiming",
     "Policy",
+    "QueueLine",
+    "QueuePlace",
     "Run",
     "Sleep",
     "Supervisor",
-    "SynthesisLike",
-    "VoicesLike",
-    "Watermark",
     "Worker",
     "WorkerConfig",
+    "WorkerHealth",
     "chunk_seed",
-    "committed_offset",
-    "default_worker_id",
-    "describe_exit",
+    "known_voices",
     "lease_held",
     "make_policy",
     "plan_timing",
@@ -88,7 +80,7 @@ __all__ = [
     "ready_workers",
     "run_worker",
     "warm_up",
-    "worker_alive",
+    "worker_health",
 ]
 
 for _name in __all__:

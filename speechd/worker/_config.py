@@ -21,8 +21,9 @@ class WorkerConfig(msgspec.Struct, frozen=True):
 
     `max_active` is a hard cap on admitted casts on top of the capacity-based admission (None:
     capacity only). `retries` is how many new attempts a cast gets after failing at the same
-    chunk before its job goes to `jobs/dead`. When every active cast is ahead by
-    `comfortable_lead_s` the worker sleeps briefly. Chunks are planned to take at most
+    chunk before its job goes to `jobs/dead` (a worker dying with that chunk in flight counts,
+    but ends the cast only once the same chunk has killed it twice). When every active cast is
+    ahead by `comfortable_lead_s` the worker sleeps briefly. Chunks are planned to take at most
     `quantum_s` to synthesize (the longest a newcomer waits for the device). On SIGTERM the
     chunk in flight is still appended if it finishes within `stop_grace_s`, else abandoned
     (the next attempt redoes it).

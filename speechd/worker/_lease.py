@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import msgspec
 
-from speechd.casts import Lease, decode, lease_stream
+from speechd.casts import CastHead, Event, Lease, decode, lease_stream
 from speechd.durable import SeqOutOfRange, Store
 
 from ._health import worker_alive
-from ._history import CastState
 
 __all__ = ["LEASE_SKEW_MS", "lease_held"]
 
@@ -49,14 +48,15 @@ async def _last_renewal(store: Store, cast_id: str) -> tuple[int, Lease] | None:
         return None
 
 
-async def lease_held(store: Store, cast_id: str, state: CastState, *, now_ms: int) -> bool:
-    """Whether the latest attempt's owner still holds its lease on the cast."""
-    latest = state.latest
-    if latest is None or state.terminal:
+async def lease_held(store: Store, cast_id: str, head: CastHead, *, now_ms: int) -> bool:
+    """Whether the latest attempt's owner still holds its lease on the cast (never once the
+    attempt ended: eos, error, or a retry asked after its error)."""
+    latest = head.start
+    if latest is None or head.event in (Event.EOS, Event.ERROR, Event.RETRY):
         return False
     if latest.lease_ms <= 0:  # a start from before leases: the owner's heartbeats decide
         return await worker_alive(store, latest.worker, now_ms=now_ms)
-    renewed = state.touched_ms  # the cast's last record belongs to the latest attempt
+    renewed = head.touched_ms  # the cast's last record belongs to the latest attempt
     if now_ms < renewed + latest.lease_ms + LEASE_SKEW_MS:
         return True
     found = await _last_renewal(store, cast_id)

@@ -1,15 +1,21 @@
 """Scheduling policy: which cast gets the next chunk, when to sleep, whom to admit.
 
-Pure objects in the manner of vLLM's scheduler: fed the active casts (as `CastView`s with their
+Pure objects in the manner of vLLM's scheduler: fed the active casts (as `ActiveCast`s with their
 predictions already made), the current time and the measured real-time factor, they return a
 decision and never do I/O. Times are seconds on one monotonic clock.
+
+Each cast is seen on its listeners' clock: `first_audio_s` is when a listener who started at
+the first audio of the cast's playable sequence (kept across attempts: the first durable
+audio record's timestamp) would have started, moved on by the times it waited at the live
+edge; `audio_s` is all the audio of that sequence. So a cast whose worker died and came back
+is behind by the time it waited (urgent), never "ahead" by its re-used audio.
 
 The unit of fairness is one chunk. `DeadlinePolicy`:
 
 * **Earliest deadline next.** A cast's listener runs dry at `first_audio + audio appended`
   (its *lead* is that minus now); the cast whose listener runs dry first gets the next chunk
   (earliest deadline first: for one chunk each, the order that misses the fewest deadlines).
-* **Newcomers first.** A cast with no audio yet in its current attempt is the most urgent of
+* **Newcomers first.** A cast with no audio yet in its playable sequence is the most urgent of
   all (its first audio is its deadline; among several, the earliest in line), unless making
   its first chunk now would let a listener run dry who would not otherwise, as predicted from
   each cast's next chunk: then that listener goes first, and the newcomer right after.
@@ -65,8 +71,8 @@ __all__ = [
     "COMFORTABLE_LEAD_S",
     "LONE_OVERHEAD",
     "QUANTUM_S",
+    "ActiveCast",
     "Candidate",
-    "CastView",
     "ChunkTimes",
     "DeadlinePolicy",
     "Decision",
@@ -101,13 +107,13 @@ chunk for chunk), and no further: a newcomer arriving during it waits for it."""
 
 
 @dataclass(frozen=True, slots=True)
-class CastView:
+class ActiveCast:
     """An active cast as the policy sees it."""
 
     id: str
     order: int  # its place in line (the job's offset); lower came first
-    first_audio_s: float | None  # when its current attempt's first audio landed; None: none yet
-    audio_s: float  # seconds of audio appended in its current attempt
+    first_audio_s: float | None  # its listeners' clock origin (see above); None: no audio yet
+    audio_s: float  # seconds of audio in its playable sequence
     chunks: tuple[tuple[float, float], ...]  # (audio, generation) predicted per chunk left
 
     @property
@@ -160,17 +166,17 @@ Decision = Run | Sleep | Idle
 class Policy(Protocol):
     name: str
 
-    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+    def choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool = False) -> Decision:
         """The next step. `starved`: a cast waits in line for capacity (do not sleep then)."""
         ...
 
     def admit(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
     ) -> bool:
         """Whether `candidate` may join the active `casts` now."""
         ...
 
-    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+    def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         """How many casts `candidate` shares the device with (itself included): its chunks are
         planned for that many times the device's cost per chunk."""
         ...
@@ -178,7 +184,7 @@ class Policy(Protocol):
     def protects(
         self,
         now: float,
-        casts: Sequence[CastView],
+        casts: Sequence[ActiveCast],
         cast_id: str,
         candidate: Candidate | None,
         *,
@@ -207,7 +213,7 @@ class DeadlinePolicy:
         self.max_sleep_s = max_sleep_s
         self.min_sleep_s = min_sleep_s
 
-    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+    def choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool = False) -> Decision:
         if not casts:
             return Idle()
         listeners = sorted(
@@ -227,7 +233,7 @@ class DeadlinePolicy:
         return Run(listeners[0].id)
 
     def admit(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
     ) -> bool:
         if not casts:
             return True
@@ -249,7 +255,7 @@ class DeadlinePolicy:
         due_by_end = sum(gen for due, gen in jobs if due <= life)
         return due_by_end + fluid * life <= life
 
-    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+    def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         """Itself, plus each active listener weighted by the part of `candidate`'s life it
         still needs audio in (a listener far enough ahead needs none of it)."""
         life = max(candidate.audio_s, 1e-6)
@@ -258,7 +264,7 @@ class DeadlinePolicy:
     def protects(
         self,
         now: float,
-        casts: Sequence[CastView],
+        casts: Sequence[ActiveCast],
         cast_id: str,
         candidate: Candidate | None,
         *,
@@ -291,14 +297,14 @@ class DeadlinePolicy:
 _PROTECT_STEPS = 16
 
 
-def _after_chunk(cast: CastView, t: float) -> CastView:
+def _after_chunk(cast: ActiveCast, t: float) -> ActiveCast:
     """`cast` once its next chunk landed at `t`."""
     audio = cast.chunks[0][0]
     first = cast.first_audio_s if cast.first_audio_s is not None else t
-    return CastView(cast.id, cast.order, first, cast.audio_s + audio, cast.chunks[1:])
+    return ActiveCast(cast.id, cast.order, first, cast.audio_s + audio, cast.chunks[1:])
 
 
-def _slack(now: float, listeners: Sequence[CastView]) -> float:
+def _slack(now: float, listeners: Sequence[ActiveCast]) -> float:
     """The device's slack: over every chunk the listeners still need, in deadline order, the
     least of (its deadline - now - the work due by then)."""
     jobs = sorted((due, gen) for cast in listeners for due, gen in _chunk_jobs(now, cast, 1.0))
@@ -310,7 +316,7 @@ def _slack(now: float, listeners: Sequence[CastView]) -> float:
     return least
 
 
-def _chunk_jobs(now: float, cast: CastView, cost: float) -> list[tuple[float, float]]:
+def _chunk_jobs(now: float, cast: ActiveCast, cost: float) -> list[tuple[float, float]]:
     """(due in seconds from now, generation time * cost) of each chunk the cast has left. A
     cast with no audio yet has its first chunk due when it can be made (its first audio) and
     the rest from then on."""
@@ -323,13 +329,13 @@ def _chunk_jobs(now: float, cast: CastView, cost: float) -> list[tuple[float, fl
     return out
 
 
-def _dry(cast: CastView) -> float:
+def _dry(cast: ActiveCast) -> float:
     """When the cast's listener runs out of audio."""
     assert cast.first_audio_s is not None
     return cast.first_audio_s + cast.audio_s
 
 
-def _late(start: float, listeners: Sequence[CastView]) -> int:
+def _late(start: float, listeners: Sequence[ActiveCast]) -> int:
     """How many of `listeners` (in order) run dry if each gets its next chunk from `start`."""
     late = 0
     for cast in listeners:
@@ -339,7 +345,7 @@ def _late(start: float, listeners: Sequence[CastView]) -> int:
     return late
 
 
-def _demands(now: float, casts: Sequence[CastView]) -> list[tuple[float, float]]:
+def _demands(now: float, casts: Sequence[ActiveCast]) -> list[tuple[float, float]]:
     """(lead, remaining audio) per listener; one with no audio yet starts about now."""
     return [(c.lead(now) or 0.0, max(c.remaining_audio_s, 0.0)) for c in casts]
 
@@ -354,23 +360,23 @@ class FifoPolicy:
 
     name = "fifo"
 
-    def choose(self, now: float, casts: Sequence[CastView], *, starved: bool = False) -> Decision:
+    def choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool = False) -> Decision:
         if not casts:
             return Idle()
         return Run(min(casts, key=lambda c: c.order).id)
 
     def admit(
-        self, now: float, casts: Sequence[CastView], candidate: Candidate, *, rtf: float
+        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
     ) -> bool:
         return not casts
 
-    def share(self, now: float, casts: Sequence[CastView], candidate: Candidate) -> float:
+    def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         return 1.0  # a cast has the device to itself
 
     def protects(
         self,
         now: float,
-        casts: Sequence[CastView],
+        casts: Sequence[ActiveCast],
         cast_id: str,
         candidate: Candidate | None,
         *,

@@ -6,7 +6,7 @@ engine and a trivial encoder instead. Nothing here imports torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -72,11 +72,22 @@ class EngineLike(Protocol):
 
 
 class EncoderLike(Protocol):
-    """Encodes one cast chunk by chunk; the outputs concatenated are one valid file."""
+    """Encodes one cast chunk by chunk; the outputs concatenated are one valid file.
+    `checkpoint()` says how to continue that file after the outputs so far, and `fingerprint`
+    what a checkpoint must match to be continued (see `speechd.audio`)."""
 
     @property
     def format(self) -> str: ...
+    @property
+    def fingerprint(self) -> str: ...
     def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes: ...
+    def checkpoint(self) -> bytes: ...
 
 
-EncoderFactory = Callable[[str, int], EncoderLike]
+class EncoderFactory(Protocol):
+    """Makes a cast's encoder: a new file, or (`resume`: a checkpoint) one that continues the
+    file that checkpoint was taken of. ValueError when the checkpoint cannot be continued."""
+
+    def __call__(
+        self, fmt: str, sample_rate: int, *, resume: bytes | None = None
+    ) -> EncoderLike: ...

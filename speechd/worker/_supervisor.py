@@ -3,7 +3,9 @@
 The child is started with multiprocessing's `spawn` (never `fork` once torch threads or CUDA
 exist). It ignores SIGINT (a Ctrl-C reaches the whole process group; the supervisor decides),
 stops gracefully on SIGTERM, and stops by itself if its parent dies. Every restart reuses the
-same worker id, so the new process takes over the casts of the dead one at once.
+same worker id, so the new process takes over the casts of the dead one at once, and is told
+how the dead one ended: if it died while loading the model (an OOM kill, say), the new one's
+`loading` notices say so, and callers waiting on the model hear why it is not ready.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ __all__ = ["Supervisor"]
 log = logging.getLogger("speechd.worker")
 
 
-def _child(config: WorkerConfig, parts: Parts | None, log_level: int) -> None:
+def _child(config: WorkerConfig, parts: Parts | None, log_level: int, last_exit: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not logging.getLogger().handlers:
         logging.basicConfig(
@@ -37,7 +39,7 @@ def _child(config: WorkerConfig, parts: Parts | None, log_level: int) -> None:
         threading.Thread(
             target=_stop_with, args=(parent,), name="speechd-orphan", daemon=True
         ).start()
-    sys.exit(run_worker(config, parts=parts))
+    sys.exit(run_worker(config, parts=parts, last_exit=last_exit))
 
 
 def _stop_with(parent: multiprocessing.process.BaseProcess) -> None:
@@ -129,9 +131,11 @@ class Supervisor:
         with self._lock:
             if self._stopping.is_set():
                 return False
+            last_exit = describe_exit(self.exit_codes[-1]) if self.exit_codes else ""
+            level = logging.getLogger().getEffectiveLevel()
             process = self._context.Process(
                 target=_child,
-                args=(self.config, self._parts, logging.getLogger().getEffectiveLevel()),
+                args=(self.config, self._parts, level, last_exit),
                 name=f"speechd-worker-{self.worker_id}",
                 daemon=True,
             )

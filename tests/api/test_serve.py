@@ -18,6 +18,7 @@ import pytest
 from speechd import casts
 from speechd.durable import EmbeddedStore
 from tests.api._live import LiveServer, start_server
+from tests.support.devices import DEVICE
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -27,7 +28,7 @@ MODEL_DIR = Path(
 
 
 def serve_args(data: Path) -> list[str]:
-    return ["serve", "--data-dir", str(data), "--model-dir", str(MODEL_DIR), "--device", "cpu"]
+    return ["serve", "--data-dir", str(data), "--model-dir", str(MODEL_DIR), "--device", DEVICE]
 
 
 @pytest.fixture(scope="module")

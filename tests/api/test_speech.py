@@ -206,7 +206,11 @@ async def test_voice_list(client: AsyncTestClient) -> None:
 
 async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
-    assert (await client.get("/readyz")).json() == {"status": "ready", "workers": [WORKER_ID]}
+    assert (await client.get("/readyz")).json() == {
+        "status": "ready",
+        "workers": [WORKER_ID],
+        "devices": {WORKER_ID: {"device": "cpu", "name": ""}},
+    }
     text = chunked_text(3)
     await client.post("/v1/audio/speech", json={"input": text})
     await client.post("/v1/audio/speech", json={"input": text})

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.api._live import start_server
+from tests.support.devices import DEVICE
 
 from ._support import run_cli
 
@@ -26,7 +27,7 @@ def samples_of(data: bytes) -> np.ndarray:
 
 def test_say_speaks_with_the_real_model(model_dir: Path, tmp_path: Path) -> None:
     args = ["serve", "--data-dir", str(tmp_path / "data"), "--model-dir", str(model_dir)]
-    with start_server([*args, "--device", "cpu"], timeout=240) as server:
+    with start_server([*args, "--device", DEVICE], timeout=240) as server:
         run = run_cli(
             "say", TEXT, "--voice", "af_heart", "-o", str(tmp_path / "fox.wav"), url=server.url
         )

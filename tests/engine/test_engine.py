@@ -225,12 +225,14 @@ def test_padding_is_cut_to_a_pause_that_fits_the_chunk_end(ending: str, pause_s:
     pcm = np.zeros(sum(durations) * 600, dtype=np.float32)
     t = np.arange(int(0.7 * rate)) / rate
     pcm[int(0.3 * rate) : int(1.0 * rate)] = 0.3 * np.sin(2 * np.pi * 220 * t)
-    out = _trim(pcm, durations, ending)
+    out, head = _trim(pcm, durations, ending)
+    assert head == pytest.approx(0.25 * rate, abs=2)  # where the kept PCM began: 50 ms early
     voiced = np.flatnonzero(np.abs(out) > 1e-3)
     assert voiced[0] / rate == pytest.approx(0.05, abs=0.01)  # 50 ms kept before the voice
     assert (len(out) - voiced[-1]) / rate == pytest.approx(pause_s, abs=0.01)
     assert out[0] == 0.0 and abs(out[-1]) < 1e-6  # faded edges
-    assert len(_trim(pcm, [1, 2], ending)) == len(pcm)  # unknown layout: returned whole
+    whole, head = _trim(pcm, [1, 2], ending)
+    assert (len(whole), head) == (len(pcm), 0)  # unknown layout: returned whole
 
 
 @pytest.mark.skipif(

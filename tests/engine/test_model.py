@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pytest
 
 from speechd.engine import ChunkPolicy, Engine, EngineConfig, load_engine
+from tests.support.devices import DEVICE
 
 pytestmark = pytest.mark.model
 
@@ -36,7 +37,7 @@ CPU_POLICY = ChunkPolicy().with_rtf(0.6)
 
 @pytest.fixture(scope="module")
 def engine(model_dir: Path) -> Iterator[Engine]:
-    yield load_engine(EngineConfig(model_dir=str(model_dir), device="cpu"))
+    yield load_engine(EngineConfig(model_dir=str(model_dir), device=DEVICE))
 
 
 def speak(engine: Engine, text: str, voice: str, policy: ChunkPolicy) -> npt.NDArray[np.float32]:

@@ -23,15 +23,17 @@ from speechd.audio import SAMPLE_RATE, new_encoder
 from speechd.casts import (
     CastStatus,
     Event,
+    Start,
     audio_chunk,
     cast_status,
     cast_stream,
+    decode,
     event_of,
 )
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.gateway import Gateway, GatewaySettings
-from speechd.worker import FifoPolicy, Worker
+from speechd.worker import EncoderFactory, FifoPolicy, Worker
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
 __all__ = [
@@ -105,7 +107,9 @@ def chunk_texts(text: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(store: Store, engine: StepEngine) -> AsyncIterator[Worker]:
+async def running_worker(
+    store: Store, engine: StepEngine, encoders: EncoderFactory = new_encoder
+) -> AsyncIterator[Worker]:
     """The real worker loop on `store`, in a task of this event loop, first come first served
     (the deadline policy would idle once a cast is far enough ahead of its listener)."""
     worker = Worker(
@@ -113,7 +117,7 @@ async def running_worker(store: Store, engine: StepEngine) -> AsyncIterator[Work
         engine,
         worker_id="gateway-tests",
         chunk_policy=FakeChunkPolicy(),
-        encoders=new_encoder,
+        encoders=encoders,
         policy=FifoPolicy(),
         heartbeat_s=2.0,
     )
@@ -227,11 +231,16 @@ async def read_all(store: Store, cast_id: str) -> list[Record]:
 
 
 async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:
-    """The audio bodies of the cast's latest attempt, in order (the file, record by record)."""
+    """The audio bodies of the cast's playable sequence, in order (the file, record by
+    record): the latest start's kept spans, then its attempt's own audio."""
     records = await read_all(store, cast_id)
     starts = [i for i, r in enumerate(records) if event_of(r) == Event.START]
-    latest = records[starts[-1] :] if starts else []
-    return [audio_chunk(r).body for r in latest if event_of(r) == Event.AUDIO]
+    if not starts:
+        return []
+    start = decode(records[starts[-1]].body, Start)
+    kept = [records[span.seq + k] for span in start.kept for k in range(span.count)]
+    own = [r for r in records[starts[-1] :] if event_of(r) == Event.AUDIO]
+    return [audio_chunk(r).body for r in [*kept, *own]]
 
 
 # -- raw HTTP -----------------------------------------------------------------------------

@@ -185,10 +185,10 @@ async def test_audio_of_a_failed_cast(store: Store, http: httpx.AsyncClient) -> 
     assert "this chunk is poisoned" in error["message"]
 
 
-async def test_audio_of_a_retried_cast_is_the_latest_attempt(
+async def test_audio_of_a_retried_cast_is_its_playable_sequence(
     store: Store, http: httpx.AsyncClient
 ) -> None:
-    # The third chunk fails once: attempt 2 carries the cast to its end.
+    # The third chunk fails once: attempt 2 keeps the first two and carries the cast to its end.
     text = "One two. Three four five six. FLAKY eight nine ten eleven twelve thirteen fourteen."
     cast_id = await _done(store, http, text, fmt="pcm")
     view = (await http.get(f"/v1/casts/{cast_id}")).json()

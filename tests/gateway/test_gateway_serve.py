@@ -14,6 +14,7 @@ from playwright.async_api import Browser
 
 from tests.api._live import LiveServer, start_server
 from tests.api.test_serve import decoded_seconds
+from tests.support.devices import DEVICE
 
 pytestmark = [pytest.mark.model, pytest.mark.browser, pytest.mark.slow]
 
@@ -23,7 +24,7 @@ TEXT = "The quick brown fox jumps over the lazy dog.\nThen it naps in the aftern
 @pytest.fixture(scope="module")
 def served(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data = tmp_path_factory.mktemp("gateway-serve") / "data"
-    args = ["serve", "--data-dir", str(data), "--model-dir", str(model_dir), "--device", "cpu"]
+    args = ["serve", "--data-dir", str(data), "--model-dir", str(model_dir), "--device", DEVICE]
     with start_server(args, timeout=240) as server:
         yield server
 

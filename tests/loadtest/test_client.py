@@ -54,6 +54,8 @@ def test_identical_requests_share_one_cast_and_every_listener_hears_it(tmp_path:
     assert all(x.ttfa_s is not None and x.timeline for x in run.listeners)
     assert (run.casts_new, run.casts_shared) == (2, 2)
     assert run.rss_peak is not None and run.rss_peak.api_mib > 0
+    # The worker process's own figures, as speechd's /metrics gave them.
+    assert run.worker_metrics is not None and (run.worker_metrics.rss_mib_max or 0) > 10
     summary = summarize(run, None)
     assert summary.distinct_casts == 2
     assert summary.audio_s == pytest.approx(same[0].audio_s + run.listeners[3].audio_s)

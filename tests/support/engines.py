@@ -4,7 +4,9 @@ trivial encoder. Tests only, never in speechd/; the worker around it is always t
 The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
 of a given number of chunks), sleeps as long as the real model would compute
 (`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
-the same samples. Texts can ask for trouble: a chunk containing POISON always raises (the
+the same samples, with its words timed in proportion to their letters (`fake_words`). With
+`log`, every synthesis call appends its chunk's text to that file (to count calls across
+worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
 worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
 engine), CRASH kills the process.
 """
@@ -23,6 +25,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from speechd.engine import WordTiming
 from speechd.worker import EncoderFactory, Parts
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "GatedEngine",
     "chunked_text",
     "expected_audio",
+    "fake_words",
     "load_engine",
     "noise",
     "parts",
@@ -74,6 +78,21 @@ class FakeChunkPolicy(msgspec.Struct, frozen=True):
 @dataclass(frozen=True)
 class FakeSynthesis:
     pcm: np.ndarray
+    words: tuple[WordTiming, ...] = ()
+    unit: str = "word"
+
+
+def fake_words(text: str, samples: int) -> tuple[WordTiming, ...]:
+    """The cost model's word timings: each word (and the gap after it) takes its share of the
+    samples by letters, the word itself all of it but one letter's worth."""
+    words = text.split()
+    total = sum(len(w) + 1 for w in words)
+    out, at = [], 0.0
+    for word in words:
+        share = samples * (len(word) + 1) / total
+        out.append(WordTiming(word, round(at), round(at + share * len(word) / (len(word) + 1))))
+        at += share
+    return tuple(out)
 
 
 class FakeVoices:
@@ -84,6 +103,7 @@ class CostEngine:
     sample_rate = SAMPLE_RATE
     device = "cpu"
     voices = FakeVoices()
+    fingerprint = "cost-model"
 
     def __init__(
         self,
@@ -92,11 +112,13 @@ class CostEngine:
         rtf: float = 0.02,
         audio_per_char: float = 0.02,
         silent: str = "",
+        log: str = "",
     ) -> None:
         self.overhead_s = overhead_s
         self.rtf = rtf
         self.audio_per_char = audio_per_char
         self.silent = silent
+        self.log = log  # a file each synthesis call appends its chunk's text to (across lives)
         self.calls: list[tuple[str, int | None]] = []
         self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
         self._flaky_seen: set[str] = set()
@@ -122,6 +144,9 @@ class CostEngine:
         self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
     ) -> FakeSynthesis:
         self.calls.append((chunk.text, seed))
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as calls:
+                calls.write(chunk.text + "\n")
         if "CRASH" in chunk.text:
             os.kill(os.getpid(), signal.SIGKILL)
         if "POISON" in chunk.text:
@@ -131,7 +156,8 @@ class CostEngine:
             raise RuntimeError("a transient failure")
         audio_s = self.audio_s(chunk.text, speed)
         time.sleep(self.overhead_s + self.rtf * audio_s)
-        return FakeSynthesis(noise(seed, round(audio_s * SAMPLE_RATE)))
+        samples = round(audio_s * SAMPLE_RATE)
+        return FakeSynthesis(noise(seed, samples), fake_words(chunk.text, samples))
 
 
 def noise(seed: int | None, samples: int) -> np.ndarray:
@@ -140,19 +166,26 @@ def noise(seed: int | None, samples: int) -> np.ndarray:
 
 
 class FakeEncoder:
-    """A header on the first output, 16-bit samples, a trailer on the final one."""
+    """A header on the first output, 16-bit samples, a trailer on the final one. Its
+    checkpoint says whether the header went out; continuing from one writes none again."""
 
-    def __init__(self, fmt: str, sample_rate: int) -> None:
+    def __init__(self, fmt: str, sample_rate: int, *, resume: bytes | None = None) -> None:
         if fmt not in ("pcm", "wav", "mp3"):
             raise ValueError(f"unknown format {fmt!r}")
+        if resume is not None and resume not in (b"fake:0", b"fake:1"):
+            raise ValueError(f"not a checkpoint of this encoder: {resume!r}")
         self.format = fmt
-        self._started = False
+        self.fingerprint = f"fake/{fmt}"
+        self._started = resume == b"fake:1"
 
     def encode(self, pcm: np.ndarray, *, final: bool = False) -> bytes:
         head = b"" if self._started else b"HEAD"
         self._started = True
         body = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
         return head + body + (b"TAIL" if final else b"")
+
+    def checkpoint(self) -> bytes:
+        return b"fake:1" if self._started else b"fake:0"
 
 
 def load_engine(config: object, **settings: float | str) -> CostEngine:

@@ -11,8 +11,10 @@ from typing import Any
 from speechd.casts import (
     JOBS_CURSOR,
     Cursor,
+    Eos,
     Event,
     Recipe,
+    Start,
     audio_chunk,
     cast_id,
     cast_stream,
@@ -59,13 +61,14 @@ def make_worker(
     worker_id: str = "w1",
     policy: Policy | None = None,
     encoders: EncoderFactory = FakeEncoder,
+    chunk_policy: FakeChunkPolicy | None = None,
     **settings: object,
 ) -> Worker:
     return Worker(
         store,
         engine or CostEngine(),
         worker_id=worker_id,
-        chunk_policy=FakeChunkPolicy(),
+        chunk_policy=chunk_policy or FakeChunkPolicy(),
         encoders=encoders,
         policy=policy,
         **settings,  # type: ignore[arg-type]
@@ -133,14 +136,15 @@ async def wait_cursor(store: Store, offset: int, within: float = 20.0) -> None:
 
 
 def check_layout(stream: list[Record]) -> list[list[Record]]:
-    """Assert the cast stream's layout; return its attempts (each: start, audio...).
+    """Assert the cast stream's layout; return its attempts (each: start, own audio...).
 
-    meta first; after each start only that attempt's audio, indices 0, 1, ... in order; at most
-    one terminal record, last, carrying the latest attempt.
+    meta first; after each start only that attempt's own audio, indices `keep`, `keep + 1`,
+    ... in order (`i` counts the playable sequence); a terminal record only last, or an error
+    followed by a retry and a new attempt.
     """
     assert event_of(stream[0]) == Event.META
     attempts: list[list[Record]] = []
-    for record in stream[1:]:
+    for n, record in enumerate(stream[1:], start=1):
         event = event_of(record)
         attempt = int(record.header(b"a") or b"0")
         if event == Event.START:
@@ -150,24 +154,42 @@ def check_layout(stream: list[Record]) -> list[list[Record]]:
             assert attempts, "audio before any start"
             current = attempts[-1]
             assert attempt == int(current[0].header(b"a") or b"0"), "audio of another attempt"
-            assert audio_chunk(record).index == len(current) - 1, "audio out of order"
+            keep = decode(current[0].body, Start).keep
+            assert audio_chunk(record).index == keep + len(current) - 1, "audio out of order"
+            assert audio_chunk(record).start_seq == current[0].seq_num
             current.append(record)
+        elif event == Event.RETRY:
+            assert event_of(stream[n - 1]) == Event.ERROR, "a retry after something but error"
         else:
             assert event in (Event.EOS, Event.ERROR), event
-            assert record is stream[-1], "records after the terminal one"
+            later = stream[n + 1 :]
+            assert not later or (event == Event.ERROR and event_of(later[0]) == Event.RETRY), (
+                "records after the terminal one"
+            )
             if attempts:
                 assert attempt == int(attempts[-1][0].header(b"a") or b"0")
     return attempts
 
 
-def complete_audio(stream: list[Record]) -> bytes:
-    """The latest attempt's audio: every chunk once, in order, ending in eos."""
+def playable(stream: list[Record]) -> list[Record]:
+    """The latest attempt's playable sequence: its kept spans, then its own audio."""
     attempts = check_layout(stream)
+    if not attempts:
+        return []
+    start = decode(attempts[-1][0].body, Start)
+    by_seq = {r.seq_num: r for r in stream}
+    kept = [by_seq[span.seq + k] for span in start.kept for k in range(span.count)]
+    out = [*kept, *attempts[-1][1:]]
+    assert [audio_chunk(r).index for r in out] == list(range(len(out)))
+    return out
+
+
+def complete_audio(stream: list[Record]) -> bytes:
+    """The playable sequence's audio: every record once, in order, ending in eos."""
     assert event_of(stream[-1]) == Event.EOS
-    latest = attempts[-1]
-    chunks = [audio_chunk(r) for r in latest[1:]]
-    assert [c.index for c in chunks] == list(range(len(chunks)))
+    chunks = [audio_chunk(r) for r in playable(stream)]
     assert all(c.planned == len(chunks) for c in chunks[-1:])
+    assert decode(stream[-1].body, Eos).chunks == len(chunks)
     return b"".join(c.body for c in chunks)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from speechd.worker import (
+    ActiveCast,
     Candidate,
-    CastView,
     ChunkTimes,
     Idle,
     Policy,
@@ -89,12 +89,12 @@ def simulate(
     active: list[SimCast] = []
     order = {c.id: n for n, c in enumerate(waiting)}
 
-    def view(c: SimCast) -> CastView:
+    def view(c: SimCast) -> ActiveCast:
         chunks = []
         for audio in c.chunks[c.next :]:
             predicted = times.audio_s(round(audio * UNITS_PER_S), 1.0)
             chunks.append((predicted, times.gen_s(predicted)))
-        return CastView(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks))
+        return ActiveCast(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks))
 
     while waiting or active:
         starved = False

@@ -19,8 +19,8 @@ from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
 from speechd.worker._hold import hold_s
 from speechd.worker._policy import (
     QUANTUM_S,
+    ActiveCast,
     Candidate,
-    CastView,
     ChunkTimes,
     Idle,
     Policy,
@@ -131,7 +131,7 @@ def simulate(
     active: list[SlowCast] = []
     most = 0
 
-    def view(c: SlowCast) -> CastView:
+    def view(c: SlowCast) -> ActiveCast:
         assert c.chunker is not None and c.next is not None
         audio = times.audio_s(c.next.tokens, 1.0)
         chunker = c.chunker
@@ -140,7 +140,7 @@ def simulate(
         for tokens in sizes:
             estimated = times.audio_s(tokens, 1.0)
             chunks.append((estimated, times.gen_s(estimated)))
-        return CastView(c.id, order[c.id], c.origin, c.audio, tuple(chunks))
+        return ActiveCast(c.id, order[c.id], c.origin, c.audio, tuple(chunks))
 
     def candidate() -> Candidate | None:
         head = next((c for c in waiting if c.arrival <= t), None)

@@ -16,12 +16,12 @@ from speechd.casts import (
     encode,
     lease_stream,
     meta_record,
+    read_head,
     start_record,
 )
 from speechd.casts import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
 from speechd.worker import LEASE_SKEW_MS, DeadlinePolicy, lease_held
-from speechd.worker._history import read_cast
 from tests.support.engines import GatedEngine, expected_audio
 
 from ._helpers import (
@@ -53,8 +53,8 @@ async def started(store: Store, cid: str, *, lease_ms: int, worker: str = "w") -
 
 async def test_the_lease_runs_from_the_last_record_or_renewal(store: Store) -> None:
     at = await started(store, "c", lease_ms=2000)
-    state = await read_cast(store, "c")
-    assert state.latest is not None and state.latest.lease_ms == 2000
+    state = await read_head(store, "c")
+    assert state.start is not None and state.start.lease_ms == 2000
     held = lambda t: lease_held(store, "c", state, now_ms=t)  # noqa: E731
     assert await held(at + 2000 + LEASE_SKEW_MS - 1)
     assert not await held(at + 2000 + LEASE_SKEW_MS)
@@ -68,7 +68,7 @@ async def test_the_lease_runs_from_the_last_record_or_renewal(store: Store) -> N
 
 async def test_a_start_without_a_lease_falls_back_on_the_owners_heartbeats(store: Store) -> None:
     at = await started(store, "old", lease_ms=0, worker="nobody")
-    state = await read_cast(store, "old")
+    state = await read_head(store, "old")
     assert not await lease_held(store, "old", state, now_ms=at)  # "nobody" never beat
 
 

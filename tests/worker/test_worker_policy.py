@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from speechd.worker import (
+    ActiveCast,
     Candidate,
-    CastView,
     ChunkTimes,
     DeadlinePolicy,
     FifoPolicy,
@@ -31,7 +31,7 @@ def cast(
     left: float = 30.0,
     rtf: float = 0.5,
     size: float = 4.0,
-) -> CastView:
+) -> ActiveCast:
     """A cast whose next chunk makes `next_audio` in `gen`; then `size` chunks at `rtf` up to
     `left` seconds of audio in all."""
     chunks = [(next_audio, gen)]
@@ -40,7 +40,7 @@ def cast(
         part = min(size, rest)
         chunks.append((part, rtf * part))
         rest -= part
-    return CastView(cid, order, first, audio, tuple(chunks))
+    return ActiveCast(cid, order, first, audio, tuple(chunks))
 
 
 # -- choosing the next chunk ------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_a_listener_running_dry_blocks_admission() -> None:
 
 
 def test_a_fast_device_admits_many_listeners() -> None:
-    def listener(n: int) -> CastView:  # 5 s ahead, 4 s chunks at rtf 0.05 (0.2 s each)
+    def listener(n: int) -> ActiveCast:  # 5 s ahead, 4 s chunks at rtf 0.05 (0.2 s each)
         return cast(str(n), order=n, audio=5.0, gen=0.2, next_audio=4.0, left=60.0, rtf=0.05)
 
     ten = [listener(n) for n in range(10)]

@@ -9,8 +9,8 @@ from speechd.worker._hold import earliest_origin, hold_s, predicted_hold_s
 from speechd.worker._policy import (
     LONE_OVERHEAD,
     QUANTUM_S,
+    ActiveCast,
     Candidate,
-    CastView,
     ChunkTimes,
     DeadlinePolicy,
     FifoPolicy,
@@ -85,13 +85,13 @@ def test_the_earliest_start_for_a_listener_already_behind_or_ahead() -> None:
 # -- the quantum, when it protects someone -------------------------------------------------
 
 
-def lone(audio: float = 0.0, *, first: float | None = 0.0, rtf: float = 0.4) -> CastView:
-    return CastView("a", 0, first, audio, tuple(uniform(12, 5.0, rtf=rtf, overhead=0.3)))
+def lone(audio: float = 0.0, *, first: float | None = 0.0, rtf: float = 0.4) -> ActiveCast:
+    return ActiveCast("a", 0, first, audio, tuple(uniform(12, 5.0, rtf=rtf, overhead=0.3)))
 
 
 def test_the_quantum_protects_other_casts_and_candidates_that_get_in() -> None:
     policy = DeadlinePolicy()
-    other = CastView("b", 1, None, 0.0, tuple(uniform(3, 2.0, rtf=0.4)))
+    other = ActiveCast("b", 1, None, 0.0, tuple(uniform(3, 2.0, rtf=0.4)))
     # Nobody else: the chunk grows.
     assert not policy.protects(10.0, [lone(20.0)], "a", None, rtf=0.4)
     # Another cast active: the quantum, as today.
@@ -103,7 +103,7 @@ def test_the_quantum_protects_other_casts_and_candidates_that_get_in() -> None:
 
 
 def test_nobody_is_protected_beside_a_cast_slower_than_real_time() -> None:
-    slow = CastView("a", 0, 0.0, 20.0, tuple(uniform(12, 10.0, rtf=1.3, overhead=0.4)))
+    slow = ActiveCast("a", 0, 0.0, 20.0, tuple(uniform(12, 10.0, rtf=1.3, overhead=0.4)))
     waiting = Candidate("b", 6.0)
     assert not DeadlinePolicy().admit(10.0, [slow], waiting, rtf=1.3)
     assert not DeadlinePolicy().protects(10.0, [slow], "a", waiting, rtf=1.3)
@@ -112,7 +112,7 @@ def test_nobody_is_protected_beside_a_cast_slower_than_real_time() -> None:
 def test_a_candidate_let_in_only_after_the_cast_ends_is_not_protected() -> None:
     # rtf 0.7: a listener with no lead to spare and 60 s to go keeps a 60 s cast out to its
     # end, whatever its chunks.
-    tight = CastView("a", 0, 0.0, 10.0, tuple(uniform(6, 10.0, rtf=0.7, overhead=0.3)))
+    tight = ActiveCast("a", 0, 0.0, 10.0, tuple(uniform(6, 10.0, rtf=0.7, overhead=0.3)))
     assert not DeadlinePolicy().protects(10.0, [tight], "a", Candidate("b", 60.0), rtf=0.7)
 
 
@@ -134,7 +134,7 @@ def test_a_held_listener_is_never_slept_into_a_stall() -> None:
     # Just after its first audio, a listener held back 90 s leads by 92 s, but the device has
     # no time to spare for its last chunks: no sleep.
     plan = uniform(20, 10.0, rtf=1.3, overhead=0.4)
-    held = CastView("a", 0, 90.0, 2.0, tuple(plan))
+    held = ActiveCast("a", 0, 90.0, 2.0, tuple(plan))
     policy = DeadlinePolicy(comfortable_lead_s=30.0)
     assert policy.choose(0.0, [held]) == Run("a")
 

@@ -1,9 +1,20 @@
-// The player: reads the cast from seq 0 (records endpoint, long-poll), decodes each audio
-// record onto a gapless Web Audio timeline, shows captions as they play, follows the live
-// edge until eos, and restarts cleanly when a newer attempt starts.
+// The player: reads the cast's playable sequence (records endpoint, long-poll), decodes each
+// audio record onto a gapless Web Audio timeline, shows captions as they play and follows the
+// live edge until eos. Records with words (the `w` header: [[start_ms, end_ms, text], ...]
+// from the record's start) make the captions read along: the word playing is highlighted,
+// and a click on a word seeks to it.
+//
+// The playable sequence (the rule is speechd/casts/_playable.py; this mirrors playable_spans):
+// the latest `start` lists the records it keeps from earlier attempts as [seq, index, count]
+// spans (`kept`), then come its own audio records; every record's `i` is its place in the
+// sequence. The player finds the latest start from the stream's last record (its `x` header
+// names the start's seq), plays the kept spans, then follows from that start on. A newer
+// start that keeps everything played so far is followed seamlessly; one that keeps less (the
+// cast started over: another model, encoder or plan) resets the player to its kept records.
 //
 // Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
-// complete, attempt, restarts, error, captions}; window.speechd.seek(chunkIndex).
+// complete, attempt, restarts, error, captions, word, wordIndex, words};
+// window.speechd.seek(chunkIndex).
 
 import { RecordDecoder, layoutOf } from "./decode.js";
 import { Timeline } from "./timeline.js";
@@ -18,14 +29,15 @@ let ctx = null;
 let timeline = null;
 let decoder = null;
 let meta = null;
-let latest = 0; // the newest attempt the status endpoint knew of when we opened
 let attempt = 0; // the attempt being played
 let planned = null;
 let queued = true;
 let failure = null;
 let restarts = 0;
 let shownCaption = -1;
-let captions = []; // {index, at (s), text}: one per audio record, placed by its `o` header
+let captions = []; // {index, at (s), text, words}: one per audio record, placed by its `o`
+let words = []; // every word so far, in order: {at, end (s), text, el (its span, or null)}
+let shownWord = -1;
 
 function fmtTime(s) {
   const t = Math.max(0, Math.floor(s));
@@ -77,8 +89,21 @@ function captionAt(pos) {
   return found;
 }
 
+// The word playing at cast time `pos`: the last one started (-1 before any).
+function wordAt(pos) {
+  let lo = 0;
+  let hi = words.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (words[mid].at <= pos + 1e-6) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}
+
 function snapshot() {
   const clock = timeline ? timeline.position() : 0;
+  const word = timeline && timeline.chunks.length ? wordAt(clock) : -1;
   return {
     state: state(),
     clock,
@@ -92,6 +117,9 @@ function snapshot() {
     restarts,
     error: failure,
     captions: captions.map((c) => c.text),
+    word: word >= 0 ? words[word].text : null,
+    wordIndex: word,
+    words: words.length,
   };
 }
 
@@ -158,6 +186,13 @@ function update() {
     }
     shownCaption = s.caption;
   }
+  if (s.wordIndex !== shownWord) {
+    const old = words[shownWord];
+    if (old && old.el) old.el.classList.remove("current");
+    const now = words[s.wordIndex];
+    if (now && now.el) now.el.classList.add("current");
+    shownWord = s.wordIndex;
+  }
 }
 
 function seekTo(index) {
@@ -166,6 +201,37 @@ function seekTo(index) {
   timeline.wanted = true;
   timeline.seek(captions[index].at);
   update();
+}
+
+function seekToWord(word) {
+  if (!timeline) return;
+  ctx.resume();
+  timeline.wanted = true;
+  timeline.seek(word.at);
+  update();
+}
+
+// The caption's text with each of its words (found in order) in a span of its own.
+function renderWords(caption) {
+  const button = caption.button;
+  button.replaceChildren();
+  let cursor = 0;
+  for (const word of caption.words) {
+    const found = caption.text.indexOf(word.text, cursor);
+    if (found < 0) continue; // not in the text as written: timed, but not shown
+    if (found > cursor) button.append(caption.text.slice(cursor, found));
+    const span = document.createElement("span");
+    span.className = words[shownWord] === word ? "word current" : "word";
+    span.textContent = word.text;
+    span.addEventListener("click", (event) => {
+      event.stopPropagation();
+      seekToWord(word);
+    });
+    word.el = span;
+    button.append(span);
+    cursor = found + word.text.length;
+  }
+  if (cursor < caption.text.length) button.append(caption.text.slice(cursor));
 }
 
 function addCaption(chunk, index) {
@@ -179,6 +245,15 @@ function addCaption(chunk, index) {
   button.addEventListener("click", () => seekTo(index));
   item.append(button);
   $("captions").append(item);
+  chunk.button = button;
+  if (!chunk.words.length) return;
+  words.push(...chunk.words);
+  // A long chunk's later records have no text of their own: their words are in the text of
+  // the chunk's first record.
+  let owner = index;
+  while (owner > 0 && !captions[owner].text) owner--;
+  if (owner !== index) captions[owner].words.push(...chunk.words);
+  renderWords(captions[owner]);
 }
 
 function clearCaptions() {
@@ -186,6 +261,23 @@ function clearCaptions() {
   $("now").textContent = "";
   captions = [];
   shownCaption = -1;
+  words = [];
+  shownWord = -1;
+}
+
+// The record's words (the `w` header) in cast time; [] when it has none or they do not parse.
+function wordsOf(h, at) {
+  if (!h.w) return [];
+  try {
+    return JSON.parse(h.w).map(([start, end, text]) => ({
+      at: at + start / 1000,
+      end: at + end / 1000,
+      text: String(text),
+      el: null,
+    }));
+  } catch {
+    return [];
+  }
 }
 
 function openAudio(m) {
@@ -202,46 +294,50 @@ function openAudio(m) {
   $("meta").textContent = details;
 }
 
-async function handle(record) {
+async function playAudio(record) {
+  const h = headersOf(record);
+  queued = false;
+  const index = Number(h.i);
+  if (index !== captions.length) return; // not the next record of the sequence: keep ours
+  planned = Number(h.n) || planned;
+  const at = Number(h.o) / 1000;
+  const last = index === planned - 1;
+  const end = last ? Math.round(((Number(h.o) + Number(h.d)) * decoder.rate) / 1000) : null;
+  const buffer = await decoder.decode(bytesOf(record.body), end);
+  if (buffer) timeline.append(buffer);
+  addCaption({ index, at, text: h.t || "", words: wordsOf(h, at) }, index);
+}
+
+// Handles one record met while following; returns "restart" when a newer attempt keeps
+// fewer records than are playing (then the player starts over from the cast's head).
+async function handle(record, superseded) {
   const h = headersOf(record);
   const event = h.e;
-  const recordAttempt = Number(h.a || 0);
   if (event === "meta") {
-    openAudio(jsonOf(record));
-    return;
+    if (!meta) openAudio(jsonOf(record));
+    return null;
   }
-  if (recordAttempt < Math.max(latest, attempt)) return; // an abandoned attempt
   if (event === "start") {
+    const start = jsonOf(record);
+    if ((start.keep || 0) !== captions.length) return "restart";
     queued = false;
-    if (attempt && recordAttempt > attempt) {
-      timeline.reset();
-      decoder.reset();
-      clearCaptions();
-      restarts++;
-    }
-    attempt = recordAttempt;
-    planned = jsonOf(record).chunks || null;
+    attempt = Number(h.a || 0);
+    planned = start.chunks || null;
   } else if (event === "audio") {
-    queued = false;
-    const index = Number(h.i);
-    if (index !== captions.length) return; // a repeat (or out of order): keep ours
-    planned = Number(h.n) || planned;
-    const at = Number(h.o) / 1000;
-    const last = index === planned - 1;
-    const end = last ? Math.round(((Number(h.o) + Number(h.d)) * decoder.rate) / 1000) : null;
-    const buffer = await decoder.decode(bytesOf(record.body), end);
-    if (buffer) timeline.append(buffer);
-    addCaption({ index, at, text: h.t || "" }, index);
+    if (Number(h.a || 0) !== attempt) return null; // not the attempt being followed
+    await playAudio(record);
   } else if (event === "eos") {
     timeline.complete = true;
-  } else if (event === "error") {
+  } else if (event === "error" && !superseded) {
     const why = jsonOf(record);
     timeline.complete = true;
     fail(`This cast could not be finished: ${why.message}`);
+  } else if (event === "retry") {
+    queued = true; // asked for again after it failed: a new attempt follows
   }
   update();
+  return null;
 }
-
 async function fetchJson(url) {
   for (let backoff = 500; ; backoff = Math.min(backoff * 2, 10000)) {
     let response;
@@ -271,15 +367,75 @@ async function fetchJson(url) {
   }
 }
 
+async function recordAt(seq) {
+  const page = await fetchJson(`${api}/records?seq_num=${seq}&max_records=1`);
+  return { record: page.records[0] || null, tail: page.tail };
+}
+
+// The seq of the `start` of `record`'s attempt (null: none): its `x`, or (streams written
+// before `x`) an audio record's `i` counted from its start.
+function startSeqOf(record) {
+  const h = headersOf(record);
+  if (h.e === "start") return record.seq_num;
+  if (h.x !== undefined) return Number(h.x);
+  if (h.e === "audio") return record.seq_num - Number(h.i) - 1;
+  return null;
+}
+
+// Opens the cast at its head: meta, the latest start, its kept spans played. Returns the seq
+// to follow from (after the latest start).
+async function openHead() {
+  const head = await recordAt(0);
+  await handle(head.record, false);
+  if (head.tail <= 1) return 1;
+  const { record: last } = await recordAt(head.tail - 1);
+  let startSeq = startSeqOf(last);
+  if (startSeq === null && last.seq_num > 1) {
+    startSeq = startSeqOf((await recordAt(last.seq_num - 1)).record);
+  }
+  if (startSeq === null) return 1; // nothing started yet
+  const { record: startRecord } = await recordAt(startSeq);
+  const start = jsonOf(startRecord);
+  attempt = Number(headersOf(startRecord).a || 0);
+  planned = start.chunks || null;
+  queued = false;
+  for (const [seq, , count] of start.kept || []) {
+    let at = seq;
+    while (at < seq + count) {
+      const page = await fetchJson(`${api}/records?seq_num=${at}&max_records=${seq + count - at}`);
+      if (!page.records.length) break;
+      for (const record of page.records) {
+        if (record.seq_num >= seq + count) break;
+        await playAudio(record);
+        at = record.seq_num + 1;
+      }
+    }
+  }
+  update();
+  return startSeq + 1;
+}
+
+function startOver() {
+  timeline.reset();
+  decoder.reset();
+  clearCaptions();
+  restarts++;
+}
+
 async function follow() {
   const status = await fetchJson(api);
-  latest = status.attempt;
   queued = status.status === "queued";
-  let seq = 0;
+  let seq = await openHead();
   while (!failure && !(timeline && timeline.complete)) {
     const page = await fetchJson(`${api}/records?seq_num=${seq}&wait=${POLL_WAIT_S}`);
     for (const record of page.records) {
-      await handle(record);
+      // An error that records follow (a retry, a new attempt) no longer ends the cast.
+      const superseded = page.tail > record.seq_num + 1;
+      if ((await handle(record, superseded)) === "restart") {
+        startOver();
+        seq = await openHead();
+        break;
+      }
       seq = record.seq_num + 1;
       if (failure || (timeline && timeline.complete)) break;
     }

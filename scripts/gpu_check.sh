@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU check: one command, meant to finish under 8 minutes on one GPU. Never run by CI.
+#
+#   bash scripts/gpu_check.sh [--device cuda|cuda:N|cpu] [--python PY] [--quick] [--skip-tests]
+#
+# Installs what it needs (unless --python names an interpreter that has it all): a virtual
+# environment .venv-gpu that sees the system's packages (a Jetson's NVIDIA torch stays
+# visible), torch from PyPI when no CUDA torch is there (x86_64 only: on a Jetson, install
+# NVIDIA's wheel first, see the README), speechd with the nvml and test extras, and the
+# Kokoro-82M weights (scripts/_weights.sh). Then scripts/gpu_check.py prints load and
+# warm-up time, rtf per chunk length, whether two attempts of one chunk give identical
+# bytes, peak GPU memory, time to first audio at 1, 4 and 16 streams through
+# `speechd serve`, and runs the model tier on the device. `--device cpu` is a dry run of the
+# same steps on the CPU (smaller sizes), for where there is no GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$SECONDS
+device=cuda
+python=""
+pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device="$2"; shift 2 ;;
+    --python) python="$2"; shift 2 ;;
+    --quick|--skip-tests) pass+=("$1"); shift ;;
+    *) echo "scripts/gpu_check.sh: unknown argument $1 (see the header of this script)" >&2; exit 2 ;;
+  esac
+done
+
+. scripts/_weights.sh
+
+if [ -z "$python" ]; then
+  [ -x .venv-gpu/bin/python ] || python3 -m venv --system-site-packages .venv-gpu
+  python=.venv-gpu/bin/python
+  if ! "$python" -c 'import sys, torch; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$device" 2>/dev/null; then
+    if [ "$(uname -m)" = aarch64 ]; then
+      echo "scripts/gpu_check.sh: no CUDA torch here: install NVIDIA's torch wheel for this JetPack first (README, Jetson)" >&2
+      exit 1
+    fi
+    "$python" -m pip install -q --disable-pip-version-check torch  # PyPI's x86_64 torch has CUDA
+  fi
+  keep="$(mktemp)"
+  "$python" -c 'import torch; print("torch==" + torch.__version__)' > "$keep"
+  "$python" -m pip install -q --disable-pip-version-check -c "$keep" -e '.[nvml,test]'
+  rm -f "$keep"
+fi
+if [ -n "$build_weights" ]; then
+  "$python" "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
+fi
+
+export HF_HUB_OFFLINE=1 TORCHINDUCTOR_CACHE_DIR="$SPEECHD_CACHE/inductor"
+export PYTHONPATH="$(pwd):$(pwd)/clients${PYTHONPATH:+:$PYTHONPATH}"
+echo "scripts/gpu_check.sh: ready to measure $((SECONDS - started)) s after start"
+exec "$python" scripts/gpu_check.py --model-dir "$SPEECHD_TEST_MODEL_DIR" --device "$device" \
+  --budget-s "$((470 - (SECONDS - started)))" "${pass[@]}"

@@ -1,0 +1,92 @@
+"""Word timings in the cast: per record as the worker writes them (`record_words`), and for
+the whole cast as readers assemble them (`cast_captions`).
+
+A record's words are timed from its own start (the `w` header, see `_records`); a word's time
+in the cast is the sum of the durations (`d`) of the playable records before its record, plus
+its own offset. The records are the playable sequence as `playable_chunks` gives it (the rule
+every reader shares), so the times match the cast's audio file, attempts included, to within
+a millisecond of rounding per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+
+from speechd.durable import Store
+
+from ._reader import playable_chunks
+from ._records import Word
+
+__all__ = ["CastCaptions", "CastWord", "cast_captions", "record_words"]
+
+
+class TimedSpan(Protocol):
+    """A word placed in a chunk's PCM, in samples (`speechd.engine.WordTiming`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+def record_words(
+    words: Sequence[TimedSpan],
+    begin: int,
+    end: int,
+    duration_ms: int,
+    rate: int,
+    *,
+    final: bool,
+) -> tuple[Word, ...]:
+    """The words of one audio record holding samples [begin, end) of its chunk's PCM.
+
+    A word belongs to the record it starts in (the chunk's `final` record takes any that
+    start at its very end); times are ms from `begin`, clipped to `duration_ms`, the record's
+    `d`, so a word that runs past a record's end (only where a long chunk is split) ends with
+    it.
+    """
+    out: list[Word] = []
+    for word in words:
+        if word.start < begin or (word.start >= end and not final):
+            continue
+        start_ms = min(round((word.start - begin) * 1000 / rate), duration_ms)
+        end_ms = min(max(round((word.end - begin) * 1000 / rate), start_ms), duration_ms)
+        out.append(Word(start_ms, end_ms, word.text))
+    return tuple(out)
+
+
+class CastWord(msgspec.Struct, frozen=True):
+    """A word (or phrase) of a cast: ms from the start of the cast's audio."""
+
+    text: str
+    start_ms: int
+    end_ms: int
+
+
+class CastCaptions(msgspec.Struct, frozen=True):
+    """A cast's words so far. `unit` is `word` or `phrase` ("" while there are none);
+    `audio_ms` is the length of the playable audio they were read with."""
+
+    words: list[CastWord]
+    unit: str
+    audio_ms: int
+
+
+async def cast_captions(store: Store, cast_id: str) -> CastCaptions:
+    """The words of the cast's playable sequence as it stands now (a live cast: those of the
+    records that exist, without waiting for more). Raises `CastNotFound`, and `CastFailed`
+    for a cast that ended in `error`."""
+    words: list[CastWord] = []
+    unit = ""
+    at = 0
+    async for chunk in playable_chunks(store, cast_id, live=False):
+        for word in chunk.words:
+            words.append(CastWord(word.text, at + word.start_ms, at + word.end_ms))
+        unit = unit or chunk.unit
+        at += chunk.duration_ms
+    return CastCaptions(words, unit, at)

@@ -1,0 +1,97 @@
+"""An admitted cast as the worker holds it while it makes it, and its listeners' clock."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from speechd.casts import Recipe, RecordSpan, Start, cast_stream, playable_spans
+
+from ._plan import CastPlan
+from ._policy import PlanTiming
+from ._protocols import EncoderLike
+from ._render import Resume
+
+__all__ = ["Admitted", "JobRef"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """A job read from `jobs`: its offset there and its cast."""
+
+    offset: int
+    id: str
+
+
+@dataclass(eq=False)
+class Admitted:
+    """An admitted cast: its plan, its current attempt, and where its stream stands.
+
+    The playable sequence is the `start.keep` records kept from earlier attempts and the
+    `made` records this attempt appended since its `start` (at `start_seq`), so the next
+    record's index (`i`) is `keep + made`.
+
+    The listeners' clock (`origin_s`, on the worker's monotonic clock): a listener who started
+    playing at the sequence's first audio and waits at the live edge whenever it catches up
+    would now be `now - origin_s` seconds in. It starts at the first durable audio record's
+    timestamp (kept across attempts: a cast that waited on a restart is behind, so urgent),
+    and moves on by each wait: when a chunk lands after the listener ran dry, the listener
+    resumes then.
+    """
+
+    job: JobRef
+    recipe: Recipe
+    plan: CastPlan
+    timing: PlanTiming  # what its plan was made for (kept by later attempts)
+    start: Start  # the current attempt's
+    start_seq: int
+    next_seq: int  # the seq this worker expects to append next
+    encoder: EncoderLike
+    next_chunk: int = 0  # the plan's chunk to make next
+    samples: int = 0  # audio samples in the playable sequence so far
+    gen_s: float = 0.0  # compute spent on the playable sequence (kept chunks included)
+    origin_ms: int = 0  # the first playable record's timestamp (the writer's clock); 0: none
+    origin_s: float | None = None  # the listeners' clock (see above); None: no audio yet
+    resume: Resume | None = None  # the last chunk's resume checkpoint (as in its `k`)
+    made: int = 0  # audio records this attempt appended
+    renewed: float = 0.0  # when the last append that renewed the lease was sent (our clock)
+    lease_records: int = 0  # renewals written in `leases/<id>`
+    lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # renewal vs release
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def stream(self) -> str:
+        return cast_stream(self.job.id)
+
+    @property
+    def attempt(self) -> int:
+        return self.start.attempt
+
+    @property
+    def index(self) -> int:
+        """The index (`i`) the next audio record gets."""
+        return self.start.keep + self.made
+
+    @property
+    def spans(self) -> list[RecordSpan]:
+        """The playable sequence so far, as seq spans."""
+        return playable_spans(self.start, self.start_seq, self.made)
+
+    def landed(self, now: float, samples: int, sample_rate: int) -> None:
+        """`samples` more audio became durable at `now`: move the listeners' clock on."""
+        if self.origin_s is None:
+            self.origin_s = now
+        else:
+            lead = self.samples / sample_rate - (now - self.origin_s)
+            if lead < 0:  # the listener waited at the live edge: it resumes now
+                self.origin_s -= lead
+        self.samples += samples
+
+    def lead(self, now: float, sample_rate: int) -> float | None:
+        """Seconds of audio a listener on the listeners' clock has buffered."""
+        if self.origin_s is None:
+            return None
+        return self.samples / sample_rate - (now - self.origin_s)

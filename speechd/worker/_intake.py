@@ -1,0 +1,94 @@
+"""Job intake and the committed cursor: `jobs` read from the cursor on, in order; the cursor
+moved only over a contiguous run of finished jobs (DESIGN.md §3).
+
+`Intake.run` long-polls `jobs` from the read offset and queues each job; the worker takes them
+from the head of the line (`pending`). Finishing a job (its cast ended, was skipped or went to
+`jobs/dead`) moves the watermark, and `commit` appends the new offset to `jobs/_cursor` (never
+backwards, even when other workers commit too). After a crash the next life reads from the
+committed offset again; jobs of casts already ended are finished at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+import msgspec
+
+from speechd.casts import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
+from speechd.durable import AppendRecord, SeqMismatch, Store
+
+from ._cast import JobRef
+from ._queue import committed_offset
+from ._watermark import Watermark
+
+__all__ = ["Intake"]
+
+log = logging.getLogger("speechd.worker")
+
+_JOBS_PAGE = 256
+_MAX_PENDING = 10_000
+
+
+class Intake:
+    """The line of jobs read from `jobs`, and the cursor over the finished ones."""
+
+    def __init__(self, store: Store, wake: asyncio.Event) -> None:
+        self._store = store
+        self._wake = wake  # set when jobs were queued
+        self.pending: deque[JobRef] = deque()
+        self._watermark = Watermark()
+        self.committed = 0
+        self._cursor_tail = 0
+        self._read_offset = 0
+
+    async def open(self) -> int:
+        """Read the committed cursor: jobs are read from there. Returns it."""
+        self._cursor_tail = await self._store.check_tail(JOBS_CURSOR)
+        self.committed = await committed_offset(self._store)
+        self._watermark = Watermark(self.committed)
+        self._read_offset = self.committed
+        return self.committed
+
+    async def run(self) -> None:
+        """Long-poll `jobs` from the read offset; queue each job in order (forever)."""
+        while True:
+            if len(self.pending) >= _MAX_PENDING:
+                await asyncio.sleep(0.5)
+                continue
+            batch = await self._store.read(JOBS, self._read_offset, max_records=_JOBS_PAGE, wait=30)
+            for record in batch.records:
+                self._watermark.add(record.seq_num)
+                try:
+                    job = decode(record.body, Job)
+                except msgspec.DecodeError:
+                    log.warning("jobs[%d] is not a job; skipped", record.seq_num)
+                    self._watermark.finish(record.seq_num)
+                    continue
+                self.pending.append(JobRef(record.seq_num, job.id))
+            if batch.records:
+                self._read_offset = batch.records[-1].seq_num + 1
+                self._wake.set()
+
+    async def finish(self, job: JobRef) -> None:
+        """`job` needs nothing more: let the cursor pass it."""
+        self._watermark.finish(job.offset)
+        await self.commit()
+
+    async def commit(self) -> None:
+        """Move the committed cursor up to the watermark (never backwards)."""
+        target = self._watermark.committed
+        while target > self.committed:
+            try:
+                await self._store.append(
+                    JOBS_CURSOR,
+                    [AppendRecord(encode(Cursor(target)))],
+                    match_seq_num=self._cursor_tail,
+                )
+            except SeqMismatch as exc:
+                self._cursor_tail = exc.next_seq
+                self.committed = max(self.committed, await committed_offset(self._store))
+                continue
+            self._cursor_tail += 1
+            self.committed = target
