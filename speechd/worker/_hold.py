@@ -25,12 +25,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["HOLD_MARGIN", "earliest_origin", "hold_s", "predicted_hold_s"]
+__all__ = ["HOLD_MARGIN", "MIN_HOLD_S", "earliest_origin", "hold_s", "predicted_hold_s"]
 
 HOLD_MARGIN = 0.05
 """Compute is predicted from a least-squares line over recent chunks; the plan still lands in
 time if it takes 5% longer than predicted. Every 1% costs a slow device's listener 1% of the
 cast's compute in wait (the errors of many chunks partly cancel, so the margin is small)."""
+
+MIN_HOLD_S = 0.25
+"""A shorter hold is not stated: a wait that short is worth less than a first audio at once
+(and a prediction's error is about that large)."""
 
 
 def earliest_origin(

@@ -390,11 +390,13 @@ class PlanTiming:
     """What a cast's chunks are planned for: each chunk of `a` audio seconds costs
     `overhead_s + rtf * a` (the cast's share of the device), and none holds more than
     `max_chunk_s` of audio (0: no cap). Kept in the cast's `start`, so that a later attempt
-    plans the very same chunks."""
+    plans the very same chunks. `share` is the share of the device it was planned for (not
+    kept: a later attempt reads 1), what the cast's predictions scale the device's costs by."""
 
     rtf: float
     overhead_s: float = 0.0
     max_chunk_s: float = 0.0
+    share: float = 1.0
 
     def apply(self, chunk_policy: ChunkPolicyLike) -> ChunkPolicyLike:
         """`chunk_policy` timed for this plan."""
@@ -415,6 +417,7 @@ def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0
         rtf=round(slope * share, 4),
         overhead_s=round(overhead * share, 4),
         max_chunk_s=round(cap, 3),
+        share=share,
     )
 
 

@@ -151,11 +151,18 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
 
 
 def chunk_records(
-    cast: Admitted, chunk_index: int, text: str, rendered: Rendered, *, sample_rate: int
+    cast: Admitted,
+    chunk_index: int,
+    text: str,
+    rendered: Rendered,
+    *,
+    sample_rate: int,
+    hold_ms: int = 0,
 ) -> tuple[list[AppendRecord], int, Resume | None]:
     """The audio records of the cast's chunk `chunk_index` as rendered, the playable
     sequence's samples after them, and the resume checkpoint the last one carries. Each
-    record carries the chunk's words that start in it, timed from its own start."""
+    record carries the chunk's words that start in it, timed from its own start; the first
+    carries `hold_ms` (the start hold, given for the playable sequence's first chunk only)."""
     plan = cast.plan
     more = len(plan) - chunk_index - 1  # plan chunks after this one
     samples = cast.samples
@@ -190,6 +197,7 @@ def chunk_records(
             plan=position,
             start_seq=cast.start_seq,
             resume=resume,
+            hold_ms=hold_ms if n == 0 else 0,
         )
         records.append(audio_record(audio))
     return records, samples, state

@@ -53,6 +53,7 @@ from speechd.durable import AppendRecord, Store
 from ._attempts import Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
+from ._hold import MIN_HOLD_S, hold_s
 from ._intake import Intake
 from ._ownership import Ownership
 from ._policy import (
@@ -65,6 +66,7 @@ from ._policy import (
     Policy,
     Run,
     Sleep,
+    chunk_quantum,
     plan_timing,
 )
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
@@ -325,9 +327,24 @@ class Worker:
                 return False
             head = fresh
         share = self.policy.share(now, views, candidate)
-        timing = plan_timing(self.times, share=share, quantum_s=self._quantum_s)
+        quantum = self._quantum(now, views, job, share)
+        timing = plan_timing(self.times, share=share, quantum_s=quantum)
         await self._attempts.open(job, head, timing)
         return True
+
+    def _quantum(self, now: float, views: list[ActiveCast], job: JobRef, share: float) -> float:
+        """The most compute one chunk of `job`'s cast may take (0: no cap but the token caps).
+
+        The quantum while it protects someone (`Policy.protects`: another cast is active, or
+        one waits behind it that could be let in beside it). Otherwise chunks grow past it
+        (`chunk_quantum`), but only where nobody can be admitted beside this cast before it
+        ends (a device that cannot make it in real time): its whole text is planned now, and a
+        plan made up front cannot take a grown chunk back when a newcomer arrives later."""
+        pending = self._intake.pending
+        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
+        protects = self.policy.protects(now, views, job.id, behind, rtf=self.times.rtf)
+        cap = chunk_quantum(self.times, quantum_s=self._quantum_s, protects=protects, share=share)
+        return cap if cap <= 0 else self._quantum_s
 
     async def _settle(self, job: JobRef) -> CastHead | None:
         """The cast's head if it is ours to start; None if its job was settled otherwise
@@ -362,6 +379,16 @@ class Worker:
                 )
             )
         return views
+
+    def _rest(self, cast: Admitted, first: int) -> list[tuple[float, float]]:
+        """(audio, compute) predicted for the cast's chunks from `first` on, made with the
+        share of the device its plan was made for, at the device's costs as measured now."""
+        share = max(cast.timing.share, 1.0)
+        out = []
+        for chunk in cast.plan.chunks[first:]:
+            audio = self.times.audio_s(len(chunk.phonemes), cast.recipe.speed)
+            out.append((audio, share * self.times.gen_s(audio)))
+        return out
 
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
@@ -399,7 +426,23 @@ class Worker:
             log.info("cast %s: chunk %d abandoned on stop", cast.id, chunk.index)
             return
         rate = self._engine.sample_rate
-        records, samples, resume = chunk_records(cast, n, chunk.text, rendered, sample_rate=rate)
+        made_s = sum(size for size, _ in rendered.pieces) / rate
+        # Measured before it is appended: a cast's first chunk then prices the rest of its plan
+        # with its own cost (a worker that has not warmed up has only priors).
+        self.times.observe(
+            units=len(chunk.phonemes),
+            chars=len(chunk.text),
+            speed=cast.recipe.speed,
+            gen_s=rendered.gen_s,
+            audio_s=made_s,
+        )
+        hold_ms = 0
+        if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
+            held = hold_s(0.0, made_s, self._rest(cast, n + 1))
+            hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
+        records, samples, resume = chunk_records(
+            cast, n, chunk.text, rendered, sample_rate=rate, hold_ms=hold_ms
+        )
         eos = None
         if last:
             gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
@@ -410,18 +453,17 @@ class Worker:
         landed = await self._attempts.append(cast, records)
         if landed is None:
             return
-        self.times.observe(
-            units=len(chunk.phonemes),
-            chars=len(chunk.text),
-            speed=cast.recipe.speed,
-            gen_s=rendered.gen_s,
-            audio_s=(samples - cast.samples) / rate,
-        )
         if self._telemetry is not None:
             self._telemetry.audio_made((samples - cast.samples) / rate)
         if cast.origin_ms == 0:
-            cast.origin_ms = landed  # the playable sequence's first audio
-        cast.landed(self._clock(), samples - cast.samples, rate)
+            cast.origin_ms = landed + hold_ms  # the playable sequence's first audio, held
+            if hold_ms:
+                log.info(
+                    "cast %s: its listeners start %.1f s after its first audio",
+                    cast.id,
+                    hold_ms / 1000,
+                )
+        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=hold_ms / 1000)
         cast.made += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
         cast.next_chunk += 1

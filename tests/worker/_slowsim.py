@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from speechd.engine import ChunkPolicy
 from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
-from speechd.worker._hold import hold_s
-from speechd.worker._policy import (
+from speechd.worker import (
     QUANTUM_S,
     ActiveCast,
     Candidate,
@@ -27,6 +26,7 @@ from speechd.worker._policy import (
     Run,
     Sleep,
     chunk_quantum,
+    hold_s,
     plan_timing,
 )
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechd.worker._hold import earliest_origin, hold_s, predicted_hold_s
-from speechd.worker._policy import (
+from speechd.worker import (
     LONE_OVERHEAD,
     QUANTUM_S,
     ActiveCast,
@@ -16,6 +15,9 @@ from speechd.worker._policy import (
     FifoPolicy,
     Run,
     chunk_quantum,
+    earliest_origin,
+    hold_s,
+    predicted_hold_s,
 )
 
 from ._slowsim import SlowCast, raw_compute, simulate

@@ -1,0 +1,88 @@
+"""The worker on a device slower than real time (a cost-model engine): its listeners are held
+back just long enough to play through, lone casts plan past the quantum, and casts beyond the
+device wait in line; on a fast device nothing of that shows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from speechd.casts import H_HOLD, Event, Start, audio_chunk, cast_stream, decode, event_of
+from speechd.durable import Record, Store
+from speechd.worker import DeadlinePolicy
+from tests.support.engines import CostEngine, chunked_text
+
+from ._helpers import make_worker, playable, records, running, submit_text
+
+TEXT = chunked_text(8)
+SLOW = {"rtf": 2.0, "overhead_s": 0.02, "audio_per_char": 0.003}  # twice real time
+FAST = {"rtf": 0.05, "overhead_s": 0.005, "audio_per_char": 0.003}
+
+
+async def ended_stream(store: Store, cid: str, within: float = 60.0) -> list[Record]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        stream = await records(store, cast_stream(cid))
+        if event_of(stream[-1]) in (Event.EOS, Event.ERROR):
+            return stream
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"cast {cid} did not end in {within} s")
+
+
+def heard_silence_ms(stream: list[Record], *, held: bool) -> int:
+    """What a listener playing from the first audio (`held`: from when its `h` says) waits in
+    all at the live edge."""
+    audio = playable(stream)
+    clock = audio[0].timestamp + (audio_chunk(audio[0]).hold_ms if held else 0)
+    waited = 0
+    for record in audio:
+        if record.timestamp > clock:
+            waited += record.timestamp - clock
+            clock = record.timestamp
+        clock += audio_chunk(record).duration_ms
+    return waited
+
+
+def start_of(stream: list[Record]) -> Start:
+    return next(decode(r.body, Start) for r in stream if event_of(r) == Event.START)
+
+
+async def test_a_slow_device_holds_its_listener_back_just_long_enough(store: Store) -> None:
+    cid = await submit_text(store, TEXT)
+    worker = make_worker(store, CostEngine(**SLOW), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    audio = playable(stream)
+    hold = audio_chunk(audio[0]).hold_ms
+    made = sum(audio_chunk(r).duration_ms for r in audio)
+    assert hold > 0.5 * made  # about (rtf - 1) x its audio
+    assert all(H_HOLD not in dict(r.headers) for r in audio[1:])  # stated once, on the first
+    at_once = heard_silence_ms(stream, held=False)
+    assert at_once > 0.5 * made
+    assert heard_silence_ms(stream, held=True) < 0.25 * at_once
+    # Alone on a device that cannot keep it in real time, its chunks are not capped.
+    assert start_of(stream).max_chunk_s == 0.0
+
+
+async def test_a_fast_device_holds_nobody_and_keeps_the_quantum(store: Store) -> None:
+    cid = await submit_text(store, TEXT)
+    worker = make_worker(store, CostEngine(**FAST), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    assert all(audio_chunk(r).hold_ms == 0 for r in playable(stream))
+    assert start_of(stream).max_chunk_s > 0
+
+
+async def test_casts_beyond_a_slow_device_wait_in_line(store: Store) -> None:
+    first = await submit_text(store, TEXT)
+    second = await submit_text(store, TEXT + " more")
+    worker = make_worker(store, CostEngine(**SLOW), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        one = await ended_stream(store, first)
+        two = await ended_stream(store, second)
+    started = next(r for r in two if event_of(r) == Event.START)
+    assert started.timestamp >= one[-1].timestamp  # admitted once the first had ended
+    assert audio_chunk(playable(two)[0]).hold_ms > 0
