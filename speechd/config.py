@@ -68,6 +68,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     shutdown_timeout: Seconds = 30.0
     """On SIGTERM/SIGINT, how long in-flight responses may run before they are cut."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    start: Literal["smooth", "now"] = "smooth"
+    """When a streamed speech response starts: "smooth" holds its audio back as long as the
+    worker says its cast needs to play through without a stall (0 where the device keeps up);
+    "now" sends the first audio at once. A request's `start` overrides it."""
     # The public read path (cast status, records, events, audio and the player page).
     read_rate: PerSecond = 20.0
     """Public reads each client may make per second, after a burst of `read_burst`; 429 above."""

@@ -47,6 +47,7 @@ from ._wire import (
     CastView,
     Progress,
     RecordsPage,
+    Start,
     Voice,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachable",
     "SpeechdClientError",
+    "Start",
     "StreamInterrupted",
     "Timeout",
     "TransportError",
