@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -80,6 +81,7 @@ class Server:
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     data_dir: str | None = None  # `speechd serve`'s store, when this run made it
+    body: dict[str, Any] = field(default_factory=dict)  # fields every speech request adds
 
     def rss(self) -> Rss | None:
         return None if self.pid is None else tree_rss(self.pid)
@@ -163,15 +165,24 @@ def start_naive(
 
 
 def start_slow_speechd(
-    name: str, *, rtf: float, overhead_s: float, workdir: Path, max_queue: int = 256
+    name: str,
+    *,
+    rtf: float,
+    overhead_s: float,
+    workdir: Path,
+    max_queue: int = 256,
+    start: str = "smooth",
 ) -> Server:
-    """`speechd serve` (deadline policy) on the slow device's cost model (`loadtest._slow`)."""
+    """`speechd serve` (deadline policy) on the slow device's cost model (`loadtest._slow`);
+    its speech requests ask for `start` (smooth: held back until they play through)."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "loadtest.slow_serve", "--rtf", str(rtf), "--overhead", str(overhead_s), "--"]
     argv += ["serve", "--port", str(port), "--data-dir", data, "--max-queue", str(max_queue)]
     argv += ["--log-level", "warning"]
-    return _start(name, argv, port, workdir)
+    server = _start(name, argv, port, workdir)
+    server.body = {"start": start}
+    return server
 
 
 def start_chunked(
