@@ -1,15 +1,18 @@
 """The load generator: speechd against its baselines, one report.
 
     python -m loadtest run --model-dir ~/.cache/speechd/kokoro-82m [--quick] [--out DIR]
-        [--device cpu] [--threads N] [--servers speechd,speechd-fifo,naive] [--only SCENARIOS]
+        [--device cpu] [--threads N] [--servers speechd,speechd-fifo,speechd-onnx,naive]
+        [--only SCENARIOS]
     python -m loadtest run --server http://127.0.0.1:8000 [--server-pid PID] [--model-dir DIR]
     python -m loadtest run --slow-device [--slow-rtf 1.3] [--slow-overhead 0.4] [--quick]
     python -m loadtest report DIR/report.json
 
-`run` measures the raw engine loop in this process (the physical limit; skipped with --server
-and no --model-dir; a full run measures it again at the end and keeps the best round), then
-starts each server on a fresh data folder: `speechd serve` (deadline policy), `speechd serve
---policy fifo` and the naive baseline (`loadtest.naive_server`), and runs each scenario of
+`run` measures the raw engine loop in this process, on torch and on ONNX Runtime (the
+physical limit of each; skipped with --server and no --model-dir; a full run measures them
+again at the end and keeps the best round), then starts each server on a fresh data folder:
+`speechd serve --engine torch` (deadline policy), `speechd serve --policy fifo`, `speechd
+serve --engine onnx` (speechd-onnx, measured against the ONNX Runtime raw loop) and the naive
+baseline (`loadtest.naive_server`, torch), and runs each scenario of
 `loadtest._scenarios` on every server in turn: a concurrency sweep, staggered arrivals, 50
 listeners on one cast and 8 identical requests at once. With --server it measures that running
 server alone (its memory too, given its pid). It writes report.json, report.md and PNG plots
@@ -43,7 +46,16 @@ from speechd.engine import parse_device
 from ._client import new_client, run_scenario
 from ._report import load_report, write_report
 from ._results import Machine, RawResult, Run, ScenarioRun, WorkerMetrics, summarize
-from ._scenarios import NAIVE, SPEECHD, SPEECHD_FIFO, TARGETS, Request, Scenario, scenarios
+from ._scenarios import (
+    NAIVE,
+    SPEECHD,
+    SPEECHD_FIFO,
+    SPEECHD_ONNX,
+    TARGETS,
+    Request,
+    Scenario,
+    scenarios,
+)
 from ._servers import Server, start_naive, start_speechd
 
 RAW_TEXTS = 4
@@ -76,13 +88,15 @@ def _machine(device: str, threads: int | None) -> Machine:
     )
 
 
-def _raw(args: argparse.Namespace, texts: Sequence[str]) -> RawResult:
+def _raw(args: argparse.Namespace, texts: Sequence[str], engine_name: str) -> RawResult:
     from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 
     from ._raw import lone_cast_policy, raw_loop
 
     engine = load_engine(
-        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
+        EngineConfig(
+            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=engine_name
+        )
     )
     raw = raw_loop(engine, lone_cast_policy(engine, ChunkPolicy()), texts)
     del engine
@@ -91,11 +105,20 @@ def _raw(args: argparse.Namespace, texts: Sequence[str]) -> RawResult:
 
 
 def _raw_round(run: Run, args: argparse.Namespace, texts: Sequence[str]) -> None:
-    print("raw engine loop on the saturation scenario's texts ...", flush=True)
-    raw = _raw(args, texts)
-    print(f"  rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f} audio s/s", flush=True)
-    run.raw_rounds.append(raw)
-    run.raw = max(run.raw_rounds, key=lambda r: r.capacity)
+    """The raw loop of each runtime a server runs on (torch; ONNX Runtime for speechd-onnx)."""
+    servers = [SPEECHD] if args.server else args.servers
+    if any(s != SPEECHD_ONNX for s in servers):
+        print("raw torch engine loop on the saturation scenario's texts ...", flush=True)
+        raw = _raw(args, texts, "torch")
+        print(f"  rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f} audio s/s", flush=True)
+        run.raw_rounds.append(raw)
+        run.raw = max(run.raw_rounds, key=lambda r: r.capacity)
+    if SPEECHD_ONNX in servers:
+        print("raw ONNX Runtime engine loop on the same texts ...", flush=True)
+        raw = _raw(args, texts, "onnx")
+        print(f"  rtf {raw.rtf:.3f}, capacity {raw.capacity:.2f} audio s/s", flush=True)
+        run.raw_onnx_rounds.append(raw)
+        run.raw_onnx = max(run.raw_onnx_rounds, key=lambda r: r.capacity)
 
 
 def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
@@ -103,7 +126,8 @@ def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
     if name == NAIVE:
         return start_naive(name, workdir=workdir, **engine)
     policy = "fifo" if name == SPEECHD_FIFO else "deadline"
-    return start_speechd(name, policy=policy, workdir=workdir, **engine)
+    runtime = "onnx" if name == SPEECHD_ONNX else "torch"
+    return start_speechd(name, policy=policy, workdir=workdir, engine=runtime, **engine)
 
 
 async def _measure(

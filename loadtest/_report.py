@@ -13,13 +13,14 @@ from pathlib import Path
 import msgspec
 
 from ._results import Run, ScenarioRun, Summary, summarize
-from ._scenarios import NAIVE, SPEECHD, SPEECHD_FIFO
+from ._scenarios import NAIVE, SPEECHD, SPEECHD_FIFO, SPEECHD_ONNX
 
 __all__ = ["Goal", "Report", "buffer_curve", "build_report", "goals", "load_report", "write_report"]
 
 TTFA_VS_NAIVE = 0.35
 SMOOTH_LOAD = 0.8
 THROUGHPUT_VS_RAW = 0.9
+ONNX_RTF_VS_TORCH = 0.8
 
 
 class Goal(msgspec.Struct, frozen=True):
@@ -79,16 +80,36 @@ def goals(run: Run, summaries: Sequence[Summary]) -> list[Goal]:
         out.append(Goal(_THROUGHPUT_GOAL, measured, ratio >= THROUGHPUT_VS_RAW))
     else:
         out.append(Goal(_THROUGHPUT_GOAL, "not measured", None))
+    onnx = _find(summaries, saturation, SPEECHD_ONNX) if saturation else None
+    if onnx and run.raw_onnx:
+        ratio = onnx.throughput / run.raw_onnx.capacity
+        measured = (
+            f"{onnx.throughput:.2f} vs {run.raw_onnx.capacity:.2f} audio s/s"
+            f" ({saturation}) = {ratio:.2f}x"
+        )
+        out.append(Goal(_ONNX_THROUGHPUT_GOAL, measured, ratio >= THROUGHPUT_VS_RAW))
+    else:
+        out.append(Goal(_ONNX_THROUGHPUT_GOAL, "not measured", None))
+    if run.raw and run.raw_onnx:
+        ratio = run.raw_onnx.rtf / run.raw.rtf
+        measured = f"rtf {run.raw_onnx.rtf:.3f} vs {run.raw.rtf:.3f} = {ratio:.2f}x"
+        out.append(Goal(_ONNX_RTF_GOAL, measured, ratio <= ONNX_RTF_VS_TORCH))
+    else:
+        out.append(Goal(_ONNX_RTF_GOAL, "not measured", None))
     return out
 
 
 _TTFA_GOAL = f"p50 time to first audio at concurrency 1 <= {TTFA_VS_NAIVE}x the naive server's"
 _SMOOTH_GOAL = f"zero underruns at offered load <= {SMOOTH_LOAD:.0%} of capacity"
 _THROUGHPUT_GOAL = f"throughput at saturation >= {THROUGHPUT_VS_RAW}x the raw engine loop"
+_ONNX_THROUGHPUT_GOAL = (
+    f"speechd-onnx throughput at saturation >= {THROUGHPUT_VS_RAW}x the ONNX Runtime raw loop"
+)
+_ONNX_RTF_GOAL = f"ONNX Runtime raw loop rtf <= {ONNX_RTF_VS_TORCH}x torch's"
 
 
 def build_report(run: Run) -> Report:
-    summaries = [summarize(r, run.raw) for r in run.runs]
+    summaries = [summarize(r, run.raw_for(r.target)) for r in run.runs]
     return Report(run, summaries, goals(run, summaries))
 
 
@@ -155,6 +176,16 @@ def _markdown(report: Report, plots: Sequence[str]) -> str:
             f" s of audio in {r.gen_s:.1f} s, rtf {r.rtf:.3f}, capacity {r.capacity:.2f} audio"
             f" s per wall s, {r.chunks} chunks, median chunk {r.chunk_time_s:.2f} s.",
         ]
+    if run.raw_onnx:
+        r = run.raw_onnx
+        rounds = ", ".join(f"{x.capacity:.2f}" for x in run.raw_onnx_rounds)
+        lines += [
+            "",
+            f"**Raw engine loop on ONNX Runtime** (speechd-onnx's baseline; rounds: {rounds}"
+            f" audio s/s): {r.audio_s:.1f} s of audio in {r.gen_s:.1f} s, rtf {r.rtf:.3f},"
+            f" capacity {r.capacity:.2f}, {r.chunks} chunks, median chunk"
+            f" {r.chunk_time_s:.2f} s.",
+        ]
     lines += [
         "",
         "## Scenarios",
@@ -193,20 +224,24 @@ def _ratios(report: Report) -> list[str]:
         "## speechd against each baseline",
         "",
         "Ratios are speechd / baseline (below 1 is better for time to first audio; above 1"
-        " for throughput).",
+        " for throughput); speechd-onnx is measured against speechd on torch, the naive server"
+        " and its own runtime's raw loop.",
         "",
-        "| scenario | baseline | TTFA p50 | TTFA p95 | TTFA max | underruns | gap (ms) |"
+        "| scenario | server | baseline | TTFA p50 | TTFA p95 | TTFA max | underruns | gap (ms) |"
         " throughput |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    raw = report.run.raw
-    for ours in (s for s in report.summaries if s.target == SPEECHD):
-        for name in (SPEECHD_FIFO, NAIVE):
+    run = report.run
+    for ours in (s for s in report.summaries if s.target in (SPEECHD, SPEECHD_ONNX)):
+        raw = run.raw_for(ours.target)
+        baselines = (SPEECHD_FIFO, NAIVE) if ours.target == SPEECHD else (SPEECHD, NAIVE)
+        for name in baselines:
             theirs = _find(report.summaries, ours.scenario, name)
             if theirs is None:
                 continue
             lines.append(
-                f"| {ours.scenario} | {name} | {_ratio(ours.ttfa_p50_s, theirs.ttfa_p50_s)} |"
+                f"| {ours.scenario} | {ours.target} | {name} |"
+                f" {_ratio(ours.ttfa_p50_s, theirs.ttfa_p50_s)} |"
                 f" {_ratio(ours.ttfa_p95_s, theirs.ttfa_p95_s)} |"
                 f" {_ratio(ours.ttfa_max_s, theirs.ttfa_max_s)} |"
                 f" {ours.underruns} vs {theirs.underruns} |"
@@ -215,7 +250,7 @@ def _ratios(report: Report) -> list[str]:
             )
         if raw:
             lines.append(
-                f"| {ours.scenario} | raw engine | - | - | - | - | - |"
+                f"| {ours.scenario} | {ours.target} | raw engine | - | - | - | - | - |"
                 f" {_ratio(ours.throughput, raw.capacity)} |"
             )
     return lines
@@ -306,7 +341,7 @@ def _plot_ttfa(run: Run, path: Path) -> bool:
     sweep = [r for r in run.runs if r.concurrency is not None]
     if not sweep:
         return False
-    summaries = [(r.concurrency, summarize(r, run.raw)) for r in sweep]
+    summaries = [(r.concurrency, summarize(r, run.raw_for(r.target))) for r in sweep]
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for target in dict.fromkeys(r.target for r in sweep):
         points = sorted((c, s) for c, s in summaries if s.target == target and s.ttfa_p50_s)

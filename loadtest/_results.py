@@ -118,6 +118,13 @@ class Run(msgspec.Struct):
     runs: list[ScenarioRun]
     wall_s: float = 0.0
     raw_rounds: list[RawResult] = []
+    raw_onnx: RawResult | None = None
+    """The same raw loop on ONNX Runtime (the baseline of the speechd-onnx server)."""
+    raw_onnx_rounds: list[RawResult] = []
+
+    def raw_for(self, target: str) -> RawResult | None:
+        """The raw loop a server is measured against: its own runtime's."""
+        return self.raw_onnx if target.endswith("-onnx") else self.raw
 
 
 class Summary(msgspec.Struct, frozen=True):

@@ -14,13 +14,24 @@ from itertools import count
 
 from ._workload import paragraph
 
-__all__ = ["NAIVE", "SPEECHD", "SPEECHD_FIFO", "TARGETS", "Request", "Scenario", "scenarios"]
+__all__ = [
+    "NAIVE",
+    "SPEECHD",
+    "SPEECHD_FIFO",
+    "SPEECHD_ONNX",
+    "TARGETS",
+    "Request",
+    "Scenario",
+    "scenarios",
+]
 
 SPEECHD = "speechd"
 SPEECHD_FIFO = "speechd-fifo"
+SPEECHD_ONNX = "speechd-onnx"
 NAIVE = "naive"
-TARGETS = (SPEECHD, SPEECHD_FIFO, NAIVE)
-"""The servers: speechd as shipped, its worker on the FIFO baseline policy, the naive one."""
+TARGETS = (SPEECHD, SPEECHD_FIFO, SPEECHD_ONNX, NAIVE)
+"""The servers: speechd as shipped on torch, its worker on the FIFO baseline policy, speechd
+on ONNX Runtime (`--engine onnx`), the naive one (torch)."""
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,10 @@ def _start(name: str, argv: list[str], port: int, workdir: Path) -> Server:
     return Server(name, f"http://127.0.0.1:{port}", process.pid, process, log_path)
 
 
-def _engine_flags(model_dir: str | None, device: str, threads: int | None) -> list[str]:
-    flags = ["--device", device]
+def _engine_flags(
+    model_dir: str | None, device: str, threads: int | None, engine: str = "torch"
+) -> list[str]:
+    flags = ["--device", device, "--engine", engine]
     if model_dir:
         flags += ["--model-dir", model_dir]
     if threads:
@@ -145,13 +147,16 @@ def start_speechd(
     threads: int | None,
     workdir: Path,
     max_queue: int = 256,
+    engine: str = "torch",
 ) -> Server:
-    """`speechd serve` with `policy`, on a fresh data folder under `workdir`."""
+    """`speechd serve` with `policy` on `engine` ("torch" or "onnx"), on a fresh data folder
+    under `workdir`."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
     argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
-    server = _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+    flags = _engine_flags(model_dir, device, threads, engine)
+    server = _start(name, argv + flags, port, workdir)
     server.data_dir = data
     return server
 

@@ -1,47 +1,56 @@
-"""Engine benchmark on the real Kokoro-82M weights (printed figures, not timed tests).
+"""Engine benchmark on the real Kokoro-82M weights: torch and ONNX Runtime side by side
+(printed figures, not timed tests).
 
     python -m loadtest.bench_engine --model-dir ~/.cache/speechd/kokoro-82m [--device cpu]
-        [--threads N] [--voice af_heart] [--repeat 3] [--rtf R] [--section N ...]
+        [--engines torch,onnx] [--threads N] [--voice af_heart] [--repeat 3] [--rounds 1]
+        [--section N ...] [--details]
 
-Prints:
-  1. real-time factor per chunk length (compute seconds per audio second; median and best
-     of --repeat seeded runs), and the audio seconds a token makes, which calibrates
-     ChunkPolicy's audio model;
-  2. time to first audio for a 60-word paragraph, progressive chunking (fed the best-of-runs
-     RTF measured in 1 for chunks up to 128 tokens, or --rtf) against one chunk per
-     sentence, interleaved in the same run (at least 5 pairs), and the listener's stalls
-     when the whole paragraph is synthesized in order and played from the first audio on;
-  3. planning time (normalise + G2P + chunking) for a 4,096- and a 200,000-character text,
-     and the time to the first planned chunk of the lazy plan;
-  4. a 4,096-character text planned as the worker plans a cast that shares the device with
-     others (`speechd.worker.plan_timing`, the costs measured by the worker's warm-up): per
-     share, its chunks, the device time they cost and the listener's stalls at that share,
-     modelled from the measured costs, and its longest chunk's compute alone (the quantum);
+Each runtime runs in a child process of its own, one after the other (--rounds N: N times,
+interleaved, each length's best kept), so its memory is what a worker's would be (an ONNX
+Runtime worker never imports torch). Then it prints, per runtime
+and with the ratio ONNX Runtime / torch:
+  1. real-time factor per chunk length (compute seconds per audio second; median of
+     --repeat seeded runs);
+  2. first-chunk latency: a 60-word paragraph planned progressively (fed the runtime's own
+     RTF), from the request to the first chunk's audio;
+  3. where a chunk's time goes: each stage (front: text encoders and durations; noise;
+     back: prosody and decoder; the engine's share: style, tokens, trim, word timing) fitted
+     as a fixed price per call plus a price per second of audio, the silence decoded and then
+     trimmed away, and the G2P time of a chunk's text (planning, outside synthesis);
+  4. memory: the child's peak and final RSS, and whether torch was imported;
   5. the cost of word timings per chunk length, next to the chunk's synthesis time: finding
      the words' spans when planning, placing them from the predicted durations (inside
      `synthesize`, measured in place), and slicing them into the record's `w` header.
-Encoder cost is loadtest.bench_encoders' business.
+--section N (repeatable) measures and prints only those sections (memory is read anyway).
+With --details the first runtime also prints: time to first audio with progressive chunks
+against one chunk per sentence, planning time for long texts, and plans for a share of the
+device (as the worker makes them). Encoder cost is loadtest.bench_encoders' business.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 import msgspec
 
 from speechd.casts import record_words
-from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine
+from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine, parse_device
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
 from ._listener import Listener
+from ._stages import StageClock, Stages, fit_line
 
 PARAGRAPH = (
     "The old lighthouse keeper climbed the narrow stairs every evening just before the sun "
@@ -106,46 +115,6 @@ def chunk_of(engine: Engine, voice: str, target: int) -> Chunk:
     return min(chunks, key=lambda c: (abs(c.tokens - target), c.index))
 
 
-def rtf_table(engine: Engine, voice: str, repeat: int) -> tuple[float, list[tuple[int, float]]]:
-    print(f"\n1. Real-time factor per chunk length (compute s / audio s; {repeat} runs each)")
-    print(
-        f"   {'tokens':>6} {'audio s':>8} {'median s':>9} {'best s':>7} {'RTF med':>8} "
-        f"{'RTF best':>9} {'s/token':>8}"
-    )
-    rtfs: list[float] = []
-    points: list[tuple[int, float]] = []
-    for target in TARGETS:
-        chunk = chunk_of(engine, voice, target)
-        times: list[float] = []
-        audio_s = 0.0
-        for seed in range(repeat):
-            started = time.perf_counter()
-            audio_s = engine.synthesize(chunk, voice, 1.0, seed=seed).duration_s
-            times.append(time.perf_counter() - started)
-        median = statistics.median(times)
-        rtf = median / audio_s
-        if target <= 128:  # best of the runs: robust to a neighbour's burst on a shared box
-            rtfs.append(min(times) / audio_s)
-        points.append((chunk.tokens, audio_s))
-        print(
-            f"   {chunk.tokens:>6} {audio_s:>8.2f} {median:>9.2f} {min(times):>7.2f} "
-            f"{rtf:>8.2f} {min(times) / audio_s:>9.2f} {audio_s / chunk.tokens:>8.4f}"
-        )
-    # Least squares audio_s = pad + tokens / rate: the audio model ChunkPolicy uses.
-    xs, ys = [float(t) for t, _ in points], [a for _, a in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mean_x) ** 2 for x in xs
-    )
-    pad = mean_y - slope * mean_x
-    default = ChunkPolicy()
-    print(
-        f"   audio ~= {pad:.2f} s + tokens / {1 / slope:.1f} "
-        f"(ChunkPolicy assumes {default.pad_s:.2f} s + tokens / {default.tokens_per_s:.1f})"
-    )
-    return statistics.median(rtfs), points
-
-
 def play(engine: Engine, chunks: Sequence[Chunk], voice: str, started: float) -> Run:
     """Synthesize in order, played by a listener from the first audio on."""
     listener = Listener(submitted=started)
@@ -160,7 +129,7 @@ def first_audio(engine: Engine, voice: str, rtf: float, repeat: int) -> None:
     words = len(PARAGRAPH.split())
     policy = ChunkPolicy().with_rtf(rtf)
     sentences = re.split(r"(?<=[.!?])\s+", PARAGRAPH)
-    print(f"\n2. Time to first audio, {words}-word paragraph ({len(sentences)} sentences)")
+    print(f"\n   Time to first audio, {words}-word paragraph ({len(sentences)} sentences)")
     progressive: list[Run] = []
     per_sentence: list[Run] = []
     for _ in range(repeat):  # interleaved, so both see the same machine
@@ -193,7 +162,7 @@ def first_audio(engine: Engine, voice: str, rtf: float, repeat: int) -> None:
 
 
 def planning(engine: Engine, voice: str) -> None:
-    print("\n3. Planning time (normalise + G2P + chunking)")
+    print("\n   Planning time (normalise + G2P + chunking)")
     for chars in (4096, 200_000):
         text = prose(chars)
         started = time.perf_counter()
@@ -214,7 +183,7 @@ def shared_plans(engine: Engine, voice: str) -> None:
     warm_up(engine, ChunkPolicy(), voice, times)
     overhead, slope = times.line
     print(
-        f"\n4. Plans for a share of the device (measured: {overhead:.2f} s + {slope:.3f} s per"
+        f"\n   Plans for a share of the device (measured: {overhead:.2f} s + {slope:.3f} s per"
         f" audio second a chunk; quantum {QUANTUM_S} s)"
     )
     text = prose(4096)
@@ -255,15 +224,13 @@ class _Stopwatch:
         setattr(self.module, self.name, self.original)
 
 
-def timing_cost(engine: Engine, voice: str, repeat: int) -> None:
+def timing_cost(engine: Engine, voice: str, repeat: int) -> list[dict[str, float]]:
+    """Section 5 on one runtime: per chunk length, the word timing's three costs (planning's
+    spans, the timings inside `synthesize`, the record's `w` header) and their share of the
+    chunk's synthesis time."""
     from speechd.engine import _engine, _plan
 
-    print("\n5. Word timing cost per chunk (target: under 1% of the chunk's synthesis time)")
-    print(
-        f"   {'tokens':>6} {'words':>5} {'synth s':>8} {'spans us':>8} {'timing us':>9} "
-        f"{'record us':>9} {'share %':>8}"
-    )
-    worst = 0.0
+    rows: list[dict[str, float]] = []
     for target in TARGETS:
         with _Stopwatch(_plan, "word_spans") as spans:
             chunk = chunk_of(engine, voice, target)
@@ -281,58 +248,312 @@ def timing_cost(engine: Engine, voice: str, repeat: int) -> None:
             )
             msgspec.json.encode(words)
         record_s = (time.perf_counter() - started) / 100
-        cost = span_s + statistics.median(timings.calls) + record_s
-        share = 100 * cost / statistics.median(synth)
-        worst = max(worst, share)
-        print(
-            f"   {chunk.tokens:>6} {len(synthesis.words):>5} {statistics.median(synth):>8.2f} "
-            f"{span_s * 1e6:>8.0f} {statistics.median(timings.calls) * 1e6:>9.0f} "
-            f"{record_s * 1e6:>9.0f} {share:>8.3f}"
+        timing_s = statistics.median(timings.calls)
+        cost = span_s + timing_s + record_s
+        rows.append(
+            {
+                "tokens": chunk.tokens,
+                "words": len(synthesis.words),
+                "synth_s": statistics.median(synth),
+                "spans_s": span_s,
+                "timing_s": timing_s,
+                "record_s": record_s,
+                "share": 100 * cost / statistics.median(synth),
+            }
         )
+    return rows
+
+
+def print_timing_cost(results: list[dict[str, Any]]) -> None:
+    print("\n5. Word timing cost per chunk (target: under 1% of the chunk's synthesis time)")
+    print(
+        f"   {'runtime':<7} {'tokens':>6} {'words':>5} {'synth s':>8} {'spans us':>8} "
+        f"{'timing us':>9} {'record us':>9} {'share %':>8}"
+    )
+    worst = 0.0
+    for r in results:
+        for row in r["timing"]:
+            worst = max(worst, row["share"])
+            print(
+                f"   {r['runtime']:<7} {row['tokens']:>6} {row['words']:>5} "
+                f"{row['synth_s']:>8.2f} {row['spans_s'] * 1e6:>8.0f} "
+                f"{row['timing_s'] * 1e6:>9.0f} {row['record_s'] * 1e6:>9.0f} "
+                f"{row['share']:>8.3f}"
+            )
     print(f"   largest share: {worst:.3f}% of the synthesis time (target < 1%)")
+
+
+@dataclass
+class Point:
+    """One chunk length on one runtime: medians of the seeded runs."""
+
+    tokens: int
+    audio_s: float
+    gen_s: float
+    best_s: float
+    g2p_s: float
+
+
+def _sections(args: argparse.Namespace) -> set[int]:
+    return set(args.section or range(1, 6))
+
+
+def _rss_mib() -> dict[str, float]:
+    out: dict[str, float] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmHWM", "VmRSS"):
+                out[name] = int(value.split()[0]) / 1024
+    return out
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure one runtime in this process; details printed, figures returned."""
+    started = time.perf_counter()
+    engine = load_engine(
+        EngineConfig(
+            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=args.child
+        )
+    )
+    loaded = time.perf_counter() - started
+    warm = timed(engine.warm_up)
+    after_load = _rss_mib()
+    sections = _sections(args)
+    clock = StageClock()
+    points: list[Point] = []
+    runs: list[Stages] = []
+    measured_lengths = bool(sections & {1, 3}) or (2 in sections and not args.rtf)
+    with clock.installed():
+        for target in TARGETS if measured_lengths else ():
+            chunk = chunk_of(engine, args.voice, target)
+            measured = [
+                clock.measure(engine, chunk, args.voice, seed) for seed in range(args.repeat)
+            ]
+            runs += measured
+            g2p = [timed(lambda c=chunk: engine.plan(c.text, args.voice, WHOLE)) for _ in range(3)]
+            points.append(
+                Point(
+                    chunk.tokens,
+                    statistics.median(r.kept_s for r in measured),
+                    statistics.median(r.total_s for r in measured),
+                    min(r.total_s for r in measured),
+                    statistics.median(g2p),
+                )
+            )
+    # The planner's RTF: best of the runs for chunks up to 128 tokens (robust to a neighbour).
+    short = [p.best_s / p.audio_s for p in points if p.tokens <= 160]
+    rtf = statistics.median(short) if short else args.rtf or 0.0
+    policy = ChunkPolicy().with_rtf(args.rtf or rtf)
+    first: list[float] = []
+    for _ in range(max(args.repeat, 3) if 2 in sections else 0):
+        began = time.perf_counter()
+        chunk = next(iter(engine.iter_plan(PARAGRAPH, args.voice, policy)))
+        engine.synthesize(chunk, args.voice, 1.0, seed=0)
+        first.append(time.perf_counter() - began)
+    kept = [r.kept_s for r in runs]
+    made = [r.made_s for r in runs]
+    fitted = len(runs) > 1
+    stages = {
+        name: fit_line(kept, [getattr(r, f"{name}_s") for r in runs]) if fitted else (0.0, 0.0)
+        for name in ("total", "front", "noise", "back", "engine")
+    }
+    timing = timing_cost(engine, args.voice, args.repeat) if 5 in sections else []
+    if args.details:
+        print(f"\n[{engine.runtime}] details")
+        first_audio(engine, args.voice, args.rtf or rtf, max(args.repeat, 5))
+        planning(engine, args.voice)
+        shared_plans(engine, args.voice)
+    return {
+        "runtime": engine.runtime,
+        "detail": engine.detail,
+        "device": engine.device,
+        "load_s": loaded,
+        "warm_s": warm,
+        "points": [vars(p) for p in points],
+        "rtf": rtf,
+        "first_chunk_s": statistics.median(first) if first else 0.0,
+        "first_chunk_runs": first,
+        "stages": stages,
+        "back_per_made_s": fit_line(made, [r.back_s for r in runs]) if fitted else (0.0, 0.0),
+        "trimmed_s": statistics.fmean(m - k for m, k in zip(made, kept, strict=True))
+        if runs
+        else 0.0,
+        "timing": timing,
+        "rss_after_load": after_load,
+        "rss": _rss_mib(),
+        "torch_imported": "torch" in sys.modules,
+    }
+
+
+def _run_child(runtime: str, args: argparse.Namespace, details: bool) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "loadtest.bench_engine", "--child", runtime]
+    argv += ["--model-dir", args.model_dir, "--device", args.device, "--voice", args.voice]
+    argv += ["--repeat", str(args.repeat)]
+    argv += ["--threads", str(args.threads)] if args.threads else []
+    argv += ["--rtf", str(args.rtf)] if args.rtf else []
+    argv += ["--details"] if details else []
+    argv += [f"--section={n}" for n in sorted(args.section or ())]
+    print(f"{runtime}: measuring in a child process ...", flush=True)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    result: dict[str, Any] | None = None
+    for line in process.stdout:
+        if line.startswith(_RESULT):
+            result = json.loads(line[len(_RESULT) :])
+        else:
+            print(line, end="", flush=True)
+    if process.wait() != 0 or result is None:
+        raise SystemExit(f"{runtime}: the benchmark child failed (exit {process.returncode})")
+    return result
+
+
+def _best(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of several rounds of one runtime: the fastest round's figures, with each chunk length's
+    time the least of the rounds' (robust to a neighbour's burst on a shared machine)."""
+    best = dict(min(rounds, key=lambda r: sum(p["gen_s"] for p in r["points"])))
+    best["points"] = [
+        dict(p, gen_s=min(r["points"][i]["gen_s"] for r in rounds))
+        for i, p in enumerate(best["points"])
+    ]
+    best["rounds"] = len(rounds)
+    return best
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def report(results: list[dict[str, Any]], sections: set[int]) -> None:
+    print("\n   " + "\n   ".join(f"{r['runtime']}: {r['detail']}" for r in results))
+    print(
+        "   load / warm-up s: "
+        + ", ".join(f"{r['runtime']} {r['load_s']:.1f} / {r['warm_s']:.1f}" for r in results)
+    )
+    if 1 in sections:
+        rtf_report(results)
+    if 2 in sections:
+        print("\n2. First-chunk latency, 60-word paragraph, progressive plan at the runtime's RTF")
+        for r in results:
+            runs = ", ".join(f"{x:.2f}" for x in r["first_chunk_runs"])
+            fed = f"RTF fed {r['rtf']:.2f}"
+            print(f"   {r['runtime']:<6} {r['first_chunk_s']:6.2f} s (runs: {runs}; {fed})")
+    if 3 in sections:
+        stages_report(results)
+    if 4 in sections:
+        print("\n4. Memory of the process (one runtime each)")
+        for r in results:
+            print(
+                f"   {r['runtime']:<6} peak {r['rss']['VmHWM']:6.0f} MiB, after load "
+                f"{r['rss_after_load']['VmRSS']:6.0f} MiB, at the end "
+                f"{r['rss']['VmRSS']:6.0f} MiB; "
+                f"torch imported: {'yes' if r['torch_imported'] else 'no'}"
+            )
+    if 5 in sections:
+        print_timing_cost(results)
+
+
+def rtf_report(results: list[dict[str, Any]]) -> None:
+    names = [r["runtime"] for r in results]
+    base = results[0]
+    rounds = base.get("rounds", 1)
+    print(
+        "\n1. Real-time factor per chunk length (compute s / audio s, median of the runs"
+        + (f", best of {rounds} rounds)" if rounds > 1 else ")")
+    )
+    head = f"   {'tokens':>6} {'audio s':>8}"
+    for name in names:
+        head += f" {name + ' s':>9} {name + ' rtf':>10}"
+    if len(results) > 1:
+        head += f" {names[-1] + '/' + names[0]:>11}"
+    print(head)
+    for i, point in enumerate(base["points"]):
+        line = f"   {point['tokens']:>6} {point['audio_s']:>8.2f}"
+        rtfs = []
+        for r in results:
+            p = r["points"][i]
+            rtfs.append(p["gen_s"] / p["audio_s"])
+            line += f" {p['gen_s']:>9.2f} {rtfs[-1]:>10.2f}"
+        if len(results) > 1:
+            line += f" {_ratio(rtfs[-1], rtfs[0]):>11}"
+        print(line)
+    overall = {
+        r["runtime"]: sum(p["gen_s"] for p in r["points"]) / sum(p["audio_s"] for p in r["points"])
+        for r in results
+    }
+    line = "   all lengths: " + ", ".join(f"{n} rtf {overall[n]:.2f}" for n in names)
+    if len(results) > 1:
+        ratio = _ratio(overall[names[-1]], overall[names[0]])
+        line += f"; {names[-1]} / {names[0]} {ratio} (target <= 0.80x)"
+    print(line)
+
+
+def stages_report(results: list[dict[str, Any]]) -> None:
+    names = [r["runtime"] for r in results]
+    print("\n3. Where a chunk's time goes: fixed s per call + s per audio second (least squares)")
+    print(f"   {'stage':<34}" + "".join(f" {n:>18}" for n in names))
+    labels = {
+        "front": "front (text encoders, durations)",
+        "noise": "decoder noise drawn (host)",
+        "back": "back (prosody, decoder)",
+        "engine": "engine (style, tokens, trim, timing)",
+        "total": "synthesize, in all",
+    }
+    for key, label in labels.items():
+        cells = "".join(
+            f" {r['stages'][key][0]:>7.3f} + {r['stages'][key][1]:>6.3f}/s" for r in results
+        )
+        print(f"   {label:<34}{cells}")
+    cells = "".join(
+        f" {r['trimmed_s']:>6.2f} s ({r['trimmed_s'] * r['back_per_made_s'][1]:>5.2f} s)"
+        for r in results
+    )
+    print(f"   {'decoded, then trimmed (its cost)':<34}{cells}")
+    g2p = "".join(
+        f" {statistics.median(p['g2p_s'] for p in r['points']):>15.3f} s" for r in results
+    )
+    print(f"   {'G2P of a chunk (planning)':<34}{g2p}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", required=True)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--device", default="cpu", type=parse_device, help="auto, cpu, cuda or cuda:N (cpu)"
+    )
+    parser.add_argument("--engines", default="torch,onnx", help="runtimes, in order (torch,onnx)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--voice", default="af_heart")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="children per runtime, interleaved; best kept"
+    )
     parser.add_argument("--rtf", type=float, default=None, help="feed this RTF to the planner")
     parser.add_argument(
         "--section", type=int, action="append", choices=range(1, 6), help="only these (1-5)"
     )
+    parser.add_argument("--details", action="store_true", help="the first runtime's details")
+    parser.add_argument("--child", choices=["torch", "onnx"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    sections = set(args.section or range(1, 6))
-
-    import torch
-
-    started = time.perf_counter()
-    engine = load_engine(
-        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
-    )
-    loaded = time.perf_counter() - started
-    warm = timed(engine.warm_up)
+    if args.child:
+        print(_RESULT + json.dumps(child(args)), flush=True)
+        return
+    before = os.getloadavg()[0]
     print(
         f"speechd engine benchmark: {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"device {engine.device}, voice {args.voice}"
+        f"{os.cpu_count()} CPUs, device {args.device}, voice {args.voice}, "
+        f"threads {args.threads or 'default'}, load average {before:.1f}"
     )
-    print(f"   load {loaded:.1f} s, warm-up {warm:.1f} s, load average {os.getloadavg()[0]:.1f}")
-    rtf = args.rtf or 0.0
-    if sections & {1, 2}:
-        rtf, _ = rtf_table(engine, args.voice, args.repeat)
-    if 2 in sections:
-        first_audio(engine, args.voice, args.rtf or rtf, max(args.repeat, 5))
-    if 3 in sections:
-        planning(engine, args.voice)
-    if 4 in sections:
-        shared_plans(engine, args.voice)
-    if 5 in sections:
-        timing_cost(engine, args.voice, args.repeat)
-    print(f"\n   load average at the end {os.getloadavg()[0]:.1f}")
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    rounds: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
+    for n in range(args.rounds):  # interleaved, so every runtime sees the neighbours' spells
+        for i, name in enumerate(engines):
+            rounds[name].append(_run_child(name, args, args.details and i == 0 and n == 0))
+    report([_best(rounds[name]) for name in engines], _sections(args))
+    print(f"\n   load average before {before:.1f}, at the end {os.getloadavg()[0]:.1f}")
 
+
+_RESULT = "BENCH-RESULT "
 
 if __name__ == "__main__":
     main()

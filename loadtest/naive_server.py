@@ -33,9 +33,12 @@ def main() -> None:
     parser.add_argument("--model-dir")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--engine", default="torch", choices=["auto", "torch", "onnx"])
     args = parser.parse_args()
     engine = load_engine(
-        EngineConfig(model_dir=args.model_dir, device=args.device, threads=args.threads)
+        EngineConfig(
+            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=args.engine
+        )
     )
     engine.warm_up(VOICE)
     lock = threading.Lock()

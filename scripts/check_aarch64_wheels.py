@@ -44,8 +44,9 @@ except ModuleNotFoundError:  # Python 3.10: pytest's own dependency, in every te
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("nats", "nvml")
-"""Optional extras a Jetson deployment may install (the NATS store, NVML telemetry)."""
+EXTRAS = ("nats", "nvml", "onnx")
+"""Optional extras a Jetson deployment may install (the NATS store, NVML telemetry, ONNX
+Runtime on the CPU; `onnx-gpu` is left out: on a Jetson that is NVIDIA's wheel, not PyPI's)."""
 INDEX = "https://pypi.org/simple"
 STUB_VERSION = "9999.0"
 MAX_AGE_S = 7 * 86400

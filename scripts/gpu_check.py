@@ -99,7 +99,9 @@ def load(model_dir: str, device: str) -> tuple[Any, Any]:
     logging.getLogger("speechd.engine").addHandler(captured)
     logging.getLogger("speechd.engine").setLevel(logging.INFO)
     began = time.perf_counter()
-    engine = load_engine(EngineConfig(model_dir=model_dir, device=device))
+    # torch by name: these steps read torch's allocator, and `auto` would take ONNX Runtime
+    # wherever onnxruntime-gpu is installed (the model tier in step 7 runs both runtimes).
+    engine = load_engine(EngineConfig(model_dir=model_dir, device=device, engine="torch"))
     load_s = time.perf_counter() - began
     cuda_warm = [m for m in captured.messages if m.startswith("CUDA warm-up")]
     times = ChunkTimes()

@@ -15,6 +15,9 @@ cd "$(dirname "$0")/.."
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v chromium >/dev/null || need+=(chromium)
+# The README's reverse-proxy settings are run for real (tests/gateway/test_behind_real_proxy.py).
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || need+=(nginx-light)
+command -v caddy >/dev/null || need+=(caddy)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

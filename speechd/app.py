@@ -18,6 +18,11 @@ streams, and workers do the rest.
 A shutting-down server calls `close_streams(app)` before it waits on in-flight responses:
 followers of a cast still generating (SSE, long-polls, live audio) would otherwise hold it up
 until the cast ends.
+
+Every long-lived read (SSE, long-polls, live audio, speech requests that wait) holds one of
+the app's `StreamSlots` (`--max-streams` in all, `--max-client-streams` per client, the client
+named by `--client-header` and `--trusted-proxies`); `release_slots` around the app gives them
+back when each request ends.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from speechd import casts
 from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
 from speechd.gateway import Gateway, GatewaySettings, gateway_router
+from speechd.limits import ClientAddress, StreamSlots, release_slots
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
 from speechd.service import CastService
@@ -85,11 +91,15 @@ def _state_value(name: str) -> Callable[[State], Any]:
 
 
 def gateway_settings(settings: Settings) -> GatewaySettings:
-    """The public read path's settings: its rate limit from `settings`, the rest its own."""
+    """The public read path's settings: its rate limit, client key and stream caps from
+    `settings`, the rest its own."""
     return GatewaySettings(
         read_rate=settings.read_rate,
         read_burst=settings.read_burst,
         client_header=settings.client_header,
+        trusted_proxies=settings.trusted_proxies,
+        max_streams=settings.max_streams,
+        max_client_streams=settings.max_client_streams,
     )
 
 
@@ -120,8 +130,14 @@ def create_app(
     `settings.store_url`; `supervisor`: start it with the app and stop it (after in-flight
     responses) when the app shuts down; `gateway`: the public read path's settings, instead
     of `gateway_settings(settings)`."""
-    metrics = ApiMetrics(supervisor=supervisor)
     engine = engine_config(settings)
+    read_path = gateway or gateway_settings(settings)
+    slots = StreamSlots(
+        read_path.max_streams,
+        read_path.max_client_streams,
+        clients=ClientAddress(read_path.client_header, trusted_proxies=read_path.trusted_proxies),
+    )
+    metrics = ApiMetrics(supervisor=supervisor, slots=slots)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -140,7 +156,7 @@ def create_app(
                 clock=clock,
             )
             app.state.service = service
-            app.state.gateway = Gateway(service, gateway or gateway_settings(settings))
+            app.state.gateway = Gateway(service, read_path, slots=slots)
             stack.push_async_callback(app.state.gateway.close)
             if settings.retention is not None:
                 retention = Retention(settings.retention, RETAINED_PREFIXES)
@@ -165,13 +181,20 @@ def create_app(
             "gateway": Provide(_state_value("gateway"), sync_to_thread=False),
             "metrics": Provide(_state_value("metrics"), sync_to_thread=False),
             "settings": Provide(_state_value("settings"), sync_to_thread=False),
+            "slots": Provide(_state_value("slots"), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],
         before_send=[count_response],
+        middleware=[release_slots],
         request_max_body_size=settings.max_body_bytes,
         state=State(
-            {"settings": settings, "metrics": metrics, "api_keys": ApiKeys(settings.api_keys)}
+            {
+                "settings": settings,
+                "metrics": metrics,
+                "slots": slots,
+                "api_keys": ApiKeys(settings.api_keys),
+            }
         ),
         logging_config=None,
         openapi_config=None,

@@ -79,8 +79,22 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--client-header",
-        help="header a trusted proxy sets to the client address, e.g. x-forwarded-for "
+        help="header trusted proxies append the client address to, e.g. x-forwarded-for "
         "(default: the peer address)",
+    )
+    group.add_argument(
+        "--trusted-proxies",
+        type=int,
+        help="proxies in front of speechd that append to --client-header (1)",
+    )
+    group.add_argument(
+        "--max-streams",
+        type=int,
+        help="long-lived reads (SSE, long-polls, live audio, "
+        "waiting speech) the api holds before 503 (512)",
+    )
+    group.add_argument(
+        "--max-client-streams", type=int, help="long-lived reads one client holds before 429 (64)"
     )
 
 
@@ -92,11 +106,27 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("worker")
     group.add_argument("--model-dir", help="local Kokoro-82M folder (default: Hugging Face)")
     group.add_argument("--device", help=f"{DEVICE_HELP} (auto)")
-    group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    group.add_argument(
+        "--engine",
+        choices=["auto", "torch", "onnx"],
+        help="runtime: torch, ONNX Runtime, or auto (ONNX Runtime when installed) (auto)",
+    )
+    group.add_argument(
+        "--onnx-model", help="an existing Kokoro ONNX export (default: export the weights once)"
+    )
+    group.add_argument(
+        "--cache-dir", help="for ONNX exports of a read-only model folder (~/.cache/speechd)"
+    )
+    group.add_argument(
+        "--threads", type=int, help="CPU threads for the runtime (default: the runtime's)"
+    )
     group.add_argument(
         "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
     )
     group.add_argument("--quantum", help="longest synthesis of one chunk, in seconds (2.5)")
+    group.add_argument(
+        "--receipts", type=int, help="latest receipts progress/done keeps, older trimmed (10000)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +175,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
         engine=engine_config(settings),
         policy=settings.policy,
         quantum_s=settings.quantum,
+        receipts=settings.receipts,
     )
 
 

@@ -19,6 +19,7 @@ import msgspec
 from msgspec import Meta
 
 from speechd.engine import EngineConfig, parse_device
+from speechd.limits import MAX_VOICE_CHARS
 
 __all__ = [
     "ENV_PREFIX",
@@ -77,21 +78,39 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Public reads each client may make per second, after a burst of `read_burst`; 429 above."""
     read_burst: PositiveInt = 60
     client_header: str | None = None
-    """Header a trusted reverse proxy sets to the client's address (`x-forwarded-for`); its
-    first address is the client rate limits count by. None: the connection's peer address."""
+    """Header trusted reverse proxies append the client's address to (`x-forwarded-for`, or
+    `forwarded`); per-client limits count by the entry `trusted_proxies` from its right end,
+    the one the outermost trusted proxy wrote. None: the connection's peer address."""
+    trusted_proxies: PositiveInt = 1
+    """How many reverse proxies in front of speechd append to `client_header`."""
+    # Long-lived reads: SSE, long-polls, live audio and speech requests that wait.
+    max_streams: PositiveInt = 512
+    """Long-lived reads the api holds at once; past it new ones get 503 with `Retry-After`."""
+    max_client_streams: PositiveInt = 64
+    """Long-lived reads one client may hold at once; past it 429 with `Retry-After`."""
     # The worker (and the voice names the api accepts).
     model_dir: str | None = None
     device: str = "auto"
     """`auto` (a CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`
     (`load_settings` checks and normalises it; `EngineConfig` checks it again)."""
     threads: PositiveInt | None = None
+    engine: Literal["auto", "torch", "onnx"] = "auto"
+    """The runtime: torch, ONNX Runtime, or auto (ONNX Runtime when installed and usable)."""
+    onnx_model: str | None = None
+    """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
+    cache_dir: str | None = None
+    """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
+    receipts: PositiveInt = 10_000
+    """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
+    worker trims older ones. The api's metrics count the receipts they see, and its start
+    estimates read the last few dozen."""
     quantum: Seconds = 2.5
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
-    default_voice: str = "af_heart"
+    default_voice: Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)] = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
 
@@ -108,6 +127,9 @@ def engine_config(settings: Settings) -> EngineConfig:
         device=settings.device,
         threads=settings.threads,
         default_voice=settings.default_voice,
+        engine=settings.engine,
+        onnx_model=settings.onnx_model,
+        cache_dir=settings.cache_dir,
     )
     if not settings.voice_map:
         return engine

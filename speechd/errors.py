@@ -10,10 +10,16 @@
     │   └── CastNotFound          404  invalid_request_error   code=cast_not_found
     ├── PayloadTooLarge           413  invalid_request_error   code=payload_too_large
     ├── RateLimited               429  rate_limit_exceeded     (retry_after seconds)
-    │   └── QueueFull             429  rate_limit_exceeded     code=queue_full
+    │   ├── QueueFull             429  rate_limit_exceeded     code=queue_full
+    │   └── TooManyStreams        429  rate_limit_exceeded     code=too_many_streams
     ├── CastFailed                500  server_error            code=cast_failed
     ├── ModelUnavailable          503  server_error            code=model_unavailable
-    └── Unavailable               503  server_error            code=no_worker_ready
+    ├── Unavailable               503  server_error            code=no_worker_ready
+    ├── ServerBusy                503  server_error            code=server_busy (retry_after)
+    └── StoreUnavailable          503  server_error            code=store_unavailable
+                                                               (retry_after)
+
+`retry_after` (whole seconds, or None) becomes a `Retry-After` header.
 
 Only `openai_compat` turns these into OpenAI's JSON shape; everything else raises them.
 Errors of the store (`speechd.durable`), of torch or of sqlite are translated into this tree
@@ -35,7 +41,10 @@ __all__ = [
     "PayloadTooLarge",
     "QueueFull",
     "RateLimited",
+    "ServerBusy",
     "SpeechdError",
+    "StoreUnavailable",
+    "TooManyStreams",
     "Unavailable",
     "UnknownVoice",
     "VoiceUnavailable",
@@ -48,6 +57,7 @@ class SpeechdError(Exception):
     status: ClassVar[int] = 500
     type: ClassVar[str] = "server_error"
     code: ClassVar[str | None] = None
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -65,7 +75,8 @@ class UnknownVoice(InvalidRequest):
 
     def __init__(self, voice: str, available: list[str]) -> None:
         shown = ", ".join(available) if available else "none installed"
-        super().__init__(f"Unknown voice {voice!r}. Available voices: {shown}.", param="voice")
+        asked = voice if len(voice) <= 80 else voice[:80] + "…"  # the message stays short
+        super().__init__(f"Unknown voice {asked!r}. Available voices: {shown}.", param="voice")
         self.voice = voice
         self.available = available
 
@@ -118,6 +129,13 @@ class QueueFull(RateLimited):
     code = "queue_full"
 
 
+class TooManyStreams(RateLimited):
+    """This client holds as many long-lived reads (SSE, long-polls, live audio, waiting
+    speech requests) as it may."""
+
+    code = "too_many_streams"
+
+
 class CastFailed(SpeechdError):
     """The worker gave up on a cast (its stream ends in a terminal `error` record)."""
 
@@ -136,3 +154,30 @@ class Unavailable(SpeechdError):
 
     status = 503
     code = "no_worker_ready"
+
+
+class ServerBusy(SpeechdError):
+    """The api holds as many long-lived reads as it serves in all."""
+
+    status = 503
+    code = "server_busy"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StoreUnavailable(SpeechdError):
+    """The store failed or could not be reached (`speechd.durable.DurableError`)."""
+
+    status = 503
+    code = "store_unavailable"
+
+    def __init__(
+        self,
+        message: str = "The cast store is unavailable; try again shortly.",
+        *,
+        retry_after: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

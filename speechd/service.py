@@ -274,7 +274,8 @@ class CastService:
             title=request.title or derive_title(text),
             created_ms=self._now_ms(),
         )
-        if await self.store.check_tail(casts.cast_stream(cast_id)) == 0:
+        # A new cast joins the line, and so does a failed one this request makes again.
+        if await self._joins_line(cast_id):
             depth = await self.queue_depth()
             if depth >= self._max_queue:
                 raise QueueFull(
@@ -283,6 +284,11 @@ class CastService:
                 )
         submission = await casts.submit(self.store, cast_id, recipe, sample_rate=SAMPLE_RATE)
         return SubmittedCast(cast_id, submission.created, recipe)
+
+    async def _joins_line(self, cast_id: str) -> bool:
+        if await self.store.check_tail(casts.cast_stream(cast_id)) == 0:
+            return True
+        return (await casts.read_head(self.store, cast_id)).event == casts.Event.ERROR
 
     def _retry_after(self, depth: int) -> int:
         # A cast takes seconds to render; suggest a wait that grows with the backlog.

@@ -233,6 +233,31 @@ def _save(path: str, text: str) -> None:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
+_ID_CHARS = 22  # a cast id: 16 bytes in unpadded base64url
+_ID_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _ids_as_operands(argv: Sequence[str]) -> list[str]:
+    """`follow`'s argv with a bare cast id that starts with `-` moved behind `--`.
+
+    One id in 64 starts with `-` (base64url), and argparse would take it for an option. No
+    option of this program is 22 characters of the id alphabet, so such a word is the id.
+    """
+    args = list(argv)
+    if "follow" not in args or "--" in args:
+        return args
+    start = args.index("follow") + 1
+    ids = [a for a in args[start:] if a.startswith("-") and _looks_like_id(a)]
+    if len(ids) != 1:
+        return args
+    args.remove(ids[0])
+    return [*args, "--", ids[0]]
+
+
+def _looks_like_id(word: str) -> bool:
+    return len(word) == _ID_CHARS and set(word) <= _ID_ALPHABET
+
+
 def _cast_id(ref: str) -> str:
     """A cast id from an id or a link (`.../c/<id>`, `.../v1/casts/<id>[/audio]`)."""
     if "/" not in ref:
@@ -376,7 +401,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_ids_as_operands(sys.argv[1:] if argv is None else argv))
     try:
         asyncio.run(_run(args))
     except CommandError as exc:

@@ -40,8 +40,9 @@ match. A new attempt of a cast continues its file this way (speechd.worker).
   VORBIS_COMMENT with vendor "ffmpeg", no padding block); the header is never rewritten.
 - wav (audio/wav): a 44-byte PCM WAVE header whose RIFF and data sizes are 0xFFFFFFFF (unknown),
   as FFmpeg writes to a pipe, then s16le samples. ffmpeg, Chromium's decodeAudioData and
-  libsndfile read such a file to its end; Python's `wave` reads every sample but reports
-  nframes = 2**31 - 1.
+  libsndfile read such a stream to its end; Python's `wave` reads every sample but reports
+  nframes = 2**31 - 1, and `ffmpeg -xerror` rejects it. So a *finished* file (served whole or
+  by byte ranges) goes through `finished_bytes`, which puts the true sizes in its header.
 - pcm (audio/pcm): s16le, 24 kHz, mono, no header.
 
 **The decoded timeline.** Decoding the whole file gives `delay_samples` leading samples that
@@ -97,6 +98,7 @@ from ._formats import (
     RecordLayout,
     content_type,
 )
+from ._raw import finished_bytes, wav_header
 from ._standalone import Standalone, standalone_record
 
 __all__ = [
@@ -111,8 +113,10 @@ __all__ = [
     "Standalone",
     "content_type",
     "encoder_fingerprint",
+    "finished_bytes",
     "new_encoder",
     "standalone_record",
+    "wav_header",
 ]
 
 for _name in __all__:

@@ -7,10 +7,10 @@ import struct
 import numpy as np
 
 from ._base import EncoderBase, to_s16
-from ._formats import LAYOUTS
+from ._formats import LAYOUTS, SAMPLE_RATE
 from ._resume import VERSION, Checkpoint, checkpoint_of
 
-__all__ = ["UNKNOWN_LENGTH", "PcmEncoder", "WavEncoder", "wav_header"]
+__all__ = ["UNKNOWN_LENGTH", "PcmEncoder", "WavEncoder", "finished_bytes", "wav_header"]
 
 UNKNOWN_LENGTH = 0xFFFFFFFF
 """What a streaming wav header says for the RIFF and data chunk sizes: the length is not known
@@ -18,12 +18,20 @@ when the header is sent. ffmpeg writes the same value to unseekable outputs and 
 file to its end; Chromium's decodeAudioData, libsndfile and Python's `wave` accept it too."""
 
 
-def wav_header(sample_rate: int, *, channels: int = 1, bits: int = 16) -> bytes:
-    """The 44-byte canonical PCM WAVE header of a stream of unknown length."""
+def wav_header(
+    sample_rate: int, *, channels: int = 1, bits: int = 16, data_bytes: int | None = None
+) -> bytes:
+    """The 44-byte canonical PCM WAVE header: of a stream of unknown length, or, given
+    `data_bytes`, of a finished file whose samples take that many bytes (past 4 GiB, a WAVE
+    header cannot say, and says unknown)."""
     block_align = channels * bits // 8
+    data_size = UNKNOWN_LENGTH
+    riff_size = UNKNOWN_LENGTH
+    if data_bytes is not None and 36 + data_bytes < UNKNOWN_LENGTH:
+        data_size, riff_size = data_bytes, 36 + data_bytes
     header = b"".join(
         [
-            struct.pack("<4sI4s", b"RIFF", UNKNOWN_LENGTH, b"WAVE"),
+            struct.pack("<4sI4s", b"RIFF", riff_size, b"WAVE"),
             struct.pack(
                 "<4sIHHIIHH",
                 b"fmt ",
@@ -35,11 +43,31 @@ def wav_header(sample_rate: int, *, channels: int = 1, bits: int = 16) -> bytes:
                 block_align,
                 bits,
             ),
-            struct.pack("<4sI", b"data", UNKNOWN_LENGTH),
+            struct.pack("<4sI", b"data", data_size),
         ]
     )
     assert len(header) == LAYOUTS["wav"].header_bytes
     return header
+
+
+def finished_bytes(fmt: str, piece: bytes, *, offset: int, size: int) -> bytes:
+    """`piece`, the bytes at `offset` of a cast's finished file of `size` bytes in `fmt`, as a
+    whole file must read.
+
+    The records hold the file as it streamed, and a streamed wav header cannot know its sizes
+    (`UNKNOWN_LENGTH`); a finished file can, and `wave`, `ffmpeg -xerror` and players that
+    trust the header need it to. So for wav the first 44 bytes become `wav_header(...,
+    data_bytes=size - 44)`; every other format's streamed bytes already make a whole file
+    (mp3, aac: headerless frames; opus: the last page ends the stream; flac: STREAMINFO's
+    "total samples unknown" is valid), and `piece` comes back as it is. Serve whole files,
+    byte ranges included, through this; never a live-growing one.
+    """
+    header_bytes = LAYOUTS["wav"].header_bytes
+    if fmt != "wav" or offset >= header_bytes or size < header_bytes:
+        return piece
+    true = wav_header(SAMPLE_RATE, data_bytes=size - header_bytes)
+    head = true[offset : offset + len(piece)]
+    return head + piece[len(head) :]
 
 
 class PcmEncoder(EncoderBase):

@@ -1,11 +1,12 @@
 """Kokoro-82M for speechd: weights, voices, text normalisation, G2P, chunk planning and
-synthesis.
+synthesis, on torch or on ONNX Runtime.
 
 Importing this package is cheap and torch-free (the api process uses `VoiceBook`,
-`installed_voices`, `normalize_text` and `EngineConfig`); torch and kokoro load inside
-`load_engine`, in the worker.
+`installed_voices`, `normalize_text` and `EngineConfig`); the runtime loads inside
+`load_engine`, in the worker (torch and kokoro for the torch engine; onnxruntime alone for
+the ONNX one, which exports the weights once in a child process).
 
-    engine = load_engine(EngineConfig(model_dir="~/models/kokoro-82m"))
+    engine = load_engine(EngineConfig(model_dir="~/models/kokoro-82m", engine="auto"))
     spec = engine.voices.resolve("af_bella(2)+af_sky(1)")   # "af_bella(0.667)+af_sky(0.333)"
     for chunk in engine.plan(text, spec, ChunkPolicy().with_rtf(measured_rtf)):
         audio = engine.synthesize(chunk, spec, 1.0, seed=seed_for(cast_id, chunk.index))
@@ -26,9 +27,11 @@ from ._config import (
     EngineConfig,
 )
 from ._device import DEVICE_HELP, device_name, parse_device
-from ._engine import Engine, Synthesis, load_engine
+from ._engine import Engine, Synthesis
+from ._loading import load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import Planner, PlanStatus, PlanStep
+from ._runtime import SAMPLES_PER_FRAME
 from ._slices import normalize_text
 from ._speakable import missing_languages, voice_language
 from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
@@ -41,6 +44,7 @@ __all__ = [
     "MAX_SPEED",
     "MIN_SPEED",
     "MODEL_MAX_TOKENS",
+    "SAMPLES_PER_FRAME",
     "SAMPLE_RATE",
     "Chunk",
     "ChunkPolicy",

@@ -4,7 +4,7 @@ Everything here is torch-free: the api process reads the same config to validate
 """
 
 from types import MappingProxyType
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -73,7 +73,14 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     (`config.json`, `kokoro-v1_0.pth`, `voices/*.pt`); None downloads that repository through
     Hugging Face (and fails within seconds when offline). `device` is `auto` (the current
     CUDA device if there is one, else the CPU), `cpu`, `cuda` or `cuda:N`. `threads` sets
-    torch's intra-op thread count (None keeps torch's default).
+    the runtime's intra-op thread count (None keeps its default).
+
+    `engine` picks the runtime: "torch", "onnx" (ONNX Runtime, over an export of the same
+    weights made once and cached, or over `onnx_model`: an existing Kokoro ONNX export, a
+    `.onnx` file or a speechd export folder), or "auto": ONNX Runtime when it is installed
+    (with a CUDA provider, for a GPU) and the model can be exported or found, torch
+    otherwise. Exports are kept beside the weights, or under `cache_dir` (default
+    `~/.cache/speechd`) when the model folder cannot be written.
     """
 
     model_dir: str | None = None
@@ -81,3 +88,6 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
     default_voice: str = "af_heart"
     voice_map: dict[str, str] = msgspec.field(default_factory=_default_voice_map)
+    engine: Literal["auto", "torch", "onnx"] = "auto"
+    onnx_model: str | None = None
+    cache_dir: str | None = None

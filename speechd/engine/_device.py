@@ -140,15 +140,21 @@ def warm_cuda(engine: Engine) -> float:
     """On a CUDA engine: synthesize the longest chunk the default plan makes and a short one,
     and wait for the device; returns the seconds it took. CUDA loads kernels lazily and its
     caching allocator grows on demand, so without this the first long chunk of the first cast
-    pays for both (the worker's own warm-up measures chunks of at most a few seconds)."""
-    import torch
+    pays for both (the worker's own warm-up measures chunks of at most a few seconds).
 
+    The same path serves both runtimes, through `Engine.synthesize`: on ONNX Runtime it runs
+    the sessions (the CUDA provider's arena grows, and TensorRT, where the session has it,
+    builds or loads its engines), and each run has returned its audio to the host, so there
+    is nothing left to wait for; on torch the device is synchronised."""
     started = time.perf_counter()
     voice = engine.voices.default_voice
     chunks = engine.plan(_WARM_TEXT, voice, ChunkPolicy().with_rtf(0.0))
     for chunk in sorted(chunks, key=lambda c: -c.tokens)[:1] + chunks[:1]:
         engine.synthesize(chunk, voice, 1.0, seed=0)
-    torch.cuda.synchronize(engine.device)
+    if engine.runtime == "torch":
+        import torch
+
+        torch.cuda.synchronize(engine.device)
     seconds = time.perf_counter() - started
-    log.info("CUDA warm-up on %s: %.2f s", engine.device, seconds)
+    log.info("CUDA warm-up on %s (%s): %.2f s", engine.device, engine.runtime, seconds)
     return seconds

@@ -23,8 +23,10 @@ would cross it cannot begin before the slice, since it would have crossed the pr
 Text that is still arriving (a live cast) ends a slice only at a block boundary or a
 sentence or clause end of what has arrived (the rest waits), at a word when the waiting
 text already fills a chunk (`fill`), or where the input stops, when it has been idle
-(`flush`). Live slices are as exact as closed ones, but for what the input had not sent yet
-when a slice was cut there (a span's closer, the capital after a sentence end).
+(`flush`). A span opened within `SPAN` characters before such a cut and not closed in what
+has arrived counts as crossing it (its closer may be in what has not), so the text waits
+there too. Live slices are as exact as closed ones, but for what the input had not sent yet
+when a slice was cut there (the capital after a sentence end; anything after a `flush`).
 """
 
 from __future__ import annotations
@@ -78,8 +80,11 @@ _PAIRS: Final = (("[", "]"), ("(", ")"), ("<", ">"))
 class _Danger:
     """Where markup characters sit in a window, to ask of a cut: could a span cross it?"""
 
-    def __init__(self, raw: str, lo: int, hi: int) -> None:
+    def __init__(self, raw: str, lo: int, hi: int, *, unsent: bool = False) -> None:
         self.lo = lo
+        self.hi = hi
+        # Live text: what follows `hi` has not arrived yet, so a closer may still come.
+        self.unsent = unsent
         self.at: dict[str, list[int]] = {}
         for m in _DANGER.finditer(raw, lo, hi):
             c = m.group()
@@ -98,6 +103,11 @@ class _Danger:
             j = bisect.bisect_left(spots, b)
             before = spots[i - 1] if i and spots[i - 1] >= first else None
             after = spots[j] if j < len(spots) and spots[j] < last else None
+            # A span opened before the cut and not closed in what has arrived: its closer
+            # may be in what has not (a cut there would split `[the | guide](u)`).
+            unclosed = before is not None and after is None and self.unsent and last > self.hi
+            if unclosed and (len(kind) == 1 or self.raw[before] == kind[0]):
+                return True
             if before is None or after is None:
                 continue
             if len(kind) == 1:  # symmetric markers: one on each side
@@ -160,7 +170,7 @@ def find_cut(
         if boundary:
             block = following
     # Cuts inside the block still open at the window's end.
-    danger = _Danger(raw, start, min(stop + SPAN, len(raw)))
+    danger = _Danger(raw, start, min(stop + SPAN, len(raw)), unsent=live)
     best: dict[Cut, int] = {}
     region = [s for s in whole if s[0] >= block]
     if open_line is not None:

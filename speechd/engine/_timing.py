@@ -10,7 +10,8 @@ end to end. So a chunk's words are placed by arithmetic alone:
 2. After synthesis, `word_timings` turns spans into sample positions in the chunk's published
    PCM: a character becomes a token unless the model's vocabulary lacks it (Kokoro drops
    those), the token's frame is the sum of the durations before it, `head` (where `_trim`
-   cut the model's leading silence) is subtracted, and the result is clipped to the PCM.
+   cut the model's leading silence: `Synthesis.head`) is subtracted, and the result is
+   clipped to the PCM. The engine does this for every runtime, after the same trim.
 
 Speed needs no handling here: Kokoro divides its durations by `speed` before rounding them
 to frames, so the frames (and these timings) are already those of the audio made.
@@ -34,6 +35,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ._runtime import SAMPLES_PER_FRAME  # 600 samples (25 ms at 24 kHz) per frame
+
 __all__ = [
     "LEAD_FRAMES",
     "SAMPLES_PER_FRAME",
@@ -45,8 +48,6 @@ __all__ = [
     "word_timings",
 ]
 
-#: Kokoro makes 600 samples (25 ms at 24 kHz) of audio per predicted duration frame.
-SAMPLES_PER_FRAME: Final = 600
 #: The voice leads its aligned frame by this many frames (see the module docstring).
 LEAD_FRAMES: Final = 3
 #: Below this a sample counts as silent (-60 dBFS), as `_trim` counts it.

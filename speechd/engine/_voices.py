@@ -15,22 +15,29 @@ the prefix letter of its first (heaviest) voice.
 from __future__ import annotations
 
 import math
-import re
+import string
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
 from speechd.errors import UnknownVoice
+from speechd.limits import MAX_BLEND_VOICES, MAX_VOICE_CHARS
 
 from ._config import LANGUAGES
 
 __all__ = ["VoiceBook", "installed_voices", "parse_spec"]
 
-#: Blends of more voices than this are refused (each one is a 0.5 MB tensor to average).
-MAX_BLEND: Final = 8
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
-_TERM = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9_\-]*)\s*(?:\(\s*([0-9]*\.?[0-9]+)\s*\))?\s*")
+MAX_BLEND: Final = MAX_BLEND_VOICES
+"""Blends of more voices than this are refused (each one is a 0.5 MB tensor to average)."""
 _SCALE: Final = 1000  # weights are kept in thousandths
+_NAME_START: Final = frozenset(string.ascii_letters + string.digits)
+_NAME_CHARS: Final = _NAME_START | {"_", "-"}
+_DIGITS: Final = frozenset(string.digits)
+
+
+def _is_name(text: str) -> bool:
+    """`[A-Za-z0-9][A-Za-z0-9_-]*`, checked character by character."""
+    return bool(text) and text[0] in _NAME_START and all(c in _NAME_CHARS for c in text)
 
 
 def installed_voices(model_dir: str | Path) -> list[str]:
@@ -38,23 +45,61 @@ def installed_voices(model_dir: str | Path) -> list[str]:
     folder = Path(model_dir) / "voices"
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.pt") if _NAME.fullmatch(p.stem))
+    return sorted(p.stem for p in folder.glob("*.pt") if _is_name(p.stem))
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _term(part: str) -> tuple[str, float]:
+    """One blend term, `name` or `name(weight)` with optional spaces around each piece: one
+    pass over `part`, each character looked at once."""
+    i = _skip_space(part, 0)
+    start = i
+    if i < len(part) and part[i] in _NAME_START:
+        i += 1
+        while i < len(part) and part[i] in _NAME_CHARS:
+            i += 1
+    if i == start:
+        raise ValueError("a voice term needs a name")
+    name = part[start:i]
+    weight = 1.0
+    i = _skip_space(part, i)
+    if i < len(part) and part[i] == "(":
+        i = _skip_space(part, i + 1)
+        start = i
+        while i < len(part) and (part[i] in _DIGITS or part[i] == "."):
+            i += 1
+        number = part[start:i]
+        # As `[0-9]*\.?[0-9]+`: at most one dot, and a digit after it.
+        if number.count(".") > 1 or not number or number[-1] not in _DIGITS:
+            raise ValueError("a voice weight is a number like 2 or 0.5")
+        weight = float(number)
+        i = _skip_space(part, i)
+        if i >= len(part) or part[i] != ")":
+            raise ValueError("a voice weight ends with ')'")
+        i = _skip_space(part, i + 1)
+    if i != len(part):
+        raise ValueError("unexpected characters after a voice term")
+    if not (math.isfinite(weight) and weight > 0):
+        raise ValueError("voice weight must be positive")
+    return name, weight
 
 
 def parse_spec(spec: str) -> list[tuple[str, float]]:
-    """Split `a(2)+b` into `[("a", 2.0), ("b", 1.0)]`; ValueError when malformed."""
-    terms: list[tuple[str, float]] = []
-    for part in spec.split("+"):
-        match = _TERM.fullmatch(part)
-        if match is None:
-            raise ValueError(f"malformed voice term {part!r}")
-        weight = 1.0 if match.group(2) is None else float(match.group(2))
-        if not (math.isfinite(weight) and weight > 0):
-            raise ValueError(f"voice weight must be positive in {part!r}")
-        terms.append((match.group(1), weight))
-    if len(terms) > MAX_BLEND:
+    """Split `a(2)+b` into `[("a", 2.0), ("b", 1.0)]`; ValueError when malformed.
+
+    Bounded before any parsing: at most `MAX_VOICE_CHARS` characters and `MAX_BLEND` terms
+    (its `+` are counted first); then one linear pass over each term.
+    """
+    if len(spec) > MAX_VOICE_CHARS:
+        raise ValueError(f"a voice is at most {MAX_VOICE_CHARS} characters")
+    if spec.count("+") >= MAX_BLEND:
         raise ValueError(f"a blend holds at most {MAX_BLEND} voices")
-    return terms
+    return [_term(part) for part in spec.split("+")]
 
 
 def _thousandths(weights: list[float]) -> list[int]:
@@ -121,6 +166,8 @@ class VoiceBook:
         names = list(weights)
         scaled = _thousandths([weights[n] for n in names])
         blend = [(n, w) for n, w in zip(names, scaled, strict=True) if w > 0]
+        if len(blend) > MAX_BLEND:  # aliases that are blends themselves add voices
+            raise self._unknown(name)
         blend.sort(key=lambda item: -item[1])  # stable: equal weights keep written order
         return _format(blend)
 

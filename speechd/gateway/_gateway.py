@@ -3,19 +3,27 @@
 Every public entry point checks the id with `is_cast_id` before naming a stream, and names
 streams only through `cast_stream`, so no request can reach `jobs`, `catalog/*`, cursors or
 receipts, whatever its path holds.
+
+Bounded before work: headers past their `speechd.limits` length are refused (`Last-Event-ID`)
+or read as absent (`Range`, `If-None-Match`, `If-Range`) before they are parsed. Long-lived
+reads (SSE, long-polls that wait, live audio) hold a stream slot of their client's
+(`StreamSlots`: 429 or 503 past the caps). A store failure is a 503 `store_unavailable`
+before the response starts, and after it an `abort` event (SSE) or an incomplete body (audio),
+with one log line. A finished cast's file, whole or by ranges, is served as a whole file
+(`speechd.audio.finished_bytes`: a wav says its true sizes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncGenerator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
 
-from speechd.audio import FORMATS, content_type
+from speechd.audio import FORMATS, content_type, finished_bytes
 from speechd.casts import (
     H_EVENT,
     CastCaptions,
@@ -28,8 +36,15 @@ from speechd.casts import (
     is_cast_id,
 )
 from speechd.durable import DurableError, SeqOutOfRange
-from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, SpeechdError
-from speechd.openai_compat import resolve_model
+from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, StoreUnavailable
+from speechd.limits import (
+    MAX_EVENT_ID_CHARS,
+    MAX_IF_HEADER_CHARS,
+    MAX_RANGE_CHARS,
+    ClientAddress,
+    StreamSlots,
+)
+from speechd.openai_compat import error_body, log_store_trouble, resolve_model
 from speechd.service import CastRequest, CastService, SubmittedCast
 
 from ._audio import (
@@ -44,7 +59,7 @@ from ._captions import CaptionCache
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
-from ._streaming import StreamApp
+from ._streaming import AbortBody, StreamApp
 from ._wire import MAX_CAST_CHARS, CastView, NewCast, RecordsPage, cast_view
 from ._wire import record_view as _record_view
 
@@ -54,10 +69,12 @@ T = TypeVar("T")
 
 
 class AudioReply(msgspec.Struct, frozen=True):
-    """A fixed (non-streaming) reply of the audio route: 304, 416 or a whole/partial file."""
+    """A fixed (non-streaming) reply of the audio route: 304, or 416 (with an OpenAI-shaped
+    error body, as every 4xx has)."""
 
     status: int
     headers: dict[str, str]
+    body: bytes = b""
 
 
 @contextlib.contextmanager
@@ -70,7 +87,37 @@ def _store_errors() -> Iterator[None]:
             param="seq_num",
         ) from exc
     except DurableError as exc:
-        raise SpeechdError("The cast store could not be read.") from exc
+        log_store_trouble("reading a cast", exc)
+        raise StoreUnavailable() from exc
+
+
+async def _whole_file(
+    body: AsyncGenerator[bytes, None], fmt: str, *, start: int, size: int
+) -> AsyncGenerator[bytes, None]:
+    """The bytes of a finished file from offset `start`, as a whole file reads."""
+    offset = start
+    async with contextlib.aclosing(body):
+        async for piece in body:
+            yield finished_bytes(fmt, piece, offset=offset, size=size)
+            offset += len(piece)
+
+
+async def _store_trouble_aborts(
+    body: AsyncGenerator[bytes, None], doing: str
+) -> AsyncGenerator[bytes, None]:
+    """`body`, ended incomplete (one log line) if the store fails under it."""
+    async with contextlib.aclosing(body):
+        try:
+            async for piece in body:
+                yield piece
+        except DurableError as exc:
+            log_store_trouble(doing, exc)
+            raise AbortBody("the store failed") from exc
+
+
+def _bounded(header: str | None, limit: int) -> str | None:
+    """`header`, or None (absent) when it is longer than any valid value of it."""
+    return header if header is None or len(header) <= limit else None
 
 
 def _check_id(cast_id: str) -> str:
@@ -83,10 +130,24 @@ class Gateway:
     """Cast API and public read path over the cast service's store. Build once per app (in
     its lifespan); `close()` as the server starts shutting down, and again at the end."""
 
-    def __init__(self, service: CastService, settings: GatewaySettings | None = None) -> None:
+    def __init__(
+        self,
+        service: CastService,
+        settings: GatewaySettings | None = None,
+        *,
+        slots: StreamSlots | None = None,
+    ) -> None:
         self.service = service
         self.store = service.store
         self.settings = settings or GatewaySettings()
+        self.slots = slots or StreamSlots(
+            self.settings.max_streams,
+            self.settings.max_client_streams,
+            clients=ClientAddress(
+                self.settings.client_header, trusted_proxies=self.settings.trusted_proxies
+            ),
+        )
+        """The api's long-lived reads (shared with `/v1/audio/speech`), and who the client is."""
         self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
         self._layouts = Layouts(self.store)
@@ -102,12 +163,12 @@ class Gateway:
     # -- who is asking ------------------------------------------------------------------
 
     def client_key(self, request: Request[Any, Any, Any]) -> str:
-        header = self.settings.client_header
-        if header:
-            forwarded = request.headers.get(header)
-            if forwarded:
-                return forwarded.split(",", 1)[0].strip()
-        return request.client.host if request.client else "unknown"
+        """The key per-client limits count `request` by (`speechd.limits.ClientAddress`)."""
+        return self.slots.clients.of_scope(request.scope)
+
+    def _hold_stream(self, request: Request[Any, Any, Any] | None) -> None:
+        if request is not None:
+            self.slots.take(request.scope)
 
     def admit(self, request: Request[Any, Any, Any]) -> None:
         """Charge one public read to the client; raise `RateLimited` past its quota."""
@@ -166,8 +227,16 @@ class Gateway:
         return tail
 
     async def records(
-        self, cast_id: str, seq_num: int, wait: float, max_records: int | None
+        self,
+        cast_id: str,
+        seq_num: int,
+        wait: float,
+        max_records: int | None,
+        *,
+        request: Request[Any, Any, Any] | None = None,
     ) -> RecordsPage:
+        """A page of records from `seq_num`; at the tail, a long-poll of up to `wait` seconds
+        (it holds a stream slot of `request`'s client)."""
         tail = await self._tail(cast_id)
         if seq_num > tail:
             raise InvalidRequest(
@@ -175,12 +244,15 @@ class Gateway:
                 param="seq_num",
             )
         limit = min(max_records or self.settings.max_records, self.settings.max_records)
+        wait = 0 if self._closing.is_set() else min(max(wait, 0.0), self.settings.max_wait_s)
+        if wait > 0 and seq_num == tail:
+            self._hold_stream(request)
         read = self.store.read(
             cast_stream(cast_id),
             seq_num,
             max_records=limit,
             max_bytes=self.settings.max_read_bytes,
-            wait=0 if self._closing.is_set() else min(max(wait, 0.0), self.settings.max_wait_s),
+            wait=wait,
         )
         with _store_errors():
             batch = await self._unless_closing(read)
@@ -204,9 +276,17 @@ class Gateway:
         return task.result()
 
     async def events(
-        self, cast_id: str, seq_num: int | None, last_event_id: str | None
+        self,
+        cast_id: str,
+        seq_num: int | None,
+        last_event_id: str | None,
+        *,
+        request: Request[Any, Any, Any] | None = None,
     ) -> StreamApp | None:
-        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever."""
+        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever.
+        The stream holds a slot of `request`'s client."""
+        if last_event_id is not None and len(last_event_id) > MAX_EVENT_ID_CHARS:
+            raise InvalidRequest("Last-Event-ID is not a record number.", param="Last-Event-ID")
         tail = await self._tail(cast_id)
         start = seq_num if seq_num is not None else 0
         if seq_num is None and last_event_id:
@@ -226,7 +306,8 @@ class Gateway:
                 last = (await self.store.read(cast_stream(cast_id), tail - 1)).records[0]
             if last.header(H_EVENT) in (b"eos", b"error"):
                 return None
-        subscriber = Subscriber(self.settings.sse_buffer)
+        self._hold_stream(request)
+        subscriber = Subscriber(self.settings.sse_buffer_bytes)
         frames = cast_frames(
             self.store,
             self.hubs,
@@ -273,8 +354,14 @@ class Gateway:
         range_header: str | None,
         if_none_match: str | None,
         if_range: str | None,
+        request: Request[Any, Any, Any] | None = None,
     ) -> StreamApp | AudioReply:
-        """The cast's audio file: live and chunked while generating; an entity once done."""
+        """The cast's audio file: live and chunked while generating (holding a stream slot of
+        `request`'s client); an entity once done."""
+        range_header = _bounded(range_header, MAX_RANGE_CHARS)
+        if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
+        if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
+            if_range = ""  # matches no etag: the whole file, as for any stale validator
         tail = await self._tail(cast_id)
         status = await self._status(cast_id)
         meta = status.meta
@@ -289,19 +376,23 @@ class Gateway:
         if status.state == CastState.FAILED:
             raise CastFailed(f"The cast could not be synthesized: {status.error}")
         if status.state != CastState.DONE:
+            self._hold_stream(request)
             headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
             return StreamApp(
-                live_body(self.store, cast_id),
+                _store_trouble_aborts(live_body(self.store, cast_id), "streaming live audio"),
                 headers=_encode(headers),
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
         with _store_errors():
             layout = await self._layouts.get(cast_id, tail)
-        return self._entity(cast_id, layout, base, range_header, if_none_match, if_range)
+        return self._entity(
+            cast_id, meta.format, layout, base, range_header, if_none_match, if_range
+        )
 
     def _entity(
         self,
         cast_id: str,
+        fmt: str,
         layout: AudioLayout,
         base: dict[str, str],
         range_header: str | None,
@@ -321,7 +412,15 @@ class Gateway:
             range_header = None
         span = parse_range(range_header, size)
         if span is False:
-            return AudioReply(416, {**headers, "content-range": f"bytes */{size}"})
+            error = error_body(
+                f"The range is not within the file ({size} bytes).",
+                "invalid_request_error",
+                param="range",
+                code="range_not_satisfiable",
+            )
+            headers = {**headers, "content-range": f"bytes */{size}"}
+            headers["content-type"] = "application/json"
+            return AudioReply(416, headers, msgspec.json.encode(error))
         status = 200
         if span is None:
             span_ = (0, size)
@@ -330,7 +429,13 @@ class Gateway:
             span_ = (span.start, span.stop)
             headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
         headers["content-length"] = str(span_[1] - span_[0])
-        body = range_body(self.store, cast_id, layout, ByteRange(*span_))
+        body = _whole_file(
+            range_body(self.store, cast_id, layout, ByteRange(*span_)),
+            fmt,
+            start=span_[0],
+            size=size,
+        )
+        body = _store_trouble_aborts(body, "serving a cast's audio file")
         return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
 
 

@@ -1,43 +1,48 @@
 """The gateway's routes: thin handlers over the injected `gateway` (a `Gateway`), with the
-app's `settings` (links) and `metrics` (submissions)."""
+app's `settings` (links) and `metrics` (submissions).
+
+A cast's captions are assembled (cues, text, JSON) on a worker thread: for a 200,000-character
+cast that is tens of thousands of words, a tenth of a second or more of CPU that the event
+loop, and every other request on it, would otherwise wait out."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
+import msgspec
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from litestar.types import ASGIApp
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 
+from speechd.casts import CastCaptions
 from speechd.config import Settings
+from speechd.limits import MAX_SEQ_NUM
 from speechd.metrics import ApiMetrics
-from speechd.openai_compat import cast_headers, cast_url, public_base_url, require_api_key
+from speechd.openai_compat import (
+    BodyDecoder,
+    cast_headers,
+    cast_url,
+    public_base_url,
+    require_api_key,
+)
 
-from ._captions import WordsPage, srt, webvtt, words_page
+from ._captions import srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
-from ._streaming import StreamApp
+from ._streaming import AppResponse, StreamApp
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
 
-
-class _AppResponse(Response[bytes]):
-    """A handler's reply that is already an ASGI app (a stream that may end abruptly)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        super().__init__(b"")
-        self._app = app
-
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
-        return self._app
+SeqNum = Annotated[int, QueryParameter(ge=0, le=MAX_SEQ_NUM)]
+_NEW_CAST = BodyDecoder(NewCast)
 
 
 def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     if isinstance(result, AudioReply):
-        return Response(b"", status_code=result.status, headers=result.headers)
-    return _AppResponse(result)
+        return Response(result.body, status_code=result.status, headers=result.headers)
+    return AppResponse(result)
 
 
 @post(
@@ -47,14 +52,13 @@ def _reply(result: StreamApp | AudioReply) -> Response[Any]:
     request_max_body_size=MAX_CAST_BODY_BYTES,
 )
 async def create_cast(
-    data: JSONBody[NewCast],
     gateway: NamedDependency[Gateway],
     settings: NamedDependency[Settings],
     metrics: NamedDependency[ApiMetrics],
     request: Request[Any, Any, Any],
 ) -> Response[CastCreated]:
     """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(await _NEW_CAST.read(request))
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(
@@ -80,12 +84,12 @@ async def get_records(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int, QueryParameter(ge=0)] = 0,
+    seq_num: SeqNum = 0,
     wait: Annotated[float, QueryParameter(ge=0)] = 0.0,
     max_records: Annotated[int | None, QueryParameter(ge=1)] = None,
 ) -> Response[RecordsPage]:
     gateway.admit(request)
-    page = await gateway.records(cast_id, seq_num, wait, max_records)
+    page = await gateway.records(cast_id, seq_num, wait, max_records, request=request)
     return Response(page, headers={"cache-control": "no-store"})
 
 
@@ -94,14 +98,14 @@ async def get_events(
     cast_id: FromPath[str],
     gateway: NamedDependency[Gateway],
     request: Request[Any, Any, Any],
-    seq_num: Annotated[int | None, QueryParameter(ge=0)] = None,
+    seq_num: Annotated[int | None, QueryParameter(ge=0, le=MAX_SEQ_NUM)] = None,
     last_event_id: Annotated[str | None, HeaderParameter(name="last-event-id")] = None,
 ) -> Response[Any]:
     gateway.admit(request)
-    stream = await gateway.events(cast_id, seq_num, last_event_id)
+    stream = await gateway.events(cast_id, seq_num, last_event_id, request=request)
     if stream is None:  # a finished cast, read to its end: 204 tells EventSource to stop
         return Response(b"", status_code=204)
-    return _AppResponse(stream)
+    return AppResponse(stream)
 
 
 @get("/v1/casts/{cast_id:str}/audio")
@@ -115,7 +119,11 @@ async def get_audio(
 ) -> Response[Any]:
     gateway.admit(request)
     result = await gateway.audio(
-        cast_id, range_header=range_header, if_none_match=if_none_match, if_range=if_range
+        cast_id,
+        range_header=range_header,
+        if_none_match=if_none_match,
+        if_range=if_range,
+        request=request,
     )
     return _reply(result)
 
@@ -137,7 +145,7 @@ async def get_captions_vtt(
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     return Response(
-        webvtt(captions),
+        await asyncio.to_thread(webvtt, captions),
         media_type="text/vtt",
         headers=_caption_headers(cast_id, status.state.value, "vtt"),
     )
@@ -151,22 +159,28 @@ async def get_captions_srt(
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     return Response(
-        srt(captions),
+        await asyncio.to_thread(srt, captions),
         media_type="application/x-subrip; charset=utf-8",
         headers=_caption_headers(cast_id, status.state.value, "srt"),
     )
 
 
+def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return msgspec.json.encode(words_page(cast_id, state, captions))
+
+
 @get("/v1/casts/{cast_id:str}/words")
 async def get_words(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[WordsPage]:
-    """The cast's words with their start and end in seconds of the cast's audio."""
+) -> Response[bytes]:
+    """The cast's words with their start and end in seconds of the cast's audio (a
+    `WordsPage`, encoded off the loop)."""
     gateway.admit(request)
     status, captions = await gateway.captions(cast_id)
     headers = _caption_headers(cast_id, status.state.value, "json")
     del headers["content-disposition"]
-    return Response(words_page(cast_id, status.state.value, captions), headers=headers)
+    body = await asyncio.to_thread(_words_json, cast_id, status.state.value, captions)
+    return Response(body, media_type=MediaType.JSON, headers=headers)
 
 
 @get("/", media_type=MediaType.HTML, include_in_schema=False)

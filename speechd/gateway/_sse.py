@@ -9,6 +9,7 @@ either way, so one stalled listener never holds back the others or grows the ser
 
 Frames: `id: <seq>`, `event: <meta|start|audio|eos|error>`, `data: <record as JSON>` (see
 `RecordView`). The stream ends after `eos` or `error`. Keep-alive comments flow while idle.
+A store failure ends the stream with `event: abort` (reason `unavailable`) and one log line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import msgspec
 
 from speechd.casts import H_EVENT, cast_stream
 from speechd.durable import DurableError, Record, Store
+from speechd.openai_compat import log_store_trouble
 
 from ._wire import record_view
 
@@ -62,11 +64,16 @@ def abort_frame(reason: str, message: str) -> bytes:
     return b"event: abort\ndata: %s\n\n" % data
 
 
-class Subscriber:
-    """One live listener's bounded queue of frames."""
+_UNAVAILABLE = "The cast's stream could not be read; try again shortly."
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
+
+class Subscriber:
+    """One live listener's queue of frames, at most `limit_bytes` of them (a frame that finds
+    the queue empty is always taken)."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self._limit = limit_bytes
+        self._bytes = 0
         self._queue: deque[Frame] = deque()
         self._ready = asyncio.Event()
         self.dropped = asyncio.Event()
@@ -74,12 +81,15 @@ class Subscriber:
         self.start = 0  # the hub's position when this subscriber joined
 
     def offer(self, item: Frame) -> bool:
-        """Queue `item`; False (and dropped) if the queue is full."""
-        if len(self._queue) >= self._limit:
+        """Queue `item`; False (and dropped) if it would not fit."""
+        size = len(item.data)
+        if self._queue and self._bytes + size > self._limit:
             self._queue.clear()
+            self._bytes = 0
             self.dropped.set()
             return False
         self._queue.append(item)
+        self._bytes += size
         self._ready.set()
         return True
 
@@ -93,7 +103,11 @@ class Subscriber:
             self._ready.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), idle_s)
-        return self._queue.popleft() if self._queue else None
+        if not self._queue:
+            return None
+        item = self._queue.popleft()
+        self._bytes -= len(item.data)
+        return item
 
 
 class _Hub:
@@ -119,8 +133,9 @@ class _Hub:
                     if item.terminal:
                         return
         except DurableError as exc:
+            log_store_trouble("following a cast for SSE", exc)
             for subscriber in self.subscribers:
-                subscriber.fail("unavailable", f"The cast's stream could not be read: {exc}")
+                subscriber.fail("unavailable", _UNAVAILABLE)
         finally:
             self._hubs.forget(self)
 
@@ -223,4 +238,5 @@ async def cast_frames(
         finally:
             hubs.leave(cast_id, subscriber)
     except DurableError as exc:
-        yield abort_frame("unavailable", f"The cast's stream could not be read: {exc}")
+        log_store_trouble("replaying a cast for SSE", exc)
+        yield abort_frame("unavailable", _UNAVAILABLE)

@@ -10,6 +10,13 @@ import msgspec
 from speechd.casts import H_RESUME, CastStatus
 from speechd.durable import Record
 from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.limits import (
+    MAX_CAST_BODY_BYTES,
+    MAX_CAST_CHARS,
+    MAX_NAME_CHARS,
+    MAX_TITLE_CHARS,
+    MAX_VOICE_CHARS,
+)
 
 __all__ = [
     "MAX_CAST_BODY_BYTES",
@@ -26,24 +33,17 @@ __all__ = [
 
 AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]  # speechd.audio.FORMATS
 
-MAX_CAST_CHARS = 200_000
-"""The longest text `POST /v1/casts` takes (`CastService.submit` checks it)."""
-
-MAX_CAST_BODY_BYTES = 12 * MAX_CAST_CHARS + 64 * 1024
-"""`POST /v1/casts`'s body limit, above the app's: room for the longest text even when every
-character is JSON-escaped as a surrogate pair (`\\ud83d\\ude00`, 12 bytes), as clients that
-escape all non-ASCII send it, plus the other fields."""
-
 
 class NewCast(msgspec.Struct, frozen=True, kw_only=True):
-    """`POST /v1/casts`. A missing title is derived from the text (`derive_title`)."""
+    """`POST /v1/casts`. A missing title is derived from the text (`derive_title`). Every
+    field is bounded on decode (`speechd.limits`), before the route runs."""
 
-    input: Annotated[str, msgspec.Meta(min_length=1)]
-    voice: str | None = None
+    input: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CAST_CHARS)]
+    voice: Annotated[str, msgspec.Meta(max_length=MAX_VOICE_CHARS)] | None = None
     speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
     response_format: AudioFormat = "mp3"
-    model: str | None = None
-    title: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    model: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)] | None = None
+    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] | None = None
 
 
 class CastCreated(msgspec.Struct, frozen=True):

@@ -6,12 +6,17 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     NotFoundException      404  no such route
     MethodNotAllowed       405
     HTTPException          its status (a body that is not JSON, 413 for one over the limit)
+    DurableError           503  store_unavailable: the store failed; one log line, no trace
     SpeechdError           the class's status, type and code; `param` from the instance
     Exception              500  a generic message; the trace is logged, never sent
 
-`code` and `param` are strings or null, as the OpenAI SDK reads them. A `RateLimited` error
-carries `Retry-After`. After a streaming response has started these handlers cannot run: the
-routes report such failures in-band (see `_speech.py`).
+`code` and `param` are strings or null, as the OpenAI SDK reads them. An error with a
+`retry_after` (429s, the 503s of a busy api or store) carries `Retry-After`. After a streaming
+response has started these handlers cannot run: the routes report such failures in-band or
+end the body incomplete (see `_speech.py`), with one log line from `log_store_trouble`.
+
+`invalid_field` is the one 400 for a body that does not fit its shape, whichever decoder
+found it (Litestar's, or `decode_body`'s).
 """
 
 from __future__ import annotations
@@ -30,14 +35,29 @@ from litestar.exceptions import (
 )
 from litestar.types import ExceptionHandlersMap
 
-from speechd.errors import AuthenticationFailed, PayloadTooLarge, RateLimited, SpeechdError
+from speechd.durable import DurableError
+from speechd.errors import (
+    AuthenticationFailed,
+    InvalidRequest,
+    PayloadTooLarge,
+    SpeechdError,
+    StoreUnavailable,
+)
 
-__all__ = ["error_body", "error_body_for", "exception_handlers"]
+__all__ = [
+    "EMPTY_BODY",
+    "error_body",
+    "error_body_for",
+    "exception_handlers",
+    "invalid_field",
+    "log_store_trouble",
+]
 
 log = logging.getLogger("speechd.api")
 
 _MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
 _GENERIC_500 = "The server had an error while processing your request."
+EMPTY_BODY = "The request body is empty; send a JSON object."
 
 
 def error_body(
@@ -56,15 +76,52 @@ def _respond(
     return Response(body, status_code=status, headers=headers)
 
 
+_ID_PREFIXES = ("casts/", "catalog/", "leases/", "input/")
+_ID_CHARS = 22
+
+
+def _mask_ids(text: str) -> str:
+    """`text` with whatever follows a cast stream prefix masked: store errors name streams,
+    and a cast id is a capability that logs must not hold. One scan per prefix."""
+    for prefix in _ID_PREFIXES:
+        at = text.find(prefix)
+        while at != -1:
+            start = at + len(prefix)
+            text = text[:start] + "…" + text[start + _ID_CHARS :]
+            at = text.find(prefix, start + 1)
+    return text
+
+
+def log_store_trouble(doing: str, exc: BaseException) -> None:
+    """The one log line a store failure gets (no traceback, no cast id)."""
+    log.warning(
+        "store unavailable while %s: %s: %s", doing, type(exc).__name__, _mask_ids(str(exc))
+    )
+
+
 def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any]:
     headers: dict[str, str] = {}
-    if isinstance(exc, RateLimited):
+    if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    elif isinstance(exc, AuthenticationFailed):
+    if isinstance(exc, AuthenticationFailed):
         headers["WWW-Authenticate"] = "Bearer"
     if exc.status == 500:  # 503s (no worker yet) are expected while a worker starts
         log.warning("%s: %s", type(exc).__name__, exc.message)
     return _respond(exc.status, error_body_for(exc), headers)
+
+
+def invalid_field(key: str | None, message: str) -> InvalidRequest:
+    """The 400 for a body that did not decode into its shape: msgspec's `message` about the
+    field at `key` (a path like `voice.id`; None: the body itself)."""
+    missing = _MISSING_FIELD.search(message)
+    if missing is not None:  # the path names the object; the field is the parameter
+        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
+    longest = message.removeprefix("Expected `str` of length <= ")
+    if longest != message and longest.isdigit():  # msgspec's words for a bound on a field
+        message = f"it is longer than {longest} characters"
+    if key is None:
+        return InvalidRequest(message)
+    return InvalidRequest(f"Invalid '{key}': {message}.", param=key)
 
 
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
@@ -75,23 +132,19 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     key = first.get("key")
     key = None if key in (None, "", "data") else str(key)
     message = str(first.get("message", exc.detail))
-    missing = _MISSING_FIELD.search(message)
-    if missing is not None:  # the path names the object; the field is the parameter
-        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
-    if key is None:
-        if message == "'data'":  # Litestar's words for an empty body
-            message = "The request body is empty; send a JSON object."
-        return _respond(400, error_body(message, "invalid_request_error"))
-    return _respond(
-        400, error_body(f"Invalid '{key}': {message}.", "invalid_request_error", param=key)
-    )
+    if key is None and message == "'data'":  # Litestar's words for an empty body
+        message = EMPTY_BODY
+    return _respond(400, error_body_for(invalid_field(key, message)))
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """`text` as an error message may echo it: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _not_found(request: Request[Any, Any, Any], _: NotFoundException) -> Response[Any]:
-    return _respond(
-        404,
-        error_body(f"Invalid URL ({request.method} {request.url.path}).", "invalid_request_error"),
-    )
+    what = f"{_shown(request.method, 20)} {_shown(request.url.path)}"
+    return _respond(404, error_body(f"Invalid URL ({what}).", "invalid_request_error"))
 
 
 def _method_not_allowed(
@@ -100,7 +153,7 @@ def _method_not_allowed(
     return _respond(
         405,
         error_body(
-            f"Method {request.method} is not allowed for {request.url.path}.",
+            f"Method {_shown(request.method, 20)} is not allowed for {_shown(request.url.path)}.",
             "invalid_request_error",
         ),
         {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"},
@@ -122,6 +175,12 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     return _respond(status, error_body(exc.detail, "invalid_request_error"))
 
 
+def _store_error(request: Request[Any, Any, Any], exc: DurableError) -> Response[Any]:
+    route = request.scope.get("path_template") or "a request"
+    log_store_trouble(f"serving {request.method} {route}", exc)
+    return _speechd_error(request, StoreUnavailable())
+
+
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
     return _respond(500, error_body(_GENERIC_500, "server_error"))
@@ -132,6 +191,7 @@ exception_handlers: ExceptionHandlersMap = {
     NotFoundException: _not_found,
     MethodNotAllowedException: _method_not_allowed,
     HTTPException: _http_error,
+    DurableError: _store_error,
     SpeechdError: _speechd_error,
     Exception: _internal_error,
 }

@@ -17,7 +17,8 @@ def resolve_model(name: str | None) -> str:
     """The model a request's `model` names (default Kokoro); `ModelNotFound` if unknown."""
     if name is None or name in MODEL_NAMES:
         return MODEL
+    shown = name if len(name) <= 80 else name[:80] + "…"  # the message stays short
     raise ModelNotFound(
-        f"The model {name!r} does not exist. Available models: {', '.join(MODEL_NAMES)}.",
+        f"The model {shown!r} does not exist. Available models: {', '.join(MODEL_NAMES)}.",
         param="model",
     )

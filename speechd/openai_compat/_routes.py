@@ -6,7 +6,8 @@
     GET  /v1/audio/voices      {"voices": [{"id", "name"}]}
 
 Dependencies (provided by `create_app`): `service` (CastService), `metrics` (ApiMetrics),
-`settings` (Settings).
+`settings` (Settings), `slots` (StreamSlots: a speech request holds one of the client's
+long-lived-read slots from before it is submitted until its response ends).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Any
 
 from litestar import Request, Response, Router, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath
 
 from speechd.config import Settings
+from speechd.limits import StreamSlots
 from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
 from ._auth import require_api_key
+from ._bodies import BodyDecoder
 from ._models import MODEL_NAMES, resolve_model
 from ._schemas import (
     MAX_INPUT_CHARS,
@@ -39,6 +42,7 @@ from ._speech import Mode, speech_response
 __all__ = ["cast_headers", "cast_url", "openai_router", "public_base_url"]
 
 _MODEL_CREATED = 1737936000  # Kokoro-82M v1.0, 2025-01-27
+_SPEECH_BODY = BodyDecoder(SpeechRequest)
 
 
 def public_base_url(settings: Settings, request: Request[Any, Any, Any]) -> str:
@@ -66,14 +70,16 @@ def cast_headers(
 @post("/audio/speech", guards=[require_api_key], status_code=200)
 async def create_speech(
     request: Request[Any, Any, Any],
-    data: JSONBody[SpeechRequest],
     service: NamedDependency[CastService],
     metrics: NamedDependency[ApiMetrics],
     settings: NamedDependency[Settings],
+    slots: NamedDependency[StreamSlots],
 ) -> Response[Any]:
     """Text to speech, OpenAI's way; the response streams the cast's audio as it is made."""
     started = time.monotonic()
+    data = await _SPEECH_BODY.read(request)
     resolve_model(data.model)
+    slots.take(request.scope)  # past the caps: 429/503 before anything is submitted
     cast = await service.submit(
         CastRequest(
             text=data.input,

@@ -5,7 +5,7 @@ did not set, so all but `input` have defaults (and `null` reads as "not set"). U
 are ignored, as other OpenAI-compatible servers' extensions are. speechd's extensions:
 `stream: false` answers the whole file at once, with `Content-Length`; `word_timestamps: true`
 with `stream_format: "sse"` adds a `speech.audio.words` event after each audio delta (ignored
-otherwise).
+otherwise). Every field is bounded on decode (`speechd.limits`), before the route runs.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.limits import MAX_INPUT_CHARS, MAX_NAME_CHARS, MAX_VOICE_CHARS
 
 __all__ = [
     "MAX_INPUT_CHARS",
@@ -29,22 +30,21 @@ __all__ = [
     "VoiceRef",
 ]
 
-MAX_INPUT_CHARS = 4096
-
-Name = Annotated[str, Meta(min_length=1, max_length=256)]
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
+Voice = Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)]
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
 class VoiceRef(msgspec.Struct, frozen=True):
     """OpenAI's object form of a voice: `{"id": "..."}`."""
 
-    id: Name
+    id: Voice
 
 
 class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     input: Annotated[str, Meta(min_length=1, max_length=MAX_INPUT_CHARS)]
     model: Name | None = None
-    voice: Name | VoiceRef | None = None
+    voice: Voice | VoiceRef | None = None
     instructions: Annotated[str, Meta(max_length=MAX_INPUT_CHARS)] | None = None
     """Accepted for compatibility and ignored: Kokoro takes no style prompt."""
     response_format: ResponseFormat | None = None

@@ -4,7 +4,8 @@ All three read the same cast with `CastService.audio`, the same bytes any identi
 reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
-* `stream: false`: waits for `eos`, then the whole file with `Content-Length`.
+* `stream: false`: waits for `eos`, then the whole file with `Content-Length` (a wav with
+  its true sizes in the header: `speechd.audio.finished_bytes`).
 * `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
   with `words`, each delta is followed by a `speech.audio.words` event holding the words of
   that audio, `{"word", "start", "end"}` in seconds from the start of the cast's audio.
@@ -13,7 +14,8 @@ The first chunk is awaited before the response starts, so a cast that fails befo
 is an ordinary error response with its status. A failure after that cannot change the status:
 an SSE stream ends with an `error` event; a raw audio stream is aborted (the connection closes
 without the final chunk), so the client sees an incomplete transfer rather than a short file
-that looks whole.
+that looks whole. Either way the failure is one log line, never a traceback: a failed cast,
+or the store failing under the read (`store_unavailable`, in-band for SSE).
 
 **The start hold.** A cast that cannot be made in real time states, with its first audio, how
 long its listeners must wait to hear the rest without a stall (`CastStatus.plays_in_ms`).
@@ -49,13 +51,15 @@ from litestar import Response
 from litestar.response import Stream
 from litestar.types import Receive
 
-from speechd.audio import content_type
+from speechd.audio import content_type, finished_bytes
 from speechd.casts import AudioChunk, playable_chunks
-from speechd.errors import SpeechdError
+from speechd.durable import DurableError
+from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
 
-from ._errors import error_body, error_body_for
+from ._errors import error_body, error_body_for, log_store_trouble
+from ._streaming import AbortBody, AppResponse, StreamApp
 
 __all__ = ["OUTPUT_TOKENS_PER_SECOND", "START_DELAY_HEADER", "Mode", "Start", "speech_response"]
 
@@ -170,16 +174,19 @@ async def _rest(
             vigil.close()
 
 
-async def _raw(cast_id: str, chunks: Chunks) -> AsyncIterator[bytes]:
+async def _raw(chunks: Chunks) -> AsyncGenerator[bytes, None]:
     async with aclosing(chunks):
         try:
             async for chunk in chunks:
                 yield chunk
         except SpeechdError as exc:
-            # Raising after the headers went out makes the server drop the connection without
-            # the terminating chunk: the client sees an incomplete body, not a short file.
-            log.warning("cast %s failed mid-stream, aborting the response: %s", cast_id, exc)
-            raise
+            # Ending without the terminating chunk: the client sees an incomplete body, not a
+            # short file that looks whole.
+            log.warning("a cast failed mid-stream, aborting the response: %s", exc)
+            raise AbortBody(str(exc)) from exc
+        except DurableError as exc:
+            log_store_trouble("streaming a speech response (aborted)", exc)
+            raise AbortBody(str(exc)) from exc
 
 
 def _event(payload: dict[str, Any]) -> bytes:
@@ -200,11 +207,15 @@ async def _sse(
                     yield _event({"type": "speech.audio.words", "words": words})
             status = await service.status(cast.id)
         except SpeechdError as exc:
-            log.warning("cast %s failed mid-stream: %s", cast.id, exc)
+            log.warning("a cast failed mid-stream: %s", exc)
             yield _event({"type": "error", **error_body_for(exc)})
             return
+        except DurableError as exc:
+            log_store_trouble("streaming speech events", exc)
+            yield _event({"type": "error", **error_body_for(StoreUnavailable())})
+            return
         except Exception:
-            log.exception("reading cast %s failed mid-stream", cast.id)
+            log.exception("reading a cast failed mid-stream")
             body = error_body("The server had an error while reading the cast.", "server_error")
             yield _event({"type": "error", **body})
             return
@@ -218,10 +229,12 @@ async def _sse(
     yield _event({"type": "speech.audio.done", "usage": usage})
 
 
-async def _whole(first: bytes | None, chunks: Chunks) -> bytes:
+async def _whole(fmt: str, first: bytes | None, chunks: Chunks) -> bytes:
+    """The finished file, as a whole file reads (`finished_bytes`: a wav's true sizes)."""
     async with aclosing(chunks):
         rest = [chunk async for chunk in chunks]
-    return b"".join([first or b"", *rest])
+    body = b"".join([first or b"", *rest])
+    return finished_bytes(fmt, body, offset=0, size=len(body))
 
 
 async def speech_response(
@@ -250,7 +263,7 @@ async def speech_response(
         if first is not None:
             metrics.first_audio(time.monotonic() - started)
         if mode == "whole":
-            body = await vigil.wait(_whole(first, chunks))  # type: ignore[arg-type]
+            body = await vigil.wait(_whole(cast.recipe.format, first, chunks))  # type: ignore[arg-type]
             vigil.close()
             return Response(body, media_type=content_type(cast.recipe.format), headers=headers)
         hold_s = 0.0
@@ -258,7 +271,7 @@ async def speech_response(
             status = await vigil.wait(service.status(cast.id))
             hold_s = (status.plays_in_ms or 0) / 1000
     except _ClientGone:
-        log.info("a caller of cast %s left before its response started", cast.id)
+        log.info("a caller left before its speech response started")
         await chunks.aclose()
         vigil.close()
         return Response(b"", status_code=CLIENT_GONE)
@@ -274,8 +287,8 @@ async def speech_response(
         return Stream(
             _sse(service, cast, rest), media_type="text/event-stream", headers=sse_headers
         )
-    return Stream(
-        _raw(cast.id, rest),  # type: ignore[arg-type]
-        media_type=content_type(cast.recipe.format),
-        headers=headers,
-    )
+    media_type = content_type(cast.recipe.format)
+    raw_headers = [(b"content-type", media_type.encode("latin-1"))] + [
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+    ]
+    return AppResponse(StreamApp(_raw(rest), headers=raw_headers))  # type: ignore[arg-type]

@@ -48,6 +48,8 @@ class TopView:
     leads_s: list[float] = field(default_factory=list)
     lead_mean_s: float | None = None
     """Where leads come only as a histogram or summary: their mean."""
+    lead_min_s: float | None = None
+    """Where leads come as a histogram: the smallest, if the api says it."""
     workers: dict[str, _Worker] = field(default_factory=dict)
 
     @property
@@ -83,10 +85,12 @@ def parse_metrics(text: str) -> TopView:
                 view.generating = int(value)
             elif name == "speechd_cast_lead_seconds":
                 view.leads_s.append(float(value))  # its labels (a cast, once) are dropped
-            elif name == "speechd_cast_lead_seconds_sum":
-                lead_sum += value
-            elif name == "speechd_cast_lead_seconds_count":
+            elif name in ("speechd_cast_lead_seconds_sum", "speechd_cast_lead_seconds_gsum"):
+                lead_sum += value  # a histogram's sum, or the gauge histogram's speechd has
+            elif name in ("speechd_cast_lead_seconds_count", "speechd_cast_lead_seconds_gcount"):
                 lead_count += value
+            elif name == "speechd_cast_lead_min_seconds":
+                view.lead_min_s = float(value)
             elif name == "speechd_worker_info" and "worker" in labels:
                 worker = view.workers.setdefault(labels["worker"], _Worker(labels["worker"]))
                 worker.device = labels.get("device", "")
@@ -118,6 +122,8 @@ def _leads(view: TopView) -> str:
             f"leads {leads[0]:.1f} s min, {statistics.median(leads):.1f} s median, "
             f"{leads[-1]:.1f} s max"
         )
+    if view.lead_mean_s is not None and view.lead_min_s is not None:
+        return f"leads {view.lead_min_s:.1f} s min, {view.lead_mean_s:.1f} s mean"
     if view.lead_mean_s is not None:
         return f"leads {view.lead_mean_s:.1f} s mean"
     return "leads -"

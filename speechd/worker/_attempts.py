@@ -54,21 +54,30 @@ from speechd.casts import (
     resume_point,
     start_record,
 )
-from speechd.durable import AppendRecord, SeqMismatch, Store
+from speechd.durable import (
+    AppendRecord,
+    RecordTooLarge,
+    SeqMismatch,
+    SeqOutOfRange,
+    Store,
+)
 
 from ._cast import Admitted, JobRef
 from ._health import last_notice
-from ._intake import Intake
+from ._intake import TRIM_EVERY, Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, plan_cast
 from ._policy import PlanTiming
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
-from ._render import ChunkFailed, Resume, batches, read_resume
+from ._render import ChunkFailed, Resume, read_resume
 from ._thread import EngineThread
 
-__all__ = ["Attempts"]
+__all__ = ["RECEIPTS", "Attempts"]
 
 log = logging.getLogger("speechd.worker")
+
+
+RECEIPTS = 10_000  # receipts kept in `progress/done` (WorkerConfig.receipts)
 
 
 def _now_ms() -> int:
@@ -91,6 +100,7 @@ class Attempts:
         chunk_policy: ChunkPolicyLike,
         encoders: EncoderFactory,
         retries: int,
+        receipts: int = RECEIPTS,
         clock: Callable[[], float],
         previous_life: Callable[[], WorkerNotice | None],
     ) -> None:
@@ -104,6 +114,8 @@ class Attempts:
         self._chunk_policy = chunk_policy
         self._encoders = encoders
         self._retries = retries
+        self._receipts = receipts
+        self._receipts_first = 0  # what we know of `progress/done`'s first seq
         self._clock = clock
         self._previous_life = previous_life
 
@@ -185,6 +197,7 @@ class Attempts:
             origin_s=self._clock() - (_now_ms() - origin_ms) / 1000 if origin_ms else None,
             resume=resume,
             renewed=sent,
+            limits=self._store.limits,
         )
         log.info(
             "cast %s: attempt %d keeps %d records, from chunk %d of %d, planned for %s",
@@ -329,11 +342,22 @@ class Attempts:
 
     # -- appending and ending --------------------------------------------------------------
 
-    async def append(self, cast: Admitted, records: list[AppendRecord]) -> int | None:
-        """Append to the cast's stream where this worker expects; the first record's
-        timestamp, or None (and the cast is dropped) if another worker has taken it over."""
+    async def append(
+        self, cast: Admitted, records: list[AppendRecord], *, chunk: ChunkLike | None = None
+    ) -> int | None:
+        """Append to the cast's stream where this worker expects, in batches that fit the
+        store; the first record's timestamp, or None if another worker has taken the cast
+        over (it is dropped) or, with `chunk` (the chunk the records are of), a record is
+        over the store's limits: nothing is appended, and the chunk failed."""
         first: int | None = None
-        for batch in batches(records):
+        try:
+            batches = self._store.limits.batches(records)  # every record checked first
+        except RecordTooLarge as exc:
+            if chunk is None:
+                raise
+            await self.chunk_failed(cast, chunk, ChunkFailed(exc, encoder_intact=False))
+            return None
+        for batch in batches:
             sent = self._clock()
             try:
                 ack = await self._store.append(cast.stream, batch, match_seq_num=cast.next_seq)
@@ -352,6 +376,17 @@ class Attempts:
         self._active.pop(cast.id, None)
         await self._ended(cast, eos)
 
+    async def _trim_receipts(self, tail: int) -> None:
+        """Keep the last `receipts` records of `progress/done` (readers resume at its first
+        seq), and fewer than twice that: one trim per `min(receipts, TRIM_EVERY)` receipts."""
+        before = tail - self._receipts
+        if before - self._receipts_first < min(self._receipts, TRIM_EVERY):
+            return
+        try:
+            self._receipts_first = await self._store.trim(PROGRESS_DONE, before)
+        except SeqOutOfRange as exc:  # emptied under us: nothing to trim
+            self._receipts_first = exc.first
+
     async def _ended(self, cast: Admitted, eos: Eos) -> None:
         await self._ownership.release(cast)
         receipt = Receipt(
@@ -363,7 +398,8 @@ class Attempts:
             gen_ms=eos.gen_ms,
             xrt=round(eos.audio_ms / max(eos.gen_ms, 1), 3),
         )
-        await self._store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
+        ack = await self._store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
+        await self._trim_receipts(ack.next_seq)
         log.info("cast %s done: %d ms of audio in %d ms", cast.id, eos.audio_ms, eos.gen_ms)
         await self._intake.finish(cast.job)
 

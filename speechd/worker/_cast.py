@@ -6,6 +6,13 @@ import asyncio
 from dataclasses import dataclass, field
 
 from speechd.casts import Recipe, RecordSpan, Start, cast_stream, playable_spans
+from speechd.durable import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
+    MAX_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    Limits,
+)
 
 from ._plan import CastPlan
 from ._policy import PlanTiming
@@ -13,6 +20,9 @@ from ._protocols import EncoderLike
 from ._render import Resume
 
 __all__ = ["Admitted", "JobRef"]
+
+# The contract's maxima (what the embedded store takes), for an `Admitted` made without limits.
+_CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BATCH_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,7 @@ class Admitted:
     renewed: float = 0.0  # when the last append that renewed the lease was sent (our clock)
     lease_records: int = 0  # renewals written in `leases/<id>`
     lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # renewal vs release
+    limits: Limits = field(default_factory=lambda: _CONTRACT)  # the store's: records fit them
 
     @property
     def id(self) -> str:

@@ -11,6 +11,7 @@ import msgspec
 
 from speechd.engine import EngineConfig  # torch-free: load_engine is what imports torch
 
+from ._attempts import RECEIPTS
 from ._policy import COMFORTABLE_LEAD_S, QUANTUM_S
 
 __all__ = ["WorkerConfig", "default_worker_id"]
@@ -30,6 +31,8 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     `policy` picks the scheduler: "deadline", or "fifo" (the baseline). `lease_s` is how long
     a cast stays this worker's without an append or a renewal (it renews every third of it);
     another worker takes it over after that (hosts' clocks must agree within a second).
+    `receipts` is how many of the latest receipts `progress/done` keeps (the api's metrics
+    and start estimates read them; older ones are trimmed, a few dozen at a time).
     """
 
     store: str
@@ -43,6 +46,7 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     lease_s: float = 15.0
     policy: Literal["deadline", "fifo"] = "deadline"
     stop_grace_s: float = 3.0
+    receipts: int = RECEIPTS
 
     def resolved_id(self) -> str:
         return self.worker_id or default_worker_id()

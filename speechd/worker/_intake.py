@@ -6,6 +6,16 @@ from the head of the line (`pending`). Finishing a job (its cast ended, was skip
 `jobs/dead`) moves the watermark, and `commit` appends the new offset to `jobs/_cursor` (never
 backwards, even when other workers commit too). After a crash the next life reads from the
 committed offset again; jobs of casts already ended are finished at once.
+
+**Trim.** Every reader of `jobs` reads only at or above the committed cursor (the workers'
+intakes, from the offset they opened at; the api's `QueueLine`, for place in line), and a
+job below it is finished for everyone, whichever worker ended it. So after a commit the
+worker trims `jobs` below the committed offset and `jobs/_cursor` below its last record
+(`committed_offset` reads only that one). A reader that finds its offset trimmed away (a
+worker whose intake lagged behind another's commits) resumes at the stream's first seq:
+what it skipped was finished. A trim costs one store operation and is O(1) in both stores,
+so it runs only once `TRIM_EVERY` jobs or cursor records could go, or when this worker's
+line is empty: a handful of operations per `TRIM_EVERY` casts, never a loop.
 """
 
 from __future__ import annotations
@@ -17,18 +27,19 @@ from collections import deque
 import msgspec
 
 from speechd.casts import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
-from speechd.durable import AppendRecord, SeqMismatch, Store
+from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import JobRef
 from ._queue import committed_offset
 from ._watermark import Watermark
 
-__all__ = ["Intake"]
+__all__ = ["TRIM_EVERY", "Intake"]
 
 log = logging.getLogger("speechd.worker")
 
 _JOBS_PAGE = 256
 _MAX_PENDING = 10_000
+TRIM_EVERY = 64  # records that could go before a trim is worth its store operation
 
 
 class Intake:
@@ -42,6 +53,8 @@ class Intake:
         self.committed = 0
         self._cursor_tail = 0
         self._read_offset = 0
+        self._jobs_first = 0  # what this worker knows of each stream's first seq (a lower
+        self._cursor_first = 0  # guess only costs a trim that changes nothing)
 
     async def open(self) -> int:
         """Read the committed cursor: jobs are read from there. Returns it."""
@@ -57,7 +70,18 @@ class Intake:
             if len(self.pending) >= _MAX_PENDING:
                 await asyncio.sleep(0.5)
                 continue
-            batch = await self._store.read(JOBS, self._read_offset, max_records=_JOBS_PAGE, wait=30)
+            try:
+                batch = await self._store.read(
+                    JOBS, self._read_offset, max_records=_JOBS_PAGE, wait=30
+                )
+            except SeqOutOfRange as exc:
+                if exc.seq_num >= exc.first:  # past the tail: `jobs` is not what we read
+                    raise
+                # Trimmed below another worker's commit: every job skipped is finished.
+                log.debug("jobs trimmed to %d; reading on from there", exc.first)
+                self._watermark.skip_to(exc.first)
+                self._read_offset = exc.first
+                continue
             for record in batch.records:
                 self._watermark.add(record.seq_num)
                 try:
@@ -92,3 +116,24 @@ class Intake:
                 continue
             self._cursor_tail += 1
             self.committed = target
+        await self._trim()
+
+    async def _trim(self) -> None:
+        """Drop what every reader is done with (see the module docstring): at most two store
+        operations, and none unless `TRIM_EVERY` records could go or the line is empty."""
+        idle = not self.pending
+        behind = self.committed - self._jobs_first
+        if behind > 0 and (idle or behind >= TRIM_EVERY):
+            self._jobs_first = await _trim(self._store, JOBS, self.committed)
+        behind = self._cursor_tail - 1 - self._cursor_first
+        if behind > 0 and (idle or behind >= TRIM_EVERY):
+            self._cursor_first = await _trim(self._store, JOBS_CURSOR, self._cursor_tail - 1)
+
+
+async def _trim(store: Store, stream: str, before_seq: int) -> int:
+    """Trim `stream` below `before_seq`; its first seq after (what it was, if `before_seq`
+    is past its tail: the stream was deleted under us, and there is nothing to trim)."""
+    try:
+        return await store.trim(stream, before_seq)
+    except SeqOutOfRange as exc:
+        return exc.first

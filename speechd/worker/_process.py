@@ -263,6 +263,7 @@ async def _load(
         heartbeat_s=config.heartbeat_s,
         lease_s=config.lease_s,
         stop_grace_s=config.stop_grace_s,
+        receipts=config.receipts,
         telemetry=sampler,
     )
     worker.unspeakable = unspeakable

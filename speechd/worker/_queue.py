@@ -66,17 +66,24 @@ _CHECKS = 256  # entries looked at per refresh
 _LOOKUPS = 32  # of them at once
 _MAX_ENTRIES = 10_000  # unfinished casts remembered (admission refuses long before)
 _RECEIPTS = 32  # recent receipts kept per worker
+_CURSOR_TRIES = 8  # reads of the cursor's last record, each raced by another commit
 _PRIOR_AUDIO_PER_CHAR = 0.065  # seconds at speed 1, as the worker's prior
 _WAITING, _ACTIVE, _DONE, _UNKNOWN = "waiting", "active", "done", "unknown"
 
 
 async def committed_offset(store: Store) -> int:
     """The committed read offset into `jobs` (every job below it is finished)."""
-    tail = await store.check_tail(JOBS_CURSOR)
-    if tail == 0:
-        return 0
-    batch = await store.read(JOBS_CURSOR, tail - 1, max_records=1)
-    return decode(batch.records[0].body, Cursor).offset
+    for _ in range(_CURSOR_TRIES):
+        tail = await store.check_tail(JOBS_CURSOR)
+        if tail == 0:
+            return 0
+        try:
+            batch = await store.read(JOBS_CURSOR, tail - 1, max_records=1)
+        except SeqOutOfRange:  # another commit trimmed it between the two reads: look again
+            continue
+        if batch.records:
+            return decode(batch.records[0].body, Cursor).offset
+    return 0  # the cursor kept moving under us: nothing is known to be finished
 
 
 class QueuePlace(msgspec.Struct, frozen=True):
@@ -191,8 +198,11 @@ class QueueLine:
                 batch = await self._store.read(
                     JOBS, self._scanned, max_records=int(min(_PAGE, budget))
                 )
-            except SeqOutOfRange as exc:  # the store was emptied under us: start over
-                self._scanned = min(self._committed, exc.tail)
+            except SeqOutOfRange as exc:
+                if exc.seq_num < exc.first:  # trimmed below a commit newer than ours
+                    self._scanned = exc.first  # (finished jobs; the next refresh forgets them)
+                    continue
+                self._scanned = min(self._committed, exc.tail)  # the store was emptied
                 self._jobs_tail = exc.tail
                 return
             self._jobs_tail = batch.tail
@@ -284,8 +294,8 @@ class QueueLine:
             self._receipts_next = max(0, tail - _RECEIPTS * 2)
         try:
             batch = await self._store.read(PROGRESS_DONE, self._receipts_next, max_records=_PAGE)
-        except SeqOutOfRange:
-            self._receipts_next = -1
+        except SeqOutOfRange as exc:  # trimmed (the worker keeps a window), or emptied
+            self._receipts_next = exc.first if exc.seq_num < exc.first else -1
             return
         for record in batch.records:
             try:

@@ -1,10 +1,20 @@
 """One chunk on the engine thread, and the records it becomes.
 
 A chunk is synthesized (seeded from the cast id and the chunk's index, so a chunk made twice
-sounds the same), cut into records of at most `MAX_RECORD_S`, and encoded by the cast's one
-encoder, which continues the file across records and attempts. The record that ends the chunk
-carries the resume checkpoint (`k`): the encoder's checkpoint, the playable sequence's samples
-and compute so far; a new attempt goes on from the last such record (`Resume`).
+sounds the same), cut into records, and encoded by the cast's one encoder, which continues the
+file across records and attempts. The record that ends the chunk carries the resume checkpoint
+(`k`): the encoder's checkpoint, the playable sequence's samples and compute so far; a new
+attempt goes on from the last such record (`Resume`).
+
+**Records fit the store.** A record holds at most `MAX_RECORD_S` of audio, and fewer samples
+where the store's `limits` bind (`record_samples`): a stock NATS server's 1 MiB messages hold
+about 20 s of 16-bit PCM, and a store may take less. The chunk is cut, before it is encoded,
+into equal pieces of PCM that fit `max_record_bytes` with room for the record's headers (its
+text, its words, the checkpoint) at the format's most encoded bytes per sample, so every
+record is one whole encoder call: it decodes on its own as its format's `RecordLayout` says,
+its words are its own, and resume still keeps whole chunks. The records of a chunk are then
+checked against the limits before anything is appended (`Attempts.append`): one over them
+fails the chunk, like an engine error, and appends nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import msgspec
 import numpy as np
 
 from speechd.casts import AudioChunk, audio_record, record_words
-from speechd.durable import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, AppendRecord
+from speechd.durable import AppendRecord, Limits, RecordTooLarge
 
 from ._policy import ChunkTimes
 from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike
@@ -34,15 +44,28 @@ __all__ = [
     "ChunkFailed",
     "Rendered",
     "Resume",
-    "batches",
     "chunk_records",
     "chunk_seed",
     "read_resume",
+    "record_samples",
     "render",
     "warm_up",
 ]
 
-MAX_RECORD_S = 15.0  # longest audio in one record: 15 s of 16-bit wav is ~720 KB < 1 MiB
+MAX_RECORD_S = 15.0  # longest audio in one record (15 s of 16-bit wav is ~720 KB)
+# The most bytes an encoder returns per input sample, by format (white noise, the worst case,
+# gives 2.0 for pcm and wav, 2.001 plus frame headers for flac, 1/3 for 64 kbit/s mp3 and
+# under 0.36 for aac and opus); a format not listed counts as 16-bit PCM plus a margin.
+_BYTES_PER_SAMPLE = {"pcm": 2.0, "wav": 2.0, "flac": 2.05, "mp3": 0.4, "aac": 0.45, "opus": 0.3}
+_BYTES_PER_SAMPLE_UNKNOWN = 2.5
+_HELD_BACK = 4096  # bytes a record may carry beyond its own samples: a file header, and
+# what the codec held back from the record before (a frame or an Ogg page or two)
+_FIXED_HEADERS = 512  # e a i n o d u p x, their values and the store's per-header cost
+# `k`: base64 of a Resume, whose encoder checkpoint holds at most TAIL_SAMPLES (16,384) s16
+# samples plus a few fields (speechd.audio._resume.Checkpoint): 44 KiB, rounded up.
+_RESUME_HEADER = 48 * 1024
+_WORD_JSON = 24  # a word's `[start_ms,end_ms,"..."]` beyond its text
+_MIN_RECORD_S = 0.02  # fewer samples than this per record: the store is too small to use
 _WARM_UP_CHUNKS = 4
 _WARM_UP_TEXT = (
     "Hello there. This short warm up measures how fast this machine speaks, "
@@ -120,17 +143,46 @@ class Rendered:
     unit: str = ""
 
 
+def record_samples(
+    limits: Limits, fmt: str, sample_rate: int, *, text: str, words: Sequence[Any] = ()
+) -> int:
+    """The most samples one audio record of `fmt` may hold so that it fits `limits`, with
+    room for headers carrying `text` and `words` (a chunk's, so any of its records fits) and
+    a resume checkpoint; never more than `MAX_RECORD_S`. RecordTooLarge when the store's
+    records are too small to hold even `_MIN_RECORD_S` of audio next to those headers."""
+    headers = (
+        _FIXED_HEADERS
+        + len(text.encode())
+        + sum(2 * len(str(getattr(w, "text", "")).encode()) + _WORD_JSON for w in words)
+        + _RESUME_HEADER
+    )
+    room = min(limits.max_record_bytes - headers, limits.max_body_bytes) - _HELD_BACK
+    per_sample = _BYTES_PER_SAMPLE.get(fmt, _BYTES_PER_SAMPLE_UNKNOWN)
+    samples = min(int(room / per_sample), int(MAX_RECORD_S * sample_rate))
+    if samples < _MIN_RECORD_S * sample_rate:
+        raise RecordTooLarge(
+            f"this store's records ({limits.max_record_bytes} bytes) cannot hold "
+            f"{_MIN_RECORD_S * 1000:.0f} ms of {fmt} next to the chunk's headers"
+        )
+    return samples
+
+
 def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> Rendered:
-    """On the engine thread: synthesize one chunk and encode it, record by record."""
+    """On the engine thread: synthesize one chunk and encode it, in records that fit the
+    store (`cast.limits`, `record_samples`)."""
     begun = time.perf_counter()
     try:
         synthesis = engine.synthesize(
             chunk, cast.recipe.voice, cast.recipe.speed, seed=chunk_seed(cast.id, chunk.index)
         )
         pcm = np.asarray(synthesis.pcm, dtype=np.float32).reshape(-1)
+        words = getattr(synthesis, "words", ())  # engines without timings have none
+        unit = getattr(synthesis, "unit", "")
+        limit = record_samples(
+            cast.limits, cast.encoder.format, engine.sample_rate, text=chunk.text, words=words
+        )
     except Exception as exc:
         raise ChunkFailed(exc, encoder_intact=True) from exc
-    limit = int(MAX_RECORD_S * engine.sample_rate)
     parts = max(1, math.ceil(pcm.size / limit))
     try:
         encoded = [
@@ -145,8 +197,6 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
             checkpoint = cast.encoder.checkpoint()
         except Exception:  # a record without a checkpoint: a new attempt goes on before it
             checkpoint = b""
-    words = getattr(synthesis, "words", ())  # engines without timings have none
-    unit = getattr(synthesis, "unit", "")
     return Rendered(encoded, checkpoint, time.perf_counter() - begun, words, unit)
 
 
@@ -201,20 +251,3 @@ def chunk_records(
         )
         records.append(audio_record(audio))
     return records, samples, state
-
-
-def batches(records: Sequence[AppendRecord]) -> list[list[AppendRecord]]:
-    """Split `records` into appends within the store's batch limits."""
-    out: list[list[AppendRecord]] = []
-    current: list[AppendRecord] = []
-    size = 0
-    for record in records:
-        weight = len(record.body) + sum(len(k) + len(v) for k, v in record.headers)
-        if current and (len(current) >= MAX_BATCH_RECORDS or size + weight > MAX_BATCH_BYTES):
-            out.append(current)
-            current, size = [], 0
-        current.append(record)
-        size += weight
-    if current:
-        out.append(current)
-    return out

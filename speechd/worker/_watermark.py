@@ -39,6 +39,12 @@ class Watermark:
         self._open.add(offset)
         heapq.heappush(self._heap, offset)
 
+    def skip_to(self, offset: int) -> None:
+        """Jump the read position to `offset`: the offsets between were never read here
+        because they are finished already (trimmed from `jobs` below the committed cursor).
+        Jobs read and still open stay open."""
+        self._next = max(self._next, offset)
+
     def finish(self, offset: int) -> None:
         """Mark the job at `offset` finished (again is harmless)."""
         self._open.discard(offset)

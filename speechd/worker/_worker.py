@@ -50,7 +50,7 @@ from speechd.casts import (
 )
 from speechd.durable import AppendRecord, Store
 
-from ._attempts import Attempts
+from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
@@ -112,6 +112,7 @@ class Worker:
         stop_grace_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
+        receipts: int = RECEIPTS,
     ) -> None:
         self.id = worker_id
         self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
@@ -150,6 +151,7 @@ class Worker:
             chunk_policy=chunk_policy,
             encoders=encoders,
             retries=retries,
+            receipts=receipts,
             clock=clock,
             previous_life=lambda: self._previous_life,
         )
@@ -450,7 +452,7 @@ class Worker:
                 chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
             )
             records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        landed = await self._attempts.append(cast, records)
+        landed = await self._attempts.append(cast, records, chunk=chunk)
         if landed is None:
             return
         if self._telemetry is not None:

@@ -85,3 +85,20 @@ def test_settings_reject_unknown_fields() -> None:
 
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"prot": 1}, Settings)
+
+
+def test_the_engine_choice_reaches_the_worker_config_from_flag_or_env() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["worker", "--engine", "onnx", "--onnx-model", "/m/k.onnx"])
+    assert (args.engine, args.onnx_model) == ("onnx", "/m/k.onnx")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--engine", "tensorflow"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["api", "--engine", "onnx"])  # the api loads no model
+    assert worker_config(load_settings({}, {})).engine.engine == "auto"
+    engine = worker_config(
+        load_settings({"engine": "torch"}, {"SPEECHD_ENGINE": "onnx", "SPEECHD_CACHE_DIR": "/c"})
+    ).engine
+    assert (engine.engine, engine.cache_dir, engine.onnx_model) == ("torch", "/c", None)
+    with pytest.raises(SettingsError, match="--engine / SPEECHD_ENGINE"):
+        load_settings({}, {"SPEECHD_ENGINE": "tpu"})

@@ -55,6 +55,30 @@ async def test_a_long_cast_at_the_head_of_the_line_does_not_fill_the_queue(
         assert await store.check_tail(casts.JOBS) - await cursor(store) == 4
 
 
+async def test_a_failed_cast_made_again_takes_a_place_in_line_like_a_new_one(
+    store_dir: Path, store: Store
+) -> None:
+    await announce(store)
+    settings = Settings(data_dir=str(store_dir), max_queue=2)
+    async with AsyncTestClient(create_app(settings)) as client:
+        failed = (await client.post("/v1/casts", json={"input": "One."})).json()["id"]
+        await client.post("/v1/casts", json={"input": "Two."})
+        await start(store, failed)
+        failure = casts.Failure(message="the engine failed", attempts=1)
+        await store.append(casts.cast_stream(failed), [casts.error_record(1, failure)])
+        deadline = time.monotonic() + 10  # what was looked at is cached half a second
+        while (
+            response := await client.post("/v1/casts", json={"input": "Three."})
+        ).status_code == 429:
+            assert time.monotonic() < deadline, "a failed cast still counts as waiting"
+            await asyncio.sleep(0.1)
+        assert response.status_code == 201, response.text
+        # Two wait now: asking for the failed one again would make a third.
+        again = await client.post("/v1/casts", json={"input": "One."})
+        assert_error(again, 429, type="rate_limit_exceeded", code="queue_full")
+        assert (await store.check_tail(casts.cast_stream(failed))) == 3  # no retry appended
+
+
 async def cursor(store: Store) -> int:
     tail = await store.check_tail(casts.JOBS_CURSOR)
     if tail == 0:

@@ -13,6 +13,7 @@ import pytest
 import speechd.app
 import speechd.cli
 import speechd.config
+import speechd.limits
 import speechd.metrics
 import speechd.openai_compat
 import speechd.service
@@ -26,6 +27,7 @@ from tests.api._workers import worker_process
         speechd.app,
         speechd.cli,
         speechd.config,
+        speechd.limits,
         speechd.metrics,
         speechd.openai_compat,
         speechd.service,
@@ -46,10 +48,11 @@ def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
     assert defined <= set(exported), defined - set(exported)
 
 
-def test_openai_compat_keeps_its_modules_private() -> None:
+@pytest.mark.parametrize("package", [speechd.openai_compat, speechd.limits])
+def test_packages_keep_their_modules_private(package: types.ModuleType) -> None:
     import pkgutil
 
-    names = [m.name for m in pkgutil.iter_modules(speechd.openai_compat.__path__)]
+    names = [m.name for m in pkgutil.iter_modules(package.__path__)]
     assert names and all(name.startswith("_") for name in names)
 
 

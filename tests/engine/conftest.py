@@ -1,5 +1,5 @@
 """Engine fixtures: a tiny, randomly initialised Kokoro model folder (the real code path,
-fast; its audio is noise) and an engine loaded from it."""
+fast; its audio is noise), its ONNX export, and an engine on each runtime loaded from it."""
 
 from __future__ import annotations
 
@@ -56,13 +56,15 @@ TINY_VOICES = ("af_heart", "af_bella", "af_sky", "am_adam", "bf_emma", "ff_siwis
 
 
 def make_tiny_model_dir(root: Path, voices: tuple[str, ...] = TINY_VOICES) -> Path:
-    """A folder laid out like hexgrad/Kokoro-82M: config.json, an empty state dict (so KModel
-    keeps its random initialisation) and random voice packs shaped like the real ones."""
+    """A folder laid out like hexgrad/Kokoro-82M: config.json, the weights of a KModel
+    initialised at random from a fixed seed (saved, so that every runtime and every process
+    loads the same model; ~235 MB, the decoder's size is fixed by kokoro's code) and random
+    voice packs shaped like the real ones."""
     import torch
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps(TINY_CONFIG, ensure_ascii=False))
-    torch.save({}, root / "kokoro-v1_0.pth")
+    _tiny_weights(root / "kokoro-v1_0.pth")
     (root / "voices").mkdir(exist_ok=True)
     generator = torch.Generator().manual_seed(7)
     packs = {name: torch.randn(510, 1, 256, generator=generator) * 0.1 for name in voices}
@@ -73,6 +75,54 @@ def make_tiny_model_dir(root: Path, voices: tuple[str, ...] = TINY_VOICES) -> Pa
     return root
 
 
+_WEIGHTS: dict[str, bytes] = {}
+
+
+def _tiny_weights(path: Path) -> None:
+    """The tiny model's state dict (made once per test session, then copied)."""
+    import io
+
+    import torch
+
+    from speechd.engine._torch import quiet_third_party
+
+    if "tiny" not in _WEIGHTS:
+        with quiet_third_party():
+            from kokoro import KModel
+
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                empty = path.with_suffix(".empty")
+                torch.save({}, empty)  # nothing to load: KModel keeps its initialisation
+                model = KModel(
+                    repo_id="hexgrad/Kokoro-82M",
+                    config=dict(TINY_CONFIG),
+                    model=str(empty),
+                )
+                empty.unlink()
+        buffer = io.BytesIO()
+        torch.save({name: getattr(model, name).state_dict() for name in _PARTS}, buffer)
+        _WEIGHTS["tiny"] = buffer.getvalue()
+    path.write_bytes(_WEIGHTS["tiny"])
+
+
+_PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+
+
+def export_tiny(root: Path) -> Path:
+    """The ONNX export of a tiny model folder, made in this process (a child process, as the
+    engine makes it, would import torch and kokoro again) where the engine looks for it."""
+    from speechd.engine import _export
+    from speechd.engine._files import open_model_folder
+
+    folder = open_model_folder(root)
+    target = root / _export.FOLDER / _export.export_key(folder)
+    if not (target / _export.MANIFEST).is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        _export.export(folder.config, folder.weights, target)
+    return target
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model_dir(tmp_path_factory.mktemp("kokoro-tiny"))
@@ -80,7 +130,20 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir: Path) -> Iterator[Engine]:
-    import torch
+    """The tiny model on torch."""
+    yield load_engine(EngineConfig(model_dir=str(tiny_model_dir), device="cpu", engine="torch"))
 
-    torch.manual_seed(0)
-    yield load_engine(EngineConfig(model_dir=str(tiny_model_dir), device="cpu"))
+
+@pytest.fixture(scope="session")
+def tiny_onnx_engine(tiny_model_dir: Path) -> Iterator[Engine]:
+    """The same tiny model on ONNX Runtime, over its export."""
+    export_tiny(tiny_model_dir)
+    yield load_engine(EngineConfig(model_dir=str(tiny_model_dir), device="cpu", engine="onnx"))
+
+
+@pytest.fixture(params=["torch", "onnx"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The tiny model on each runtime in turn: the engine contract holds on both."""
+    name = "tiny_engine" if request.param == "torch" else "tiny_onnx_engine"
+    value: Engine = request.getfixturevalue(name)
+    return value

@@ -121,12 +121,14 @@ def test_timings_are_monotone_and_inside_the_pcm(
         assert a.end <= b.start
 
 
-def test_the_tiny_model_times_every_word_of_its_chunks(tiny_engine: Engine) -> None:
+def test_the_tiny_model_times_every_word_of_its_chunks(engine: Engine) -> None:
+    """On each runtime (`engine` is the tiny model on torch, then on ONNX Runtime): the word
+    timing is the engine's, after the same trim, whichever runtime made the audio."""
     text = "The quick brown fox, who was very tired, jumped over the lazy dog. Then it slept."
-    chunks = tiny_engine.plan(text, "af_heart")
+    chunks = engine.plan(text, "af_heart")
     assert [s.text for c in chunks for s in c.words] == text.split()
     for chunk in chunks[:2]:
-        synthesis = tiny_engine.synthesize(chunk, "af_heart", 1.0, seed=chunk.index)
+        synthesis = engine.synthesize(chunk, "af_heart", 1.0, seed=chunk.index)
         assert synthesis.unit == "word"
         assert [w.text for w in synthesis.words] == chunk.text.split()
         assert all(isinstance(w, WordTiming) for w in synthesis.words)
@@ -134,12 +136,12 @@ def test_the_tiny_model_times_every_word_of_its_chunks(tiny_engine: Engine) -> N
         assert all(a.end <= b.start for a, b in itertools.pairwise(synthesis.words))
 
 
-def test_phrase_languages_get_phrase_timings(tiny_engine: Engine) -> None:
+def test_phrase_languages_get_phrase_timings(engine: Engine) -> None:
     try:
-        chunks = tiny_engine.plan("Bonjour tout le monde, comment allez-vous ?", "ff_siwis")
+        chunks = engine.plan("Bonjour tout le monde, comment allez-vous ?", "ff_siwis")
     except Exception as exc:  # espeak-ng missing here: nothing to check
         pytest.skip(f"no French G2P: {exc}")
-    synthesis = tiny_engine.synthesize(chunks[0], "ff_siwis", 1.0, seed=0)
+    synthesis = engine.synthesize(chunks[0], "ff_siwis", 1.0, seed=0)
     assert synthesis.unit == "phrase"
     assert synthesis.words
     assert len(synthesis.words) < len(chunks[0].text.split())  # phrases, not words

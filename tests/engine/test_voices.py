@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from speechd.engine import DEFAULT_VOICE_MAP, VoiceBook, installed_voices
+from speechd.engine._voices import parse_spec
 from speechd.errors import InvalidRequest, UnknownVoice
+from speechd.limits import MAX_BLEND_VOICES, MAX_VOICE_CHARS
 
 INSTALLED = ["af_bella", "af_heart", "af_sky", "am_adam", "bf_emma", "ff_siwis", "jf_alpha"]
 
@@ -110,3 +114,64 @@ def test_language_follows_the_first_voice_prefix(book: VoiceBook) -> None:
 def test_custom_voice_names_read_as_american_english() -> None:
     book = VoiceBook(["narrator"], voice_map={}, default_voice="narrator")
     assert book.language("narrator") == "a"
+
+
+# -- bounds before work: a blend is counted, then parsed in one pass ------------------------
+
+# The grammar as it was written before: the reference the one-pass parser must agree with
+# (run here on short strings only, where its backtracking is harmless).
+_REFERENCE_TERM = re.compile(
+    r"\s*([A-Za-z0-9][A-Za-z0-9_\-]*)\s*(?:\(\s*([0-9]*\.?[0-9]+)\s*\))?\s*"
+)
+
+
+def _reference(spec: str) -> list[tuple[str, float]] | None:
+    terms = []
+    for part in spec.split("+"):
+        match = _REFERENCE_TERM.fullmatch(part)
+        if match is None:
+            return None
+        weight = 1.0 if match.group(2) is None else float(match.group(2))
+        if not weight > 0:
+            return None
+        terms.append((match.group(1), weight))
+    return terms if len(terms) <= MAX_BLEND_VOICES else None
+
+
+@given(st.text(alphabet="af_b-ky9 .()+\t\u00a0\u0301", max_size=40))
+def test_the_one_pass_parser_reads_the_grammar_the_pattern_did(spec: str) -> None:
+    try:
+        parsed: list[tuple[str, float]] | None = parse_spec(spec)
+    except ValueError:
+        parsed = None
+    assert parsed == _reference(spec)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["a(" + "1" * 20000, "a(" + "1" * 255, "a" * 257, "af_sky(" + "9" * 300 + ")",
+     "+".join(["af_sky"] * 9), "+" * 20000, "(" * 20000, " " * 20000 + "af_sky"],
+)  # fmt: skip
+def test_voices_past_the_bounds_are_refused_at_once(book: VoiceBook, spec: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(ValueError):
+        parse_spec(spec)
+    with pytest.raises(UnknownVoice) as caught:
+        book.resolve(spec)
+    assert len(caught.value.message) < 400  # the voice is not echoed whole
+    assert time.perf_counter() - started < 0.5  # a ceiling far above the microseconds it takes
+
+
+def test_a_voice_of_256_characters_is_still_parsed() -> None:
+    spec = "af_sky(" + "1" * (MAX_VOICE_CHARS - 8) + ")"
+    assert len(spec) == MAX_VOICE_CHARS
+    assert parse_spec(spec)[0][0] == "af_sky"
+
+
+def test_aliases_that_are_blends_cannot_grow_a_blend_past_the_cap() -> None:
+    voices = [f"af_v{i}" for i in range(16)]
+    aliases = {"one": "+".join(voices[:8]), "two": "+".join(voices[8:])}
+    book = VoiceBook(voices, voice_map=aliases, default_voice="af_v0")
+    assert len(book.weights("one")) == MAX_BLEND_VOICES
+    with pytest.raises(UnknownVoice):
+        book.resolve("one+two")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -53,6 +54,7 @@ __all__ = [
     "status_when",
     "submit",
     "until",
+    "whole_file",
 ]
 
 VOICES = tuple(CostEngine.voices.installed)
@@ -241,6 +243,17 @@ async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:
     kept = [records[span.seq + k] for span in start.kept for k in range(span.count)]
     own = [r for r in records[starts[-1] :] if event_of(r) == Event.AUDIO]
     return [audio_chunk(r).body for r in [*kept, *own]]
+
+
+def whole_file(bodies: list[bytes], fmt: str = "wav") -> bytes:
+    """The finished file of these records: their bytes, a wav with its true RIFF and data
+    sizes in place of the streaming header's 0xFFFFFFFF (written out here, not with the
+    server's own function)."""
+    data = bytearray(b"".join(bodies))
+    if fmt == "wav":
+        data[4:8] = struct.pack("<I", len(data) - 8)
+        data[40:44] = struct.pack("<I", len(data) - 44)
+    return bytes(data)
 
 
 # -- raw HTTP -----------------------------------------------------------------------------

@@ -3,10 +3,12 @@ done and live casts, read back with a real WebVTT parser; and the words in the S
 
 from __future__ import annotations
 
+import asyncio
 import io
 import itertools
 import json
 import re
+import threading
 from pathlib import Path
 
 import httpx
@@ -20,11 +22,13 @@ from gateway_support import (
     sse_events,
     status_when,
     submit,
+    until,
 )
 
 from speechd.audio import SAMPLE_RATE
 from speechd.casts import CastCaptions, CastState, CastWord, catalog_stream
 from speechd.durable import Store
+from speechd.gateway import _routes as gateway_routes
 from speechd.gateway._captions import srt
 from speechd.gateway._captions import webvtt as render_vtt
 from tests.support.engines import fake_words
@@ -236,3 +240,39 @@ async def test_captions_expose_only_what_was_spoken(
         response = await raw_get(server.port, target)
         assert response.status in (400, 404), target
         assert b"Secret" not in response.body
+
+
+@pytest.mark.parametrize(
+    ("route", "assembly"),
+    [("captions.vtt", "webvtt"), ("captions.srt", "srt"), ("words", "_words_json")],
+)
+async def test_captions_are_assembled_off_the_event_loop(
+    route: str,
+    assembly: str,
+    store: Store,
+    server: LiveServer,
+    http: httpx.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 200,000-character cast's captions are tens of thousands of words, a tenth of a second
+    # or more of work: while one is being put together, the api keeps answering.
+    cast_id = await submit(http, TEXT, response_format="wav")
+    await status_when(store, cast_id, lambda s: s.state == CastState.DONE)
+    entered, release = threading.Event(), threading.Event()
+    real = getattr(gateway_routes, assembly)
+
+    def held(*args: object) -> object:
+        entered.set()
+        release.wait(10)  # a failsafe: the test releases it once /healthz has answered
+        return real(*args)
+
+    monkeypatch.setattr(gateway_routes, assembly, held)
+    answer = asyncio.create_task(http.get(f"/v1/casts/{cast_id}/{route}"))
+    try:
+        await until(entered.is_set)
+        assert (await http.get("/healthz")).status_code == 200
+        assert not answer.done()  # it was still being assembled while /healthz answered
+    finally:
+        release.set()
+    response = await answer
+    assert response.status_code == 200 and "three" in response.text.lower()

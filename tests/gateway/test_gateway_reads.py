@@ -8,7 +8,14 @@ import base64
 
 import httpx
 import pytest
-from gateway_support import StepEngine, attempt_bodies, chunk_texts, status_when, submit
+from gateway_support import (
+    StepEngine,
+    attempt_bodies,
+    chunk_texts,
+    status_when,
+    submit,
+    whole_file,
+)
 
 from speechd.casts import CastState
 from speechd.durable import Store
@@ -98,7 +105,7 @@ async def test_audio_of_a_done_cast_is_one_entity(
     done_cast: tuple[str, list[bytes]], http: httpx.AsyncClient
 ) -> None:
     cast_id, bodies = done_cast
-    audio = b"".join(bodies)
+    audio = whole_file(bodies)  # the records, with the true sizes in the wav header
     response = await http.get(f"/v1/casts/{cast_id}/audio")
     assert response.status_code == 200
     assert response.content == audio
@@ -131,11 +138,13 @@ async def test_audio_byte_ranges(
     done_cast: tuple[str, list[bytes]], http: httpx.AsyncClient
 ) -> None:
     cast_id, bodies = done_cast
-    audio = b"".join(bodies)
+    audio = whole_file(bodies)
     size = len(audio)
     chunk = len(bodies[0])
     cases = {
         "bytes=0-0": (0, 1),
+        "bytes=5-6": (5, 7),  # inside the header's RIFF size
+        "bytes=42-45": (42, 46),  # across the end of the header
         "bytes=10-99": (10, 100),
         f"bytes={chunk - 5}-{chunk + 5}": (chunk - 5, chunk + 6),  # across a record boundary
         f"bytes={chunk}-": (chunk, size),
@@ -156,7 +165,7 @@ async def test_audio_unsatisfiable_and_ignored_ranges(
     done_cast: tuple[str, list[bytes]], http: httpx.AsyncClient
 ) -> None:
     cast_id, bodies = done_cast
-    audio = b"".join(bodies)
+    audio = whole_file(bodies)
     size = len(audio)
     url = f"/v1/casts/{cast_id}/audio"
     for header in (f"bytes={size}-", f"bytes={size + 10}-{size + 20}", "bytes=-0"):

@@ -80,6 +80,9 @@ def _scenario(  # type: ignore[no-untyped-def]
 
 
 RAW = RawResult(audio_s=20.0, gen_s=10.0, rtf=0.5, capacity=2.0, chunks=10, chunk_time_s=1.0)
+RAW_ONNX = RawResult(
+    audio_s=20.0, gen_s=7.0, rtf=0.35, capacity=20 / 7, chunks=10, chunk_time_s=0.7
+)
 
 
 def _run() -> Run:
@@ -116,6 +119,12 @@ def _run() -> Run:
             concurrency=2,
         ),
         _scenario(
+            "concurrency-2",
+            "speechd-onnx",
+            [_listener("c2-0", "b", 0.0, streamed), _listener("c2-1", "c", 0.0, streamed)],
+            concurrency=2,
+        ),
+        _scenario(
             "staggered",
             "speechd",
             [_listener("long", "d", 0.0, streamed), _listener("short", "e", 1.0, late)],
@@ -148,6 +157,7 @@ def _run() -> Run:
         raw=RAW,
         runs=runs,
         wall_s=12.0,
+        raw_onnx=RAW_ONNX,
     )
 
 
@@ -177,7 +187,7 @@ def test_percentile_is_nearest_rank() -> None:
 
 def test_goals_judge_speechd_against_the_naive_server_the_load_and_the_raw_engine() -> None:
     goals = build_report(_run()).goals
-    ttfa, smooth, throughput = goals
+    ttfa, smooth, throughput, onnx_throughput, onnx_rtf = goals
     assert ttfa.met is True and "0.13x" in ttfa.measured  # 0.4 s vs 3.0 s
     # concurrency-1 (load 50%) streamed without a gap; the heavier scenarios do not count
     assert smooth.met is True and "concurrency-1 (50%): 0" in smooth.measured
@@ -185,13 +195,16 @@ def test_goals_judge_speechd_against_the_naive_server_the_load_and_the_raw_engin
     assert throughput.met is True and "2.67 vs 2.00 audio s/s (concurrency-2) = 1.33x" in (
         throughput.measured
     )
+    # speechd-onnx against its own runtime's raw loop: 12 s of audio in 3 s against 2.86
+    assert onnx_throughput.met is True and "4.00 vs 2.86 audio s/s" in onnx_throughput.measured
+    assert onnx_rtf.met is True and "rtf 0.350 vs 0.500 = 0.70x" in onnx_rtf.measured
 
 
 def test_goals_without_their_baselines_are_not_judged() -> None:
     run = _run()
-    run.raw = None
+    run.raw = run.raw_onnx = None
     run.runs = [r for r in run.runs if r.target != "naive"]
-    assert [g.met for g in build_report(run).goals] == [None, None, None]
+    assert [g.met for g in build_report(run).goals] == [None, None, None, None, None]
 
 
 def test_the_report_is_written_and_redrawn_from_its_json(tmp_path: Path) -> None:
@@ -204,8 +217,10 @@ def test_the_report_is_written_and_redrawn_from_its_json(tmp_path: Path) -> None
     assert load_report(tmp_path / "report.json").run == run
     markdown = (tmp_path / "report.md").read_text()
     assert "Measured on a shared machine" in markdown and "Test CPU, 2 cores" in markdown
-    assert "| concurrency-1 | speechd-fifo | 0.50x |" in markdown  # first audio 0.4 s vs 0.8 s
-    assert "| concurrency-1 | naive | 0.13x |" in markdown
+    assert "| concurrency-1 | speechd | speechd-fifo | 0.50x |" in markdown  # 0.4 s vs 0.8 s
+    assert "| concurrency-1 | speechd | naive | 0.13x |" in markdown
+    assert "| concurrency-2 | speechd-onnx | speechd | 1.00x |" in markdown
+    assert "Raw engine loop on ONNX Runtime" in markdown
     (tmp_path / "report.md").unlink()
     assert main(["report", str(tmp_path / "report.json")]) == 0
     assert (tmp_path / "report.md").read_text() == markdown

@@ -32,7 +32,8 @@ def test_it_checks_the_runtime_tree_and_the_jetson_extras_without_torch() -> Non
     names = {r.split(">")[0].split("=")[0].split("[")[0].lower() for r in requirements}
     assert "torch" not in names
     assert {"kokoro", "misaki", "msgspec", "av", "lameenc", "numpy"} <= names
-    assert {"nats-py", "nvidia-ml-py"} <= names  # the nats and nvml extras
+    assert {"nats-py", "nvidia-ml-py", "onnxruntime"} <= names  # the nats, nvml, onnx extras
+    assert "onnxruntime-gpu" not in names  # NVIDIA's wheel on a Jetson, not PyPI's
     assert not names & {"pytest", "matplotlib", "playwright"}  # test and loadtest extras
 
 

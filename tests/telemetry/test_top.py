@@ -80,6 +80,24 @@ def test_leads_without_labels_or_as_a_histogram_still_show() -> None:
     assert "no ready worker" in render_top(parse_metrics(""), url="u", at=0, interval_s=1)
 
 
+def test_leads_as_speechds_gauge_histogram_show_their_min_and_mean() -> None:
+    gauge_histogram = (  # as speechd.metrics renders it (tests/gateway checks it live)
+        "# TYPE speechd_cast_lead_seconds histogram\n"
+        'speechd_cast_lead_seconds_bucket{le="2"} 1.0\n'
+        'speechd_cast_lead_seconds_bucket{le="+Inf"} 3.0\n'
+        "# TYPE speechd_cast_lead_seconds_gcount gauge\n"
+        "speechd_cast_lead_seconds_gcount 3.0\n"
+        "# TYPE speechd_cast_lead_seconds_gsum gauge\n"
+        "speechd_cast_lead_seconds_gsum 44.0\n"
+        "# TYPE speechd_cast_lead_min_seconds gauge\n"
+        "speechd_cast_lead_min_seconds 1.5\n"
+    )
+    view = parse_metrics(gauge_histogram)
+    assert (view.lead_min_s, view.lead_mean_s) == (1.5, 44.0 / 3)
+    frame = render_top(view, url="u", at=0, interval_s=1)
+    assert "leads 1.5 s min, 14.7 s mean" in frame
+
+
 def test_one_frame_from_a_live_api(tmp_path: Path) -> None:
     telemetry = Telemetry(Board(), device_name="Orin", interval_s=0.05).start()
     app = create_app(Settings(data_dir=str(tmp_path / "data")))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from speechd.durable import Store, open_store
+from tests.nats_support import NatsServer, drop_namespace, namespace_for
 
 
 @pytest.fixture
@@ -18,3 +19,15 @@ async def store(store_dir: Path) -> AsyncIterator[Store]:
     opened = await open_store(str(store_dir))
     yield opened
     await opened.close()
+
+
+@pytest.fixture
+async def stock_store(nats_stock_server: NatsServer, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store on a stock `nats-server -js` (1 MiB messages, 1000-message batches)."""
+    namespace = namespace_for(tmp_path.name)
+    opened = await open_store(f"{nats_stock_server.url}/?namespace={namespace}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+        drop_namespace(nats_stock_server.url, namespace)

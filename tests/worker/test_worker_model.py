@@ -15,7 +15,7 @@ from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, deco
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 from speechd.worker import Worker
-from tests.support.devices import DEVICE
+from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
 
@@ -27,9 +27,12 @@ TEXT = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine(model_dir: Path) -> Any:
-    return load_engine(EngineConfig(model_dir=str(model_dir), device=DEVICE))
+@pytest.fixture(scope="module", params=RUNTIMES)
+def engine(request: pytest.FixtureRequest, model_dir: Path) -> Any:
+    """The real weights on each runtime in turn (`auto` would pick ONNX Runtime where it is
+    installed, so torch is asked for by name too)."""
+    skip_unless_runs(request.param)
+    return load_engine(EngineConfig(model_dir=str(model_dir), device=DEVICE, engine=request.param))
 
 
 def worker(store: Store, engine: Any, **settings: Any) -> Worker:
@@ -64,7 +67,8 @@ async def test_a_stopped_cast_resumes_keeping_its_chunks(store: Store, engine: A
     # The second attempt keeps what the first made and makes only the rest.
     made = attempts[0][1:]
     assert made and starts[1].keep == len(made)
-    assert starts[1].model == starts[0].model != ""
+    assert starts[1].model == starts[0].model == engine.fingerprint  # names the runtime too
+    assert starts[0].model.endswith(f":{engine.runtime}")
     texts = [audio_chunk(r).text for r in [*made, *attempts[1][1:]]]
     assert len(set(texts)) == len(texts) == decode(stream[-1].body, Eos).chunks  # each once
     audio = complete_audio(stream)

@@ -1,0 +1,149 @@
+"""Loading an engine: the model folder, the runtime `EngineConfig.engine` picks, the G2P of
+the default voice, and on a CUDA device a warm-up (`warm_cuda`, through whichever runtime).
+
+"auto" takes ONNX Runtime when it is installed (with a CUDA provider, where there is an
+NVIDIA GPU) and the model can be exported or found, and torch otherwise, logging why; an ONNX
+path that fails falls back to torch. The torch runtime imports torch and kokoro; the ONNX one
+imports neither (its export, when one must be made, runs in a child process).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import time
+from pathlib import Path
+
+from speechd.errors import InvalidRequest, ModelUnavailable
+
+from ._config import EngineConfig
+from ._device import warm_cuda
+from ._engine import Engine
+from ._files import ModelFolder, fetch_model_folder, open_model_folder
+from ._runtime import Runtime
+from ._voices import VoiceBook
+
+__all__ = ["load_engine"]
+
+log = logging.getLogger("speechd.engine")
+
+
+def _read_vocab(folder: ModelFolder) -> dict[str, int]:
+    try:
+        vocab = json.loads(folder.config.read_text(encoding="utf-8"))["vocab"]
+        if not isinstance(vocab, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) for k, v in vocab.items()
+        ):
+            raise TypeError("vocab is not a map of phonemes to ids")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelUnavailable(
+            f"Cannot read the vocabulary of {str(folder.config)!r}: {exc}"
+        ) from exc
+    return vocab
+
+
+def load_engine(config: EngineConfig) -> Engine:
+    """Load Kokoro-82M as `config` says; ModelUnavailable when it cannot (within seconds,
+    except for the one-off ONNX export of new weights)."""
+    started = time.perf_counter()
+    folder = open_model_folder(config.model_dir) if config.model_dir else fetch_model_folder()
+    voices = VoiceBook(
+        folder.voices, voice_map=config.voice_map, default_voice=config.default_voice
+    )
+    if config.default_voice not in folder.voices:
+        raise ModelUnavailable(
+            f"The default voice {config.default_voice!r} is not in {str(folder.root)!r}; "
+            f"installed: {', '.join(folder.voices)}."
+        )
+    vocab = _read_vocab(folder)
+    engine = Engine(_load_runtime(config, folder), folder, voices, vocab)
+    try:  # the default voice's G2P now, so the first request does not wait for spaCy
+        engine._g2p_for(voices.language(config.default_voice))
+    except InvalidRequest as exc:
+        raise ModelUnavailable(
+            f"The default voice {config.default_voice!r} cannot be used: {exc.message}"
+        ) from exc
+    if engine.device.startswith("cuda"):
+        warm_cuda(engine)
+    log.info(
+        "Kokoro-82M loaded from %s in %.1f s (%d voices): %s",
+        folder.root,
+        time.perf_counter() - started,
+        len(folder.voices),
+        engine.detail,
+    )
+    return engine
+
+
+def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
+    from ._torch import load_torch_runtime
+
+    if config.engine == "torch":
+        return load_torch_runtime(folder, config.device, config.threads)
+    if config.engine == "onnx":
+        return _load_onnx(config, folder)
+    reason = _onnx_unsuitable(config)
+    if reason is None:
+        try:
+            return _load_onnx(config, folder)
+        except ModelUnavailable as exc:
+            reason = exc.message
+            log.warning("engine auto: ONNX Runtime cannot be used (%s); using torch", reason)
+    else:
+        log.info("engine auto: %s; using torch", reason)
+    try:
+        return load_torch_runtime(folder, config.device, config.threads)
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{exc.message} (ONNX Runtime: {reason})") from exc
+
+
+def _onnx_unsuitable(config: EngineConfig) -> str | None:
+    """Why `auto` should not try ONNX Runtime here, or None."""
+    from ._onnx import onnx_available
+
+    if not onnx_available():
+        return "ONNX Runtime is not installed"
+    if config.device != "cpu":
+        import onnxruntime
+
+        if "CUDAExecutionProvider" not in onnxruntime.get_available_providers() and (
+            config.device.startswith("cuda") or _gpu_present()
+        ):
+            return "this ONNX Runtime has no CUDA provider (pip install onnxruntime-gpu)"
+    return None
+
+
+def _gpu_present() -> bool:
+    """An NVIDIA GPU on this machine, asked of the driver rather than of torch (which would
+    cost an ONNX worker the memory it avoids torch for)."""
+    driver = Path("/proc/driver/nvidia/gpus")
+    return (driver.is_dir() and any(driver.iterdir())) or Path("/etc/nv_tegra_release").exists()
+
+
+def _load_onnx(config: EngineConfig, folder: ModelFolder) -> Runtime:
+    from ._export import default_cache_dir, ensure_export
+    from ._onnx import check_device, load_onnx_runtime
+
+    check_device(config.device)
+    cache = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_dir()
+    if config.onnx_model:
+        export = Path(config.onnx_model).expanduser()
+        if not export.exists():
+            raise ModelUnavailable(f"The ONNX model {str(export)!r} does not exist.")
+    else:
+        if not all(importlib.util.find_spec(m) for m in ("torch", "kokoro")):
+            from ._export import find_export
+
+            found = find_export(folder, cache)
+            if found is None:
+                raise ModelUnavailable(
+                    "The ONNX export of these weights is not made yet, and making it needs "
+                    "torch and kokoro installed (or set --onnx-model to an existing export)."
+                )
+            export = found
+        else:
+            started = time.perf_counter()
+            export = ensure_export(folder, cache)
+            log.info("ONNX export %s ready in %.1f s", export, time.perf_counter() - started)
+    return load_onnx_runtime(export, config.device, config.threads, trt_cache=cache / "tensorrt")

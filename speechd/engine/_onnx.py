@@ -1,0 +1,339 @@
+"""The ONNX Runtime runtime: speechd's two-graph export of the weights (`_export`), or a
+Kokoro ONNX export the user already has.
+
+Nothing here imports torch or kokoro: the worker of an ONNX engine loads onnxruntime, numpy
+and the G2P only.
+
+Devices and providers: `cpu` runs on the CPU provider. `cuda` / `cuda:N` needs
+onnxruntime-gpu: the CUDA provider on device N, preceded by TensorRT's where that build has it
+(Jetson's does), and the CPU provider last for the few nodes neither takes. `auto` tries that
+chain and takes what the session reports it got. Kokoro's inputs change shape with every chunk,
+so the GPU settings are the ones for dynamic shapes: cuDNN picks convolution algorithms by
+heuristic (an exhaustive search would run again for every new length), and TensorRT builds one
+engine for a fixed range of shapes (explicit profiles, cached next to the export) instead of a
+new one whenever a chunk is longer than any before. A chunk longer than TensorRT's profile
+(`TRT_MAX_FRAMES`: 40 s of audio) is decoded on the CUDA provider alone. Neither path has been
+run on a GPU here (the machines this was written on have none).
+
+A foreign export is one graph: tokens (`tokens` or `input_ids`), `style` and `speed` in;
+audio, and durations when the export has them as a second output (kokoro's KModelForONNX
+does; the kokoro-onnx files do not), out. Its decoder noise is its own: seeds do nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from speechd.errors import CastFailed, ModelUnavailable
+
+from ._export import BACK, FRONT, MANIFEST
+from ._runtime import SAMPLES_PER_FRAME, Inference, infer_in_two_stages
+
+__all__ = ["OnnxRuntime", "check_device", "load_onnx_runtime", "onnx_available"]
+
+log = logging.getLogger("speechd.engine")
+
+CPU: Final = "CPUExecutionProvider"
+CUDA: Final = "CUDAExecutionProvider"
+TENSORRT: Final = "TensorrtExecutionProvider"
+#: The longest input TensorRT's engines are built for (Kokoro's 512-token context).
+TRT_MAX_TOKENS: Final = 512
+#: ... and the most frames (25 ms each) of one chunk's audio: 40 s.
+TRT_MAX_FRAMES: Final = 1600
+
+
+def onnx_available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "RuntimeException", "EPFail", "NotImplemented")
+    found = tuple(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type))
+    return (*found, RuntimeError, ValueError)
+
+
+class _Split:
+    """speechd's export: the two halves of `_split` as two sessions."""
+
+    def __init__(self, front: Any, back: Any, long_back: Any = None, run: Any = None) -> None:
+        self._front = front
+        self._back = back
+        self._long_back = long_back  # a CUDA-only session for chunks past TensorRT's profile
+        self._run = run  # RunOptions
+
+    def front(
+        self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        durations, d, t_en = self._front.run(
+            None,
+            {"input_ids": input_ids, "style": style, "speed": np.array([speed], np.float32)},
+            self._run,
+        )
+        return durations, (d, t_en)
+
+    def back(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        d, t_en = state
+        session = self._back
+        if self._long_back is not None and frames.size > TRT_MAX_FRAMES:
+            session = self._long_back
+        feeds = {"d": d, "t_en": t_en, "frames": frames, "style": style}
+        (audio,) = session.run(None, {**feeds, "phase": phase, "noise": noise}, self._run)
+        return audio
+
+
+class _Whole:
+    """A foreign single-graph Kokoro export."""
+
+    def __init__(self, session: Any, path: Path, run: Any = None) -> None:
+        self._run = run
+        inputs = {i.name: i.type for i in session.get_inputs()}
+        self._ids = next((n for n in ("input_ids", "tokens") if n in inputs), None)
+        self._style = next((n for n in ("style", "ref_s") if n in inputs), None)
+        if self._ids is None or self._style is None or "speed" not in inputs:
+            raise ModelUnavailable(
+                f"{str(path)!r} is not a Kokoro ONNX export (inputs: {', '.join(inputs)}; "
+                "expected tokens or input_ids, style, speed)."
+            )
+        self._speed_type = np.int32 if "int32" in inputs["speed"] else np.float32
+        if "int64" in inputs["speed"]:
+            self._speed_type = np.int64
+        outputs = session.get_outputs()
+        self._with_durations = len(outputs) > 1 and "int" in outputs[1].type
+        self._session = session
+
+    def infer(
+        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float
+    ) -> Inference:
+        feeds = {
+            self._ids: np.array([[0, *tokens, 0]], dtype=np.int64),
+            self._style: style,
+            "speed": np.array([speed], dtype=self._speed_type),
+        }
+        outputs = self._session.run(None, feeds, self._run)
+        audio = np.ascontiguousarray(outputs[0], dtype=np.float32).reshape(-1)
+        durations = None
+        if self._with_durations:
+            durations = np.asarray(outputs[1], dtype=np.int64).reshape(-1)
+            if int(durations.sum()) * SAMPLES_PER_FRAME != audio.size:
+                durations = None  # not the frame layout the engine knows
+        return Inference(audio, durations)
+
+
+class OnnxRuntime:
+    name = "onnx"
+
+    def __init__(
+        self, graphs: _Split | _Whole, device: str, detail: str, fingerprint: str = "onnx"
+    ) -> None:
+        self._graphs = graphs
+        self.device = device
+        self.detail = detail
+        self.fingerprint = fingerprint
+        self._errors = _errors()
+
+    @property
+    def seeded(self) -> bool:
+        """Whether a seed decides the decoder's noise (speechd's export; not a foreign one)."""
+        return isinstance(self._graphs, _Split)
+
+    def infer(
+        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
+    ) -> Inference:
+        try:
+            if isinstance(self._graphs, _Split):
+                return infer_in_two_stages(self._graphs, tokens, style, speed, seed)
+            return self._graphs.infer(tokens, style, speed)
+        except self._errors as exc:
+            raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
+
+
+def _session_options(ort: Any, threads: int | None) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default (physical cores)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Memory patterns are planned per input shape, and every chunk has a new one: they would
+    # only pile up (measured: peak RSS 1.36 GB with them, 1.0 GB without, 510-token chunks).
+    options.enable_mem_pattern = False
+    options.log_severity_level = 3  # errors only: shape-inference notes are not ours to fix
+    return options
+
+
+def _cpu_run_options(ort: Any) -> Any:
+    """Give the CPU arena's unused blocks back after every run: a 27 s chunk's activations
+    take ~500 MB that would otherwise stay held until a longer chunk reused them (measured on
+    the real weights: RSS 1008 MiB after such a chunk, 478 MiB with this; peak 967 MiB
+    either way)."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
+def _gpu_chain(available: Sequence[str], index: int, trt: dict[str, str] | None) -> list[Any]:
+    chain: list[Any] = []
+    if trt is not None and TENSORRT in available:
+        chain.append((TENSORRT, {"device_id": str(index), **trt}))
+    chain.append(
+        (
+            CUDA,
+            {
+                "device_id": str(index),
+                "cudnn_conv_algo_search": "HEURISTIC",
+                "arena_extend_strategy": "kSameAsRequested",
+            },
+        )
+    )
+    chain.append(CPU)
+    return chain
+
+
+def _trt_options(cache: Path, shapes: dict[str, tuple[str, str, str]]) -> dict[str, str]:
+    cache.mkdir(parents=True, exist_ok=True)
+    return {
+        "trt_engine_cache_enable": "True",
+        "trt_engine_cache_path": str(cache),
+        "trt_timing_cache_enable": "True",
+        "trt_timing_cache_path": str(cache),
+        "trt_profile_min_shapes": ",".join(f"{n}:{s[0]}" for n, s in shapes.items()),
+        "trt_profile_opt_shapes": ",".join(f"{n}:{s[1]}" for n, s in shapes.items()),
+        "trt_profile_max_shapes": ",".join(f"{n}:{s[2]}" for n, s in shapes.items()),
+    }
+
+
+def _profiles(channels: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """TensorRT's shape ranges (min, opt, max) for every dynamic input of the two graphs."""
+    t_lo, t_opt, t_hi = 3, 128, TRT_MAX_TOKENS
+    f_lo, f_opt, f_hi = t_lo, 400, TRT_MAX_FRAMES
+    s = SAMPLES_PER_FRAME
+    d, t = channels["d"], channels["t_en"]
+    front = {"input_ids": (f"1x{t_lo}", f"1x{t_opt}", f"1x{t_hi}")}
+    back = {
+        "d": (f"1x{t_lo}x{d}", f"1x{t_opt}x{d}", f"1x{t_hi}x{d}"),
+        "t_en": (f"1x{t}x{t_lo}", f"1x{t}x{t_opt}", f"1x{t}x{t_hi}"),
+        "frames": (f"{f_lo}", f"{f_opt}", f"{f_hi}"),
+        "noise": (f"1x{f_lo * s}x1", f"1x{f_opt * s}x1", f"1x{f_hi * s}x1"),
+    }
+    return front, back
+
+
+def check_device(device: str) -> None:
+    """ModelUnavailable now, before any export, when ONNX Runtime cannot serve `device`."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise ModelUnavailable(
+            f"The ONNX engine needs ONNX Runtime (pip install 'speechd[onnx]'): {exc}"
+        ) from exc
+    if device.startswith("cuda") and CUDA not in ort.get_available_providers():
+        raise ModelUnavailable(
+            f"device {device!r} was asked for, but this ONNX Runtime has no CUDA provider "
+            "(pip install onnxruntime-gpu, or --engine torch)."
+        )
+
+
+def load_onnx_runtime(
+    export: Path, device: str, threads: int | None, *, trt_cache: Path
+) -> OnnxRuntime:
+    """Sessions over `export` (speechd's export folder, or a foreign `.onnx` file) on `device`
+    ("auto", "cpu", "cuda", "cuda:N"; only "auto" may end up on the CPU). TensorRT keeps its
+    engines in `trt_cache`."""
+    check_device(device)
+    import onnxruntime as ort
+
+    available = list(ort.get_available_providers())
+    wants_gpu = device != "cpu" and CUDA in available
+    index = int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0
+    options = _session_options(ort, threads)
+
+    def open_on(gpu: bool) -> tuple[_Split | _Whole, list[str]]:
+        if export.is_dir():
+            return _open_split(ort, export, options, available, gpu, index, trt_cache)
+        chain = _gpu_chain(available, index, None) if gpu else [CPU]
+        session = ort.InferenceSession(str(export), options, providers=chain)
+        run = None if gpu else _cpu_run_options(ort)
+        return _Whole(session, export, run), list(session.get_providers())
+
+    try:
+        try:
+            graphs, providers = open_on(wants_gpu)
+        except _errors():
+            if not (wants_gpu and device == "auto"):
+                raise
+            graphs, providers = open_on(False)  # onnxruntime-gpu on a machine without a GPU
+        on_gpu = CUDA in providers or TENSORRT in providers
+        if wants_gpu and not on_gpu and device == "auto":
+            graphs, providers = open_on(False)  # the CPU settings, not the GPU ones
+    except ModelUnavailable:
+        raise
+    except (*_errors(), OSError) as exc:
+        raise ModelUnavailable(f"Cannot load the ONNX model {str(export)!r}: {exc}") from exc
+    on_gpu = CUDA in providers or TENSORRT in providers
+    if device.startswith("cuda") and not on_gpu:
+        raise ModelUnavailable(
+            f"device {device!r} was asked for, but ONNX Runtime could not start its CUDA "
+            f"provider (providers: {', '.join(providers)})."
+        )
+    used = f"cuda:{index}" if on_gpu else "cpu"  # as the torch runtime names it
+    threads_said = f", {threads} threads" if threads else ""
+    detail = f"onnxruntime {ort.__version__} on {', '.join(providers)}{threads_said}"
+    fingerprint = "onnx"
+    if isinstance(graphs, _Whole):
+        detail += f" ({export.name}: its own noise, seeds ignored)"
+        # Its weights are its own, not the model folder's: the file names them.
+        fingerprint = f"onnx:{export.name}:{export.stat().st_size}"
+    return OnnxRuntime(graphs, used, detail, fingerprint)
+
+
+def _open_split(
+    ort: Any,
+    export: Path,
+    options: Any,
+    available: list[str],
+    gpu: bool,
+    index: int,
+    trt_cache: Path,
+) -> tuple[_Split, list[str]]:
+    manifest = json.loads((export / MANIFEST).read_text(encoding="utf-8"))
+    if not gpu:
+        front = ort.InferenceSession(str(export / FRONT), options, providers=[CPU])
+        back = ort.InferenceSession(str(export / BACK), options, providers=[CPU])
+        return _Split(front, back, run=_cpu_run_options(ort)), [CPU]
+    trt_front = trt_back = None
+    if TENSORRT in available:
+        front_shapes, back_shapes = _profiles(manifest["channels"])
+        trt_front = _trt_options(trt_cache, front_shapes)
+        trt_back = _trt_options(trt_cache, back_shapes)
+    front = ort.InferenceSession(
+        str(export / FRONT), options, providers=_gpu_chain(available, index, trt_front)
+    )
+    back = ort.InferenceSession(
+        str(export / BACK), options, providers=_gpu_chain(available, index, trt_back)
+    )
+    providers = list(back.get_providers())
+    long_back = None
+    if TENSORRT in providers:
+        long_back = ort.InferenceSession(
+            str(export / BACK), options, providers=_gpu_chain(available, index, None)
+        )
+    log.info("ONNX export %s on %s", export, ", ".join(providers))
+    return _Split(front, back, long_back), providers

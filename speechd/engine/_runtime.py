@@ -1,0 +1,121 @@
+"""What a runtime is, and the host-side steps the torch and ONNX Runtime runtimes share.
+
+A runtime turns a chunk's phoneme tokens, a style vector, a speed and a seed into the model's
+raw audio and its predicted durations (`Runtime.infer`). Everything around that (voices and
+blends, G2P, planning, trimming, word timing) is the engine's, the same for every runtime.
+
+Both of speechd's runtimes run Kokoro in two halves (`_split`): a front that predicts each
+token's duration, and a back that decodes the aligned frames to audio. Between the two the
+host (`infer_in_two_stages`) builds the alignment (the token index of every frame) and draws
+the decoder's random inputs (harmonic phases and noise) from the seed, so the same chunk,
+voice, speed and seed give the same audio, on either runtime.
+
+What it does not do: shorten the ~14 frames (0.35 s) of silence Kokoro gives the marker
+before every utterance, which the engine's trim cuts to 50 ms after decoding. Decoding them
+costs as much as decoding speech, but the decoder needs them: shortened to 12 frames before
+decoding, word recall of the English test sentences (tests/engine/test_model.py, pocketsphinx)
+fell from 0.96 to 0.93, to 0.85 at 10 frames and 0.76 at 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "HARMONICS",
+    "SAMPLES_PER_FRAME",
+    "Inference",
+    "Runtime",
+    "TwoStages",
+    "excitation",
+    "infer_in_two_stages",
+]
+
+#: Kokoro makes 600 samples (25 ms at 24 kHz) of audio per predicted duration frame.
+SAMPLES_PER_FRAME: Final = 600
+#: The harmonic source's partials (Kokoro's SineGen: harmonic_num 8, plus the fundamental).
+HARMONICS: Final = 9
+
+
+class Inference(NamedTuple):
+    """A runtime's output for one chunk."""
+
+    audio: npt.NDArray[np.float32]
+    """Mono float32 at 24 kHz: everything the model made, edges included."""
+    durations: npt.NDArray[np.int64] | None
+    """Frames (600 samples) per token, the start and end markers included, summing to
+    len(audio) / 600; None when the runtime cannot tell (a foreign ONNX export without that
+    output)."""
+
+
+class Runtime(Protocol):
+    """One way of running Kokoro-82M. Synchronous, one call at a time."""
+
+    name: str
+    """The runtime's name: "torch" or "onnx"."""
+    device: str
+    """Where it runs: "cpu", "cuda" or "cuda:N"."""
+    detail: str
+    """What a log line should say about it (providers, threads)."""
+    fingerprint: str
+    """What the engine's fingerprint adds to the weights' name: the runtime ("torch",
+    "onnx"), and for a foreign ONNX export, that file (its own weights and noise)."""
+
+    def infer(
+        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
+    ) -> Inference:
+        """Audio for phoneme `tokens` (vocabulary ids, without the markers) read with `style`
+        (1, 256) at `speed`. Library failures are raised as CastFailed."""
+        ...
+
+
+class TwoStages(Protocol):
+    """The two halves of `_split`, on some runtime; arrays in and out are numpy."""
+
+    def front(
+        self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        """(durations, the state `back` needs)."""
+        ...
+
+    def back(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]: ...
+
+
+def excitation(
+    seed: int | None, samples: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """The decoder's random inputs for `samples` of audio: initial phases (1, 9), uniform in
+    [0, 1) but 0 for the fundamental (as Kokoro's SineGen draws them), and standard normal
+    noise (1, samples, 1). `seed` None draws fresh ones."""
+    rng = np.random.default_rng(None if seed is None else seed & 0xFFFF_FFFF_FFFF_FFFF)
+    phase = np.zeros((1, HARMONICS), dtype=np.float32)
+    phase[0, 1:] = rng.random(HARMONICS - 1, dtype=np.float32)
+    noise = rng.standard_normal((1, samples, 1), dtype=np.float32)
+    return phase, noise
+
+
+def infer_in_two_stages(
+    stages: TwoStages,
+    tokens: Sequence[int],
+    style: npt.NDArray[np.float32],
+    speed: float,
+    seed: int | None,
+) -> Inference:
+    input_ids = np.array([[0, *tokens, 0]], dtype=np.int64)
+    durations, state = stages.front(input_ids, style, speed)
+    durations = np.array(durations, dtype=np.int64).reshape(-1)
+    frames = np.repeat(np.arange(durations.size, dtype=np.int64), durations)
+    phase, noise = excitation(seed, frames.size * SAMPLES_PER_FRAME)
+    audio = stages.back(state, frames, style, phase, noise)
+    return Inference(np.ascontiguousarray(audio, dtype=np.float32).reshape(-1), durations)

@@ -1,0 +1,121 @@
+"""The torch runtime: Kokoro's own KModel layers, run eagerly in two halves (`_split`).
+
+torch and kokoro are imported only in `load_torch_runtime`, in the worker.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from speechd.errors import CastFailed, ModelUnavailable, SpeechdError
+
+from ._device import resolve_device
+from ._files import ModelFolder
+from ._runtime import Inference, infer_in_two_stages
+
+__all__ = ["TorchRuntime", "load_torch_runtime", "quiet_third_party"]
+
+
+class quiet_third_party(warnings.catch_warnings):
+    """Silence the deprecation noise torch, kokoro and misaki emit while loading (their
+    code, not ours: weight_norm, LSTM dropout, importlib.resources.open_text, jit)."""
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.nn\.utils")
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.nn\.modules\.rnn")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"misaki\.")
+        warnings.filterwarnings(
+            "ignore", category=DeprecationWarning, module=r"(torch\.jit|curated_transformers)"
+        )
+
+
+class TorchRuntime:
+    name = "torch"
+    fingerprint = "torch"
+
+    def __init__(self, front: Any, back: Any, device: str, threads: int) -> None:
+        self._front = front
+        self._back = back
+        self.device = device
+        self.detail = f"torch {_torch().__version__} on {device}, {threads} threads"
+
+    def infer(
+        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
+    ) -> Inference:
+        torch = _torch()
+        try:
+            with torch.inference_mode():
+                return infer_in_two_stages(self, tokens, style, speed, seed)
+        except (RuntimeError, AssertionError) as exc:  # torch errors, incl. out of memory
+            raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
+
+    def front(
+        self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        torch = _torch()
+        ids = torch.from_numpy(input_ids).to(self.device)
+        ref = torch.from_numpy(style).to(self.device)
+        rate = torch.tensor([speed], dtype=torch.float32, device=self.device)
+        durations, d, t_en = self._front(ids, ref, rate)
+        return durations.cpu().numpy(), (d, t_en, ref)
+
+    def back(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        torch = _torch()
+        d, t_en, ref = state
+        audio = self._back(
+            d,
+            t_en,
+            torch.from_numpy(frames).to(self.device),
+            ref,
+            torch.from_numpy(phase).to(self.device),
+            torch.from_numpy(noise).to(self.device),
+        )
+        return audio.to("cpu", torch.float32).numpy()
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def load_torch_runtime(folder: ModelFolder, device: str, threads: int | None) -> TorchRuntime:
+    """KModel from `folder` on `device` ("auto", "cpu", "cuda", "cuda:N"; resolved to "cpu"
+    or "cuda:N" by `resolve_device`)."""
+    try:
+        import torch
+
+        with quiet_third_party():
+            from kokoro import KModel
+
+        from ._split import split_model
+    except ImportError as exc:
+        raise ModelUnavailable(f"The torch engine needs torch and kokoro installed: {exc}") from exc
+    device = resolve_device(device, torch)
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        with quiet_third_party():
+            model = KModel(
+                repo_id="hexgrad/Kokoro-82M", config=str(folder.config), model=str(folder.weights)
+            )
+        model = model.to(device).eval()
+    except SpeechdError:
+        raise
+    except Exception as exc:  # torch.load, json, a state dict that does not fit
+        raise ModelUnavailable(f"Cannot load Kokoro-82M from {str(folder.root)!r}: {exc}") from exc
+    front, back = split_model(model)
+    return TorchRuntime(front, back, device, torch.get_num_threads())
