@@ -8,11 +8,12 @@ import asyncio
 import time
 
 from speechd.casts import H_HOLD, Event, Start, audio_chunk, cast_stream, decode, event_of
-from speechd.durable import Record, Store
+from speechd.durable import Limits, Record, Store, record_size
 from speechd.worker import DeadlinePolicy
 from tests.support.engines import CostEngine, chunked_text
 
 from ._helpers import make_worker, playable, records, running, submit_text
+from .test_worker_records import Limited
 
 TEXT = chunked_text(8)
 SLOW = {"rtf": 2.0, "overhead_s": 0.02, "audio_per_char": 0.003}  # twice real time
@@ -86,3 +87,24 @@ async def test_casts_beyond_a_slow_device_wait_in_line(store: Store) -> None:
     started = next(r for r in two if event_of(r) == Event.START)
     assert started.timestamp >= one[-1].timestamp  # admitted once the first had ended
     assert audio_chunk(playable(two)[0]).hold_ms > 0
+
+
+async def test_the_hold_is_stated_once_when_the_first_chunk_spans_several_records(
+    store: Store,
+) -> None:
+    # Records of about 0.07 s of pcm next to a resume checkpoint's room: the first chunk
+    # (0.22 s of audio) becomes several records, and only the very first one states the hold.
+    limits = Limits(max_record_bytes=56 * 1024, max_batch_records=64, max_batch_bytes=1 << 20)
+    small = Limited(store, limits)
+    cid = await submit_text(small, chunked_text(3))
+    engine = CostEngine(rtf=2.0, overhead_s=0.02, audio_per_char=0.02)
+    worker = make_worker(small, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    audio = playable(stream)
+    assert audio[1].header(b"t") == b""  # the first chunk's second record
+    assert all(record_size(r) <= small.limits.max_record_bytes for r in audio)
+    assert audio_chunk(audio[0]).hold_ms > 0
+    assert all(H_HOLD not in dict(r.headers) for r in audio[1:])
+    assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
