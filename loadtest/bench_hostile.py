@@ -1,6 +1,8 @@
 """Hostile input benchmark (printed figures, not timed tests).
 
     python -m loadtest.bench_hostile [--section planning] [--n 50000] [--pattern '1-' ...]
+    python -m loadtest.bench_hostile --section first-audio --model-dir ~/.cache/speechd/kokoro-82m
+        [--device cpu] [--threads N] [--url http://127.0.0.1:8000] [--repeat 3]
 
 Sections (`--section`, repeatable; default: every section listed here):
 
@@ -11,10 +13,18 @@ Sections (`--section`, repeatable; default: every section listed here):
              hold the engine thread for) and the cost per character against ordinary prose
              planned in the same run.
 
-Sections still to come, from the branches that make them measurable: `api` (each
-pathological request's answer time) and `first-audio` (an ordinary request's time to first
-audio beside a 200,000-character hostile cast, against the same request alone). A section is
-a function taking the parsed arguments; add it to SECTIONS.
+  first-audio  on the real model, under `speechd serve` (started here, or `--url`): an
+             ordinary request's time to first audio (`/v1/audio/speech`, pcm) alone, then
+             right after a 200,000-character hostile cast was submitted (runs of `[`, `1-`,
+             `a@`, `[a](`), `--repeat` times each, and the ratio of the medians (target:
+             <= 1.5). The worker plans the hostile cast a bounded slice at a time between
+             chunk renders, so the ordinary request waits at most about one quantum for it.
+             Whether the ordinary cast is admitted beside it at all is the admission policy's
+             call: on a device that cannot serve both listeners in real time it queues
+             (its first audio then waits for the hostile cast), which the figures show.
+
+Still to come, from the branch that makes it measurable: `api` (each pathological request's
+answer time). A section is a function taking the parsed arguments; add it to SECTIONS.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from speechd.engine import ChunkPolicy, Planner, PlanStatus
 
@@ -110,7 +121,89 @@ def planning(args: argparse.Namespace) -> None:
     )
 
 
-SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"planning": planning}
+ORDINARY = "Hello there. This is an ordinary request, {n}, asking for a short answer."
+
+
+def hostile_text(n: int = 200_000) -> str:
+    block = "[" * 4000 + "1-" * 3000 + "a@" * 3000 + "[a](" * 500
+    return (block * (n // len(block) + 1))[:n]
+
+
+async def _ttfa(client: Any, url: str, text: str) -> float:
+    """Seconds from the request to its first audio byte (the rest is read to the end)."""
+    body = {"voice": "af_heart", "input": text, "response_format": "pcm"}
+    began = time.monotonic()
+    first: float | None = None
+    async with client.stream("POST", url + "/v1/audio/speech", json=body) as response:
+        response.raise_for_status()
+        async for piece in response.aiter_raw():
+            if piece and first is None:
+                first = time.monotonic() - began
+    if first is None:
+        raise RuntimeError("no audio")
+    return first
+
+
+async def _first_audio(url: str, repeat: int) -> None:
+    import statistics
+
+    import httpx
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=900.0)) as client:
+        await _ttfa(client, url, "Warming up.")
+        alone = [await _ttfa(client, url, ORDINARY.format(n=f"alone {i}")) for i in range(repeat)]
+        made = await client.post(
+            url + "/v1/casts", json={"input": hostile_text(), "voice": "af_heart"}
+        )
+        made.raise_for_status()
+        beside = []
+        for i in range(repeat):
+            beside.append(await _ttfa(client, url, ORDINARY.format(n=f"beside {i}")))
+        status = (await client.get(f"{url}/v1/casts/{made.json()['id']}")).json()
+    for name, runs in (("alone", alone), ("beside a hostile cast", beside)):
+        print(f"   {name:<22} " + "  ".join(f"{r:6.2f} s" for r in runs))
+    ratio = statistics.median(beside) / max(statistics.median(alone), 1e-9)
+    print(f"   median first audio beside / alone: {ratio:.2f}x (target <= 1.5x)")
+    progress = status["progress"]
+    print(
+        f"   the hostile cast meanwhile: {status['status']}, {progress['chunks_done']} chunks,"
+        f" {progress['audio_seconds']:.1f} s of audio"
+    )
+
+
+def first_audio(args: argparse.Namespace) -> None:
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from ._servers import start_speechd
+
+    print("\nfirst-audio: an ordinary request alone, then beside a 200,000-character hostile cast")
+    with tempfile.TemporaryDirectory(prefix="bench-hostile-") as work:
+        server = None
+        try:
+            url = args.url
+            if url is None:
+                server = start_speechd(
+                    "speechd",
+                    policy="deadline",
+                    model_dir=args.model_dir,
+                    device=args.device,
+                    threads=args.threads,
+                    workdir=Path(work),
+                )
+                server.wait_ready()
+                url = server.url
+            asyncio.run(_first_audio(url, args.repeat))
+        finally:
+            if server is not None:
+                server.stop()
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "planning": planning,
+    "first-audio": first_audio,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,6 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--n", type=int, default=50_000, help="characters (planning: n and 2n)")
     parser.add_argument("--pattern", action="append", help="planning: only these patterns")
+    parser.add_argument("--url", help="first-audio: a running speechd (default: start one)")
+    parser.add_argument("--model-dir", default=os.environ.get("SPEECHD_TEST_MODEL_DIR"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--repeat", type=int, default=3, help="first-audio: runs of each")
     args = parser.parse_args(argv)
     print(f"speechd hostile-input benchmark, {os.cpu_count()} CPUs")
     print(f"   load average at the start {os.getloadavg()[0]:.1f}")

@@ -15,7 +15,10 @@ Prints, in this order, each as soon as it is measured:
 6. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
    figures its /metrics showed meanwhile (GPU load, power, joules per audio second, the
    worker's GPU memory);
-7. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
+7. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
+   memory), where onnxruntime has the device's provider (onnxruntime-gpu for CUDA); left out
+   of a quick run;
+8. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
    with what is left of the budget.
 
 `--device cpu` runs the same steps on the CPU with smaller sizes (`--quick` is implied): a
@@ -283,7 +286,50 @@ def serve(model_dir: str, device: str, levels: list[int], sentences: int) -> Non
             server.stop()
 
 
-# -- 7: the model tier ------------------------------------------------------------------------
+# -- 7: torch against ONNX Runtime ----------------------------------------------------------
+
+
+def _onnx_on(device: str) -> str | None:
+    """Why ONNX Runtime cannot run on `device` here (None: it can)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return "onnxruntime is not installed (pip install 'speechd[onnx-gpu]')"
+    wanted = "CPUExecutionProvider" if device == "cpu" else "CUDAExecutionProvider"
+    if wanted not in onnxruntime.get_available_providers():
+        return f"onnxruntime {onnxruntime.__version__} has no {wanted} (onnxruntime-gpu has)"
+    return None
+
+
+def runtimes(model_dir: str, device: str, timeout_s: float) -> None:
+    """bench_engine's rtf per length and memory, torch beside ONNX Runtime, on the device."""
+    why = _onnx_on(device)
+    if why is not None:
+        say(f"torch against ONNX Runtime: skipped, {why}")
+        return
+    if timeout_s < 60:
+        say(f"torch against ONNX Runtime: skipped, {timeout_s:.0f} s of the budget left")
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "clients")])}
+    command = [sys.executable, "-m", "loadtest.bench_engine", "--model-dir", model_dir,
+               "--device", device, "--repeat", "1", "--section", "1", "--section", "4"]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        say(f"torch against ONNX Runtime: did not finish within {timeout_s:.0f} s")
+        return
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"torch against ONNX Runtime: bench_engine failed: {tail}")
+        return
+    for line in done.stdout.splitlines():
+        if line.startswith("   "):  # the figures, not the progress lines
+            say(line)
+
+
+# -- 8: the model tier ------------------------------------------------------------------------
 
 
 def model_tier(model_dir: str, device: str, timeout_s: float) -> None:
@@ -342,6 +388,11 @@ def main() -> int:
         torch.cuda.empty_cache()
     say(f"\n== time to first audio through speechd serve ({elapsed():.0f} s so far)")
     serve(args.model_dir, device, levels, sentences=1 if quick else 2)
+    say(f"\n== torch against ONNX Runtime ({elapsed():.0f} s so far)")
+    if quick:
+        say("torch against ONNX Runtime: skipped in a quick run (python -m loadtest.bench_engine)")
+    else:
+        runtimes(args.model_dir, device, min(150.0, args.budget_s - elapsed() - 120))
     if args.skip_tests:
         say("\nmodel tier: skipped (--skip-tests)")
     else:

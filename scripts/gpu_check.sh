@@ -10,8 +10,9 @@
 # Kokoro-82M weights (scripts/_weights.sh). Then scripts/gpu_check.py prints load and
 # warm-up time, rtf per chunk length, whether two attempts of one chunk give identical
 # bytes, peak GPU memory, time to first audio at 1, 4 and 16 streams through
-# `speechd serve`, and runs the model tier on the device. `--device cpu` is a dry run of the
-# same steps on the CPU (smaller sizes), for where there is no GPU.
+# `speechd serve`, torch against ONNX Runtime (onnxruntime-gpu), and runs the model tier on
+# the device. `--device cpu` is a dry run of the same steps on the CPU (smaller sizes, no
+# runtime comparison), for where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -43,6 +44,12 @@ if [ -z "$python" ]; then
   "$python" -c 'import torch; print("torch==" + torch.__version__)' > "$keep"
   "$python" -m pip install -q --disable-pip-version-check -c "$keep" -e '.[nvml,test]'
   rm -f "$keep"
+  # The test extra brings the CPU onnxruntime; both wheels are the module onnxruntime, so on
+  # x86_64 CUDA it is swapped for onnxruntime-gpu (a Jetson brings NVIDIA's own build).
+  if [ "$device" != cpu ] && [ "$(uname -m)" = x86_64 ] && ! "$python" -c 'import onnxruntime, sys; sys.exit("CUDAExecutionProvider" not in onnxruntime.get_available_providers())' 2>/dev/null; then
+    "$python" -m pip uninstall -q -y onnxruntime
+    "$python" -m pip install -q --disable-pip-version-check onnxruntime-gpu
+  fi
 fi
 if [ -n "$build_weights" ]; then
   "$python" "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null

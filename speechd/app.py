@@ -16,13 +16,13 @@ streams, and workers do the rest.
                      the cast API, the public read path and the pages (`speechd.gateway`)
 
 A shutting-down server calls `close_streams(app)` before it waits on in-flight responses:
-followers of a cast still generating (SSE, long-polls, live audio) would otherwise hold it up
-until the cast ends.
+followers of a cast still generating (SSE, long-polls, live audio, live-cast WebSockets)
+would otherwise hold it up until the cast ends.
 
-Every long-lived read (SSE, long-polls, live audio, speech requests that wait) holds one of
-the app's `StreamSlots` (`--max-streams` in all, `--max-client-streams` per client, the client
-named by `--client-header` and `--trusted-proxies`); `release_slots` around the app gives them
-back when each request ends.
+Every long-lived read (SSE, long-polls, live audio, speech requests that wait, live-cast
+WebSockets) holds one of the app's `StreamSlots` (`--max-streams` in all,
+`--max-client-streams` per client, the client named by `--client-header` and
+`--trusted-proxies`); `release_slots` around the app gives them back when each request ends.
 """
 
 from __future__ import annotations
@@ -43,13 +43,19 @@ from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
 from speechd.gateway import Gateway, GatewaySettings, gateway_router
 from speechd.limits import ClientAddress, StreamSlots, release_slots
+from speechd.live import LiveCasts
 from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
 from speechd.service import CastService
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
-RETAINED_PREFIXES = (casts.CAST_PREFIX, casts.CATALOG_PREFIX, casts.LEASES_PREFIX)
+RETAINED_PREFIXES = (
+    casts.CAST_PREFIX,
+    casts.CATALOG_PREFIX,
+    casts.LEASES_PREFIX,
+    casts.INPUT_PREFIX,
+)
 
 
 class WorkerSupervisor(SupervisedWorker, Protocol):
@@ -107,6 +113,9 @@ async def close_streams(app: Litestar) -> None:
     """End the gateway's open-ended responses (SSE, long-polls, live audio) now; a no-op
     before the app has started. Call it when shutdown begins, before waiting on in-flight
     responses."""
+    live: LiveCasts | None = app.state.get("live_casts")
+    if live is not None:
+        live.close()
     gateway: Gateway | None = app.state.get("gateway")
     if gateway is not None:
         await gateway.close()
@@ -158,6 +167,10 @@ def create_app(
             app.state.service = service
             app.state.gateway = Gateway(service, read_path, slots=slots)
             stack.push_async_callback(app.state.gateway.close)
+            app.state.live_casts = LiveCasts(
+                service, secret, idle_s=settings.live_idle_timeout, clock=clock
+            )
+            stack.callback(app.state.live_casts.close)
             if settings.retention is not None:
                 retention = Retention(settings.retention, RETAINED_PREFIXES)
                 sweeping = asyncio.create_task(sweep_forever(the_store, retention))
@@ -179,6 +192,7 @@ def create_app(
         dependencies={
             "service": Provide(_state_value("service"), sync_to_thread=False),
             "gateway": Provide(_state_value("gateway"), sync_to_thread=False),
+            "live_casts": Provide(_state_value("live_casts"), sync_to_thread=False),
             "metrics": Provide(_state_value("metrics"), sync_to_thread=False),
             "settings": Provide(_state_value("settings"), sync_to_thread=False),
             "slots": Provide(_state_value("slots"), sync_to_thread=False),

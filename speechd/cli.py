@@ -68,6 +68,10 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--max-body-bytes", type=int, help="request body limit (1 MiB)")
     group.add_argument(
+        "--live-idle-timeout",
+        help="close a live cast's input idle this long, as if it were done (60s)",
+    )
+    group.add_argument(
         "--read-rate", type=float, help="public reads per second per client, after the burst (20)"
     )
     group.add_argument("--read-burst", type=int, help="public reads a client may make at once (60)")
@@ -91,7 +95,7 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "--max-streams",
         type=int,
         help="long-lived reads (SSE, long-polls, live audio, "
-        "waiting speech) the api holds before 503 (512)",
+        "waiting speech, live-cast WebSockets) the api holds before 503 (512)",
     )
     group.add_argument(
         "--max-client-streams", type=int, help="long-lived reads one client holds before 429 (64)"
@@ -216,6 +220,7 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     import uvicorn
 
     from speechd.app import close_streams, create_app
+    from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
 
     failure = _store_error(settings.store_url)
     if failure is not None:
@@ -241,6 +246,9 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         # settings (--client-header, --public-url), not whatever X-Forwarded-* a loopback
         # peer sends.
         proxy_headers=False,
+        # A live cast's WebSocket takes one piece per message: a longer one is refused
+        # before it is read.
+        ws_max_size=MAX_WS_MESSAGE_BYTES,
     )
     server = Server(config)
     log.info(

@@ -73,6 +73,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """When a streamed speech response starts: "smooth" holds its audio back as long as the
     worker says its cast needs to play through without a stall (0 where the device keeps up);
     "now" sends the first audio at once. A request's `start` overrides it."""
+    live_idle_timeout: Seconds = 60.0
+    """Seconds a live cast's input may stay idle before it is closed as if `done` had come
+    (each live cast keeps the value it was made with)."""
     # The public read path (cast status, records, events, audio and the player page).
     read_rate: PerSecond = 20.0
     """Public reads each client may make per second, after a burst of `read_burst`; 429 above."""
@@ -83,7 +86,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     the one the outermost trusted proxy wrote. None: the connection's peer address."""
     trusted_proxies: PositiveInt = 1
     """How many reverse proxies in front of speechd append to `client_header`."""
-    # Long-lived reads: SSE, long-polls, live audio and speech requests that wait.
+    # Long-lived reads: SSE, long-polls, live audio, speech requests that wait and live-cast
+    # WebSockets.
     max_streams: PositiveInt = 512
     """Long-lived reads the api holds at once; past it new ones get 503 with `Retry-After`."""
     max_client_streams: PositiveInt = 64
@@ -155,7 +159,7 @@ def parse_duration(value: str | float) -> float:
 
 
 _ENV_NAMES = {"api_keys": "API_KEY"}
-_DURATIONS = ("retention", "shutdown_timeout")
+_DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout")
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -8,7 +8,12 @@
     ├── NotFound                  404  invalid_request_error
     │   ├── ModelNotFound         404  invalid_request_error   code=model_not_found
     │   └── CastNotFound          404  invalid_request_error   code=cast_not_found
+    ├── InputConflict             409  invalid_request_error   (seq: the input's next seq)
+    │   ├── CastNotLive           409  invalid_request_error   code=cast_not_live
+    │   ├── InputClosed           409  invalid_request_error   code=input_closed
+    │   └── InputSeqMismatch      409  invalid_request_error   code=seq_mismatch
     ├── PayloadTooLarge           413  invalid_request_error   code=payload_too_large
+    │   └── InputTooLong          413  invalid_request_error   code=input_too_long
     ├── RateLimited               429  rate_limit_exceeded     (retry_after seconds)
     │   ├── QueueFull             429  rate_limit_exceeded     code=queue_full
     │   └── TooManyStreams        429  rate_limit_exceeded     code=too_many_streams
@@ -34,6 +39,11 @@ __all__ = [
     "AuthenticationFailed",
     "CastFailed",
     "CastNotFound",
+    "CastNotLive",
+    "InputClosed",
+    "InputConflict",
+    "InputSeqMismatch",
+    "InputTooLong",
     "InvalidRequest",
     "ModelNotFound",
     "ModelUnavailable",
@@ -113,6 +123,41 @@ class PayloadTooLarge(SpeechdError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class InputTooLong(PayloadTooLarge):
+    """A live cast's input would grow past its total limit."""
+
+    code = "input_too_long"
+
+
+class InputConflict(SpeechdError):
+    """A live cast's input cannot take this request as it stands; `seq` is the number of
+    pieces it holds (the `seq` a client sends next), when known."""
+
+    status = 409
+    type = "invalid_request_error"
+
+    def __init__(self, message: str, *, seq: int | None = None, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.seq = seq
+
+
+class CastNotLive(InputConflict):
+    code = "cast_not_live"
+
+
+class InputClosed(InputConflict):
+    """The input was closed (`done`, or idle past its timeout): nothing more can be added."""
+
+    code = "input_closed"
+
+
+class InputSeqMismatch(InputConflict):
+    """The client's `seq` is not the number of pieces the input holds (a retry of a piece
+    that was taken, or a piece sent before another one landed)."""
+
+    code = "seq_mismatch"
 
 
 class RateLimited(SpeechdError):

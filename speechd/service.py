@@ -225,7 +225,26 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
+    async def resolve_voice(self, voice: str | None) -> str:
+        """The voice spec a cast asking for `voice` (None: the default) is made with; raises
+        what `submit` raises for a voice: `UnknownVoice`, `VoiceUnavailable`, `Unavailable`."""
+        voices = self._voices(await self.require_workers())
+        resolved = voices.book.resolve(voice or self._default_voice)
+        reason = voices.unspeakable.get(voices.book.language(resolved))
+        if reason is not None:
+            raise VoiceUnavailable(reason)
+        return resolved
+
     # -- making casts -------------------------------------------------------------------
+
+    async def check_queue(self) -> None:
+        """Raise `QueueFull` when a new cast would find the queue full (as `submit` does)."""
+        depth = await self.queue_depth()
+        if depth >= self._max_queue:
+            raise QueueFull(
+                f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
+                retry_after=self._retry_after(depth),
+            )
 
     async def queue_depth(self) -> int:
         """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""

@@ -10,6 +10,9 @@
         cast = client.submit_cast(open("chapter.txt").read())  # queued; returns at once
         print(cast.url, client.cast_status(cast.id).progress)
         print(client.captions(cast.id))                        # WebVTT, timed to the audio
+        with client.live_cast(voice="af_heart") as live:      # text that arrives over time
+            for token in llm_reply():
+                live.append(token)                             # spoken as it comes
 
 `AsyncClient` has the same methods for asyncio. Errors are one tree under
 `SpeechdClientError` (see `_errors`). The `speechd-client` command is `speechd_client._cli`.
@@ -26,6 +29,8 @@ from ._errors import (
     BadRequest,
     CastFailed,
     CastNotFound,
+    Conflict,
+    InputClosed,
     NotFound,
     RateLimited,
     ServerError,
@@ -38,6 +43,7 @@ from ._errors import (
     UnexpectedResponse,
     UnknownVoice,
 )
+from ._live import AsyncLiveCast, LiveCast
 from ._version import __version__ as __version__
 from ._wire import (
     FORMATS,
@@ -45,6 +51,8 @@ from ._wire import (
     CastCreated,
     CastRecord,
     CastView,
+    InputAccepted,
+    LiveCastCreated,
     Progress,
     RecordsPage,
     Start,
@@ -60,6 +68,7 @@ __all__ = [
     "APIError",
     "AsyncAudioStream",
     "AsyncClient",
+    "AsyncLiveCast",
     "AudioFormat",
     "AudioStream",
     "AuthenticationError",
@@ -70,6 +79,11 @@ __all__ = [
     "CastRecord",
     "CastView",
     "Client",
+    "Conflict",
+    "InputAccepted",
+    "InputClosed",
+    "LiveCast",
+    "LiveCastCreated",
     "NotFound",
     "Progress",
     "RateLimited",

@@ -16,6 +16,8 @@ from ._wire import (
     AudioFormat,
     CastCreated,
     CastView,
+    InputAccepted,
+    LiveCastCreated,
     RecordsPage,
     RecordsView,
     Start,
@@ -38,6 +40,10 @@ __all__ = [
     "cast_status",
     "cast_view",
     "headers_for",
+    "input_accepted",
+    "live_cast",
+    "live_cast_created",
+    "live_input",
     "records",
     "records_of",
     "speech",
@@ -67,6 +73,8 @@ class Call(NamedTuple):
     params: dict[str, Any] | None = None
     wait: float = 0.0
     """A long-poll: the server may hold the answer this long before it starts."""
+    headers: dict[str, str] | None = None
+    """Headers of this call's own (a live cast's input token instead of the API key)."""
 
 
 def base_url_from(url: str | None) -> str:
@@ -131,6 +139,29 @@ def submit_cast(
     return Call("POST", "/v1/casts", json=body)
 
 
+def live_cast(
+    input: str,
+    *,
+    voice: str | None,
+    model: str | None,
+    speed: float | None,
+    response_format: AudioFormat | None,
+    title: str | None,
+) -> Call:
+    body = _request_body(
+        input, voice=voice, model=model, speed=speed, response_format=response_format, title=title
+    )
+    return Call("POST", "/v1/casts", json={**body, "live": True})
+
+
+def live_input(cast_id: str, token: str, text: str, *, done: bool, seq: int | None) -> Call:
+    body: dict[str, Any] = {"text": text, "done": done}
+    if seq is not None:
+        body["seq"] = seq
+    headers = {"authorization": f"Bearer {token}"}
+    return Call("POST", _cast_path(cast_id, "/input"), json=body, headers=headers)
+
+
 def cast_status(cast_id: str) -> Call:
     return Call("GET", _cast_path(cast_id))
 
@@ -168,6 +199,14 @@ def _decode(response: httpx.Response, kind: type[T]) -> T:
 
 def cast_created(response: httpx.Response) -> CastCreated:
     return _decode(response, CastCreated)
+
+
+def live_cast_created(response: httpx.Response) -> LiveCastCreated:
+    return _decode(response, LiveCastCreated)
+
+
+def input_accepted(response: httpx.Response) -> InputAccepted:
+    return _decode(response, InputAccepted)
 
 
 def cast_view(response: httpx.Response) -> CastView:

@@ -1,6 +1,7 @@
 """The `speechd-client` command.
 
     speechd-client say "Hello." -o hello.mp3     text (or --file, or stdin) to audio, streamed
+    llm "..." | speechd-client say --live | mpv - stdin spoken as it arrives (a live cast)
     speechd-client say -f ch1.txt -o ch1.mp3 --captions ch1.vtt     ... and its subtitles
     speechd-client cast --file chapter.txt       queue a cast, print its link
     speechd-client follow <id or link> | mpv -   a cast's audio, live while it is generated
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import contextlib
 import os
 import stat
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit
 from ._calls import CAPTION_FORMATS, DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._client import AsyncAudioStream, AsyncClient
 from ._errors import SpeechdClientError, StreamInterrupted
+from ._live import AsyncLiveCast
 from ._progress import ProgressBar
 from ._version import __version__
 from ._wire import FORMATS, AudioFormat, CastView
@@ -125,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["smooth", "now"],
         help="on a server slower than real time: hold the audio back until it plays through "
         "without a stall (smooth), or take the first audio at once (now) (the server's choice)",
+    )
+    say.add_argument(
+        "--live",
+        action="store_true",
+        help="read stdin as it arrives and speak it as it comes (a live cast: pipe an LLM in)",
     )
 
     cast = commands.add_parser("cast", help="queue a cast and print its link")
@@ -339,6 +348,9 @@ def _held(delay: float) -> str:
 async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     _check_output(args.output)
     captions = _captions_format(args.captions)
+    if args.live:
+        await _say_live(client, args, captions)
+        return
     text = _read_text(args)
     options: dict[str, Any] = {
         "voice": args.voice,
@@ -361,6 +373,73 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
             cast_id = created.id
     if captions is not None:
         await _write_captions(client, cast_id, args.captions, captions)
+
+
+# Control characters but tab and newlines (an LLM CLI's colours, say): the server refuses
+# them, and they are never speech.
+_CONTROLS = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)])
+_PIECE_CHARS = 4096  # the server's largest piece
+
+
+def _stdin_pieces(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+    """On a thread: put stdin's text on `queue` as it arrives (whatever has come, at most
+    64 KiB at a time), then None at its end."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    stream = sys.stdin.buffer
+    try:
+        while True:
+            data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(4096)
+            text = decoder.decode(data, final=not data).translate(_CONTROLS)
+            if text:
+                loop.call_soon_threadsafe(queue.put_nowait, text)
+            if not data:
+                return
+    finally:
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+async def _feed(cast: AsyncLiveCast, queue: asyncio.Queue[str | None]) -> None:
+    """Append what stdin gave, all that has gathered per request, then say `done`."""
+    while True:
+        parts = [await queue.get()]
+        while not queue.empty() and parts[-1] is not None:
+            parts.append(queue.get_nowait())
+        ended = parts[-1] is None
+        text = "".join(p for p in parts if p is not None)
+        for start in range(0, len(text), _PIECE_CHARS):
+            await cast.append(text[start : start + _PIECE_CHARS])
+        if ended:
+            await cast.done()
+            return
+
+
+async def _say_live(client: AsyncClient, args: argparse.Namespace, captions: str | None) -> None:
+    if args.text is not None or args.file not in (None, "-"):
+        raise UsageError("--live reads stdin: pipe the text in (give no text or --file)")
+    if sys.stdin.isatty():
+        raise UsageError("--live reads stdin as it arrives: pipe the text in")
+    cast = await client.live_cast(
+        voice=args.voice, model=args.model, speed=args.speed, response_format=_format(args)
+    )
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    threading.Thread(target=_stdin_pieces, args=(loop, queue), daemon=True).start()
+    feeding = asyncio.create_task(_feed(cast, queue))
+    with _output(args.output) as sink:
+        async with client.follow(cast.id) as audio:
+            receiving = asyncio.create_task(
+                _receive(client, audio, cast.id, sink, _label(args, "say --live"))
+            )
+            done, _ = await asyncio.wait({feeding, receiving}, return_when=asyncio.FIRST_EXCEPTION)
+            if feeding in done and feeding.exception() is not None:
+                receiving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiving
+                raise feeding.exception()  # type: ignore[misc]
+            await receiving
+    await feeding
+    if captions is not None:
+        await _write_captions(client, cast.id, args.captions, captions)
 
 
 async def _cast(client: AsyncClient, args: argparse.Namespace) -> None:

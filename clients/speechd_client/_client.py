@@ -19,7 +19,17 @@ import httpx
 from . import _calls as calls
 from ._calls import DEFAULT_TIMEOUT, Call
 from ._errors import error_from_response, transport_errors
-from ._wire import AudioFormat, CastCreated, CastRecord, CastView, RecordsPage, Start, Voice
+from ._live import AsyncLiveCast, LiveCast
+from ._wire import (
+    AudioFormat,
+    CastCreated,
+    CastRecord,
+    CastView,
+    InputAccepted,
+    RecordsPage,
+    Start,
+    Voice,
+)
 
 __all__ = ["AsyncAudioStream", "AsyncClient", "AudioStream", "Client"]
 
@@ -114,6 +124,7 @@ class Client(_Base):
             call.path,
             json=call.json,
             params=call.params,
+            headers=call.headers,
             timeout=calls.timeout_for(call, self.timeout),
         )
         with transport_errors(self.base_url):
@@ -181,6 +192,34 @@ class Client(_Base):
             title=title,
         )
         return calls.cast_created(self._send(call))
+
+    def live_cast(
+        self,
+        input: str = "",
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+        title: str | None = None,
+    ) -> LiveCast:
+        """`POST /v1/casts` with `live`: a cast whose text you write as it comes
+        (`append`, then `done`; leaving a `with` block says `done`). `input`: a first piece."""
+        call = calls.live_cast(
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            title=title,
+        )
+        cast = LiveCast(calls.live_cast_created(self._send(call)), self._input)
+        if input:
+            cast.seq, cast.chars = 1, len(input)
+        return cast
+
+    def _input(self, call: Call) -> InputAccepted:
+        return calls.input_accepted(self._send(call))
 
     def cast_status(self, cast_id: str) -> CastView:
         """`GET /v1/casts/{id}`: the cast's state and progress."""
@@ -256,6 +295,7 @@ class AsyncClient(_Base):
             call.path,
             json=call.json,
             params=call.params,
+            headers=call.headers,
             timeout=calls.timeout_for(call, self.timeout),
         )
         with transport_errors(self.base_url):
@@ -316,6 +356,32 @@ class AsyncClient(_Base):
             title=title,
         )
         return calls.cast_created(await self._send(call))
+
+    async def live_cast(
+        self,
+        input: str = "",
+        *,
+        voice: str | None = None,
+        model: str | None = None,
+        speed: float | None = None,
+        response_format: AudioFormat | None = None,
+        title: str | None = None,
+    ) -> AsyncLiveCast:
+        call = calls.live_cast(
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            title=title,
+        )
+        cast = AsyncLiveCast(calls.live_cast_created(await self._send(call)), self._input)
+        if input:
+            cast.seq, cast.chars = 1, len(input)
+        return cast
+
+    async def _input(self, call: Call) -> InputAccepted:
+        return calls.input_accepted(await self._send(call))
 
     async def cast_status(self, cast_id: str) -> CastView:
         return calls.cast_view(await self._send(calls.cast_status(cast_id)))

@@ -13,6 +13,8 @@
         ├── AuthenticationError   401 (the message says how to pass a key)
         ├── NotFound              404
         │   └── CastNotFound      404 cast_not_found
+        ├── Conflict              409 (.seq: the pieces a live cast's input holds)
+        │   └── InputClosed       409 input_closed (done, or idle past its timeout)
         ├── RateLimited           429 (.retry_after seconds)
         └── ServerError           5xx
             ├── CastFailed        500 cast_failed
@@ -38,6 +40,8 @@ __all__ = [
     "BadRequest",
     "CastFailed",
     "CastNotFound",
+    "Conflict",
+    "InputClosed",
     "NotFound",
     "RateLimited",
     "ServerError",
@@ -126,6 +130,17 @@ class CastNotFound(NotFound):
     pass
 
 
+class Conflict(APIError):
+    """The request does not fit the state it met: a live cast's input that is closed, or a
+    `seq` that is not the number of pieces it holds (then `.seq` is that number)."""
+
+    seq: int | None = None
+
+
+class InputClosed(Conflict):
+    pass
+
+
 class RateLimited(APIError):
     retry_after: float | None = None
     """Seconds the server asks to wait before trying again (its `Retry-After`)."""
@@ -148,6 +163,7 @@ class _Detail(msgspec.Struct, frozen=True):
     type: str | None = None
     param: str | None = None
     code: str | None = None
+    seq: int | None = None
 
 
 class _Body(msgspec.Struct, frozen=True):
@@ -158,11 +174,13 @@ _BY_CODE: dict[str, type[APIError]] = {
     "voice_not_found": UnknownVoice,
     "cast_not_found": CastNotFound,
     "cast_failed": CastFailed,
+    "input_closed": InputClosed,
 }
 _BY_STATUS: dict[int, type[APIError]] = {
     400: BadRequest,
     401: AuthenticationError,
     404: NotFound,
+    409: Conflict,
     429: RateLimited,
     503: Unavailable,
 }
@@ -196,6 +214,8 @@ def error_from_response(response: httpx.Response) -> APIError:
     error = cls(message, status=status, type=detail.type, code=detail.code, param=detail.param)
     if isinstance(error, RateLimited):
         error.retry_after = _retry_after(response)
+    if isinstance(error, Conflict):
+        error.seq = detail.seq
     return error
 
 

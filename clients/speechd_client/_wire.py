@@ -15,6 +15,8 @@ __all__ = [
     "CastCreated",
     "CastRecord",
     "CastView",
+    "InputAccepted",
+    "LiveCastCreated",
     "Progress",
     "RecordView",
     "RecordsPage",
@@ -48,6 +50,25 @@ class CastCreated(msgspec.Struct, frozen=True):
     id: str
     url: str
     status: str
+
+
+class LiveCastCreated(msgspec.Struct, frozen=True):
+    """`POST /v1/casts` with `live`: the cast, and where and how its input is written."""
+
+    id: str
+    url: str
+    status: str
+    input_url: str
+    input_token: str
+
+
+class InputAccepted(msgspec.Struct, frozen=True):
+    """A live cast's input after an append: `seq` pieces, `chars` characters, `done`."""
+
+    id: str
+    seq: int
+    chars: int
+    done: bool
 
 
 class Progress(msgspec.Struct, frozen=True):

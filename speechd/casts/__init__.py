@@ -6,6 +6,17 @@ from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._ids import cast_id, deployment_secret, is_cast_id
+from ._input import (
+    InputEnd,
+    InputState,
+    append_input,
+    close_input,
+    end_record,
+    idle_expired,
+    input_event,
+    piece_record,
+    read_input_state,
+)
 from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
 from ._reader import (
     CastEvent,
@@ -18,6 +29,7 @@ from ._reader import (
 )
 from ._records import (
     H_ATTEMPT,
+    H_CHARS,
     H_DURATION,
     H_EVENT,
     H_HOLD,
@@ -60,6 +72,7 @@ from ._records import (
 from ._streams import (
     CAST_PREFIX,
     CATALOG_PREFIX,
+    INPUT_PREFIX,
     JOBS,
     JOBS_CURSOR,
     JOBS_DEAD,
@@ -70,6 +83,7 @@ from ._streams import (
     WORKERS_PREFIX,
     cast_stream,
     catalog_stream,
+    input_stream,
     lease_stream,
     worker_stream,
 )
@@ -79,6 +93,7 @@ __all__ = [
     "CAST_PREFIX",
     "CATALOG_PREFIX",
     "H_ATTEMPT",
+    "H_CHARS",
     "H_DURATION",
     "H_EVENT",
     "H_HOLD",
@@ -91,6 +106,7 @@ __all__ = [
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
+    "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
@@ -112,6 +128,8 @@ __all__ = [
     "Eos",
     "Event",
     "Failure",
+    "InputEnd",
+    "InputState",
     "Job",
     "Lease",
     "Meta",
@@ -123,6 +141,7 @@ __all__ = [
     "Submission",
     "Word",
     "WorkerNotice",
+    "append_input",
     "audio_chunk",
     "audio_record",
     "cast_audio",
@@ -131,20 +150,27 @@ __all__ = [
     "cast_status",
     "cast_stream",
     "catalog_stream",
+    "close_input",
     "decode",
     "deployment_secret",
     "encode",
+    "end_record",
     "eos_record",
     "error_record",
     "event_of",
     "follow_cast",
+    "idle_expired",
+    "input_event",
+    "input_stream",
     "is_cast_id",
     "kept_spans",
     "lease_stream",
     "meta_record",
+    "piece_record",
     "playable_chunks",
     "playable_spans",
     "read_head",
+    "read_input_state",
     "record_words",
     "resume_point",
     "retry_record",

@@ -21,7 +21,9 @@ Header names (persisted, so keep them stable):
     i   the record's index in its attempt's playable sequence (decimal), audio only: dense from
         0 across kept and new records, so attempt n's first own record has i = its `keep`
     n   how long the playable sequence was expected to be when the record was written: i + 1 +
-        the records still to come (decimal), audio only
+        the records still to come (decimal), audio only. An estimate while the plan is not done
+        (casts are planned lazily; a live cast's text is not all there): `n == i + 1` holds on
+        the record that ends the file, and on no other
     o   audio offset of the record's start in ms (decimal), audio only
     d   record duration in ms (decimal), audio only
     t   chunk text, UTF-8: the caption, published as the chunk is spoken; on a chunk's first
@@ -31,8 +33,8 @@ Header names (persisted, so keep them stable):
         engine timed them (absent on older records and from engines without durations)
     u   what each entry of `w` is: `word` (English) or `phrase` (G2Ps that read whole
         phrases); present exactly when `w` is
-    p   where the record's chunk ends in the cast's plan: an opaque position, text (today the
-        chunk index + 1); audio only. A new attempt resumes the plan there.
+    p   where the record's chunk ends in the cast's plan: an opaque position, text (the
+        incremental planner's `position`); audio only. A new attempt resumes the plan there.
     x   the seq of the `start` that opened the record's attempt (decimal): audio, eos, error
         and retry records, so a reader finds the latest `start` from the last record
     k   the resume checkpoint, text: what a new attempt needs to go on after this record (the
@@ -43,6 +45,8 @@ Header names (persisted, so keep them stable):
         start playing, so that the rest plays without a stall (see `speechd.worker._hold`);
         absent (0) when the plan keeps ahead of its listeners. The listeners' clock starts at
         the record's timestamp plus its `h`.
+    c   input records only (`input/<id>`, see `_input`): the characters of the live cast's
+        input so far, this record's included (decimal)
 
 Bodies of meta/start/eos/error/retry and every private record are JSON (msgspec Structs); new
 fields always get defaults and types never change (schema evolution). Streams written before
@@ -67,6 +71,7 @@ from speechd.telemetry import Readings
 
 __all__ = [
     "H_ATTEMPT",
+    "H_CHARS",
     "H_DURATION",
     "H_EVENT",
     "H_HOLD",
@@ -116,6 +121,7 @@ H_PLANNED = b"n"
 H_OFFSET = b"o"
 H_DURATION = b"d"
 H_TEXT = b"t"
+H_CHARS = b"c"
 H_WORDS = b"w"
 H_UNIT = b"u"
 H_PLAN = b"p"
@@ -144,6 +150,9 @@ class Meta(msgspec.Struct, frozen=True):
     title: str
     created_ms: int
     text_chars: int
+    live: bool = False
+    """The text arrives over time (`input/<id>`); `text_chars` is then what came with the
+    request that made the cast (often 0)."""
 
 
 class RecordSpan(msgspec.Struct, frozen=True, array_like=True):
@@ -228,7 +237,11 @@ class Retry(msgspec.Struct, frozen=True):
 
 
 class Recipe(msgspec.Struct, frozen=True):
-    """The private recipe in `catalog/<id>`: everything the worker needs to make the audio."""
+    """The private recipe in `catalog/<id>`: everything the worker needs to make the audio.
+
+    A live cast (`live`) has no `text` here: it arrives in `input/<id>` (`_input`). Writing
+    that input takes the token whose keyed digest is `input_key`; an input left idle for
+    `idle_s` seconds is closed as if its writer had said it was done."""
 
     text: str
     model: str
@@ -237,6 +250,9 @@ class Recipe(msgspec.Struct, frozen=True):
     format: str
     title: str
     created_ms: int
+    live: bool = False
+    input_key: str = ""
+    idle_s: float = 0.0
 
 
 class Job(msgspec.Struct, frozen=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CAST_PREFIX",
     "CATALOG_PREFIX",
+    "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
@@ -15,6 +16,7 @@ __all__ = [
     "WORKERS_PREFIX",
     "cast_stream",
     "catalog_stream",
+    "input_stream",
     "lease_stream",
     "worker_stream",
 ]
@@ -30,6 +32,7 @@ voices while no worker is ready; appended only when the set changes."""
 CATALOG_PREFIX = "catalog/"
 CAST_PREFIX = "pub/casts/"
 LEASES_PREFIX = "leases/"
+INPUT_PREFIX = "input/"
 WORKERS_PREFIX = "workers/"
 
 
@@ -51,3 +54,9 @@ def worker_stream(worker_id: str) -> str:
 def lease_stream(cast_id: str) -> str:
     """Renewals of the lease a worker holds on a cast while it makes it (private)."""
     return LEASES_PREFIX + cast_id
+
+
+def input_stream(cast_id: str) -> str:
+    """A live cast's text as it arrives, then its closing record (private: only the api
+    writes it and only the worker reads it)."""
+    return INPUT_PREFIX + cast_id

@@ -47,6 +47,7 @@ async def submit(store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int
         title=recipe.title,
         created_ms=recipe.created_ms,
         text_chars=len(recipe.text),
+        live=recipe.live,
     )
     # Same id, same content: a recipe someone else wrote first is as good as ours.
     with contextlib.suppress(SeqMismatch):

@@ -30,7 +30,7 @@ from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis
 from ._loading import load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
-from ._planner import Planner, PlanStatus, PlanStep
+from ._planner import FLUSH_S, Planner, PlanStatus, PlanStep
 from ._runtime import SAMPLES_PER_FRAME
 from ._slices import normalize_text
 from ._speakable import missing_languages, voice_language
@@ -40,6 +40,7 @@ from ._voices import VoiceBook, installed_voices
 __all__ = [
     "DEFAULT_VOICE_MAP",
     "DEVICE_HELP",
+    "FLUSH_S",
     "LANGUAGES",
     "MAX_SPEED",
     "MIN_SPEED",

@@ -18,11 +18,14 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from speechd.casts import CastCaptions
 from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
+from speechd.live import LiveCasts
 from speechd.metrics import ApiMetrics
 from speechd.openai_compat import (
     BodyDecoder,
     cast_headers,
     cast_url,
+    create_live,
+    live_created,
     public_base_url,
     require_api_key,
 )
@@ -55,10 +58,25 @@ async def create_cast(
     gateway: NamedDependency[Gateway],
     settings: NamedDependency[Settings],
     metrics: NamedDependency[ApiMetrics],
+    live_casts: NamedDependency[LiveCasts],
     request: Request[Any, Any, Any],
-) -> Response[CastCreated]:
-    """Submit a cast and answer at once with its link (201; 200 for an identical request)."""
-    cast, state = await gateway.create(await _NEW_CAST.read(request))
+) -> Response[Any]:
+    """Submit a cast and answer at once with its link (201; 200 for an identical request).
+    A live one (`"live": true`) answers 201 with its input's link and token too."""
+    data = await _NEW_CAST.read(request)
+    if data.live:
+        made = await create_live(
+            live_casts,
+            model=data.model,
+            voice=data.voice,
+            speed=data.speed,
+            format=data.response_format,
+            title=(data.title or "").strip() or None,
+            text=data.input,
+        )
+        metrics.submitted(True)
+        return live_created(made, public_base_url(settings, request))
+    cast, state = await gateway.create(data)
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(

@@ -36,14 +36,17 @@ AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]  # speechd.aud
 
 class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     """`POST /v1/casts`. A missing title is derived from the text (`derive_title`). Every
-    field is bounded on decode (`speechd.limits`), before the route runs."""
+    field is bounded on decode (`speechd.limits`), before the route runs. With `live`, the
+    text comes later (`input`, if any, is its first piece: at most `MAX_PIECE_CHARS`, checked
+    by `speechd.live`); without it an empty `input` is refused (`CastService.submit`)."""
 
-    input: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CAST_CHARS)]
+    input: Annotated[str, msgspec.Meta(max_length=MAX_CAST_CHARS)] = ""
     voice: Annotated[str, msgspec.Meta(max_length=MAX_VOICE_CHARS)] | None = None
     speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
     response_format: AudioFormat = "mp3"
     model: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)] | None = None
     title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] | None = None
+    live: bool = False
 
 
 class CastCreated(msgspec.Struct, frozen=True):

@@ -10,13 +10,14 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     SpeechdError           the class's status, type and code; `param` from the instance
     Exception              500  a generic message; the trace is logged, never sent
 
-`code` and `param` are strings or null, as the OpenAI SDK reads them. An error with a
+`code` and `param` are strings or null, as the OpenAI SDK reads them; a live cast's input
+conflict (409) adds `seq`, the number of pieces its input holds. An error with a
 `retry_after` (429s, the 503s of a busy api or store) carries `Retry-After`. After a streaming
 response has started these handlers cannot run: the routes report such failures in-band or
 end the body incomplete (see `_speech.py`), with one log line from `log_store_trouble`.
 
 `invalid_field` is the one 400 for a body that does not fit its shape, whichever decoder
-found it (Litestar's, or `decode_body`'s).
+found it (Litestar's, or `BodyDecoder`'s).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from litestar.types import ExceptionHandlersMap
 from speechd.durable import DurableError
 from speechd.errors import (
     AuthenticationFailed,
+    InputConflict,
     InvalidRequest,
     PayloadTooLarge,
     SpeechdError,
@@ -67,7 +69,10 @@ def error_body(
 
 
 def error_body_for(exc: SpeechdError) -> dict[str, Any]:
-    return error_body(exc.message, exc.type, param=exc.param, code=exc.code)
+    body = error_body(exc.message, exc.type, param=exc.param, code=exc.code)
+    if isinstance(exc, InputConflict) and exc.seq is not None:
+        body["error"]["seq"] = exc.seq  # what a live cast's writer sends as `seq` next
+    return body
 
 
 def _respond(

@@ -4,10 +4,13 @@
     GET  /v1/models            OpenAI's model list; GET /v1/models/{id} one model
     GET  /v1/audio/models      {"models": [{"id"}]}          (Open WebUI reads these two)
     GET  /v1/audio/voices      {"voices": [{"id", "name"}]}
+    POST /v1/casts/{id}/input  a piece of a live cast's input (`_live`)
+    WS   /v1/audio/speech/live a live cast over one WebSocket (`_live_ws`)
 
 Dependencies (provided by `create_app`): `service` (CastService), `metrics` (ApiMetrics),
-`settings` (Settings), `slots` (StreamSlots: a speech request holds one of the client's
-long-lived-read slots from before it is submitted until its response ends).
+`settings` (Settings), `live_casts` (LiveCasts), `slots` (StreamSlots: a speech request, and
+a live cast's WebSocket, holds one of the client's long-lived-read slots from before it is
+submitted until its response ends).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from speechd.service import CastRequest, CastService, voice_label
 
 from ._auth import require_api_key
 from ._bodies import BodyDecoder
+from ._live import append_input
+from ._live_ws import speech_live
 from ._models import MODEL_NAMES, resolve_model
 from ._schemas import (
     MAX_INPUT_CHARS,
@@ -134,6 +139,14 @@ async def list_voices(service: NamedDependency[CastService]) -> VoiceList:
 
 openai_router = Router(
     path="/v1",
-    route_handlers=[create_speech, list_models, retrieve_model, list_audio_models, list_voices],
+    route_handlers=[
+        create_speech,
+        list_models,
+        retrieve_model,
+        list_audio_models,
+        list_voices,
+        append_input,
+        speech_live,
+    ],
 )
 """Every OpenAI-compatible route, under `/v1`."""

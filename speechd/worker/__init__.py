@@ -13,7 +13,8 @@ imports torch.
 
 Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
 `_attempts` (opening, resuming and ending attempts; failures), `_render` (one chunk on the
-engine thread), `_plan` (a cast's plan and its positions), `_policy` and `_hold` (the
+engine thread), `_plan` (a cast's lazy plan and its positions), `_planning` (plans stepped
+between chunk renders), `_input` (following a live cast's input), `_policy` and `_hold` (the
 scheduling decisions), `_worker` (the loop).
 """
 

@@ -22,13 +22,14 @@ cast does not count.
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 import msgspec
-import numpy as np
 
 from speechd.casts import (
     JOBS_DEAD,
@@ -46,11 +47,13 @@ from speechd.casts import (
     audio_record,
     cast_stream,
     catalog_stream,
+    close_input,
     decode,
     encode,
     eos_record,
     error_record,
     kept_spans,
+    read_input_state,
     resume_point,
     start_record,
 )
@@ -66,15 +69,17 @@ from ._cast import Admitted, JobRef
 from ._health import last_notice
 from ._intake import TRIM_EVERY, Intake
 from ._ownership import Ownership
-from ._plan import CastPlan, model_fingerprint, plan_cast
+from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
 from ._policy import PlanTiming
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
-from ._render import ChunkFailed, Resume, read_resume
+from ._render import ChunkFailed, Resume, end_file, read_resume
 from ._thread import EngineThread
 
 __all__ = ["RECEIPTS", "Attempts"]
 
 log = logging.getLogger("speechd.worker")
+
+_CHARS_PER_CHUNK = 200  # a rough mean over progressive chunks (short first, then sentences)
 
 
 RECEIPTS = 10_000  # receipts kept in `progress/done` (WorkerConfig.receipts)
@@ -139,13 +144,13 @@ class Attempts:
             going = await self._continuation(job, head, recipe)
             if going is None:
                 encoder = self._encoders(recipe.format, self._engine.sample_rate)
-                going = _Going(await self._plan(recipe, timing), timing, 0, 0, None, encoder)
+                going = _Going(await self._plan(recipe, timing), timing, 0, False, None, encoder)
         except Exception as exc:
             log.warning("cast %s cannot be planned: %s", job.id, exc)
             message = f"the text could not be planned: {exc}"
             await self.give_up(job, head.tail, head.attempt, message, head.start_seq)
             return
-        plan, timing, keep, next_chunk = going.plan, going.timing, going.keep, going.next_chunk
+        plan, timing, keep, complete = going.plan, going.timing, going.keep, going.complete
         resume, encoder = going.resume, going.encoder
         if keep == 0 and head.length:  # starting over: the counted chunk is not its first
             chunk_failures = deaths = 0
@@ -156,7 +161,7 @@ class Attempts:
         start = Start(
             attempt=attempt,
             worker=self._worker_id,
-            chunks=max(len(plan), 1),
+            chunks=max(keep, 1) + _chunks_estimate(recipe),
             rtf=timing.rtf,
             failures=failures,
             lease_ms=self._ownership.lease_ms,
@@ -172,7 +177,6 @@ class Attempts:
             deaths=deaths,
         )
         records = [start_record(start)]
-        complete = keep > 0 and next_chunk >= len(plan)
         if complete:  # every chunk is durable already; only the eos is missing
             records.append(eos_record(attempt, _eos(head, resume), head.tail))
         sent = self._clock()
@@ -190,7 +194,6 @@ class Attempts:
             start_seq=ack.start_seq,
             next_seq=ack.next_seq,
             encoder=encoder,
-            next_chunk=next_chunk,
             samples=resume.samples if resume is not None else 0,
             gen_s=resume.gen_ms / 1000 if resume is not None else 0.0,
             origin_ms=origin_ms,
@@ -200,20 +203,17 @@ class Attempts:
             limits=self._store.limits,
         )
         log.info(
-            "cast %s: attempt %d keeps %d records, from chunk %d of %d, planned for %s",
+            "cast %s: attempt %d keeps %d records%s, planned for %s",
             job.id,
             attempt,
             keep,
-            next_chunk,
-            len(plan),
+            " (all of them)" if complete else "",
             timing,
         )
         if complete:
             await self._ended(cast, _eos(head, resume))
-        elif len(plan):
+        else:  # planned by the loop, a bounded step at a time
             self._active[job.id] = cast
-        else:
-            await self.finish_empty(cast)
 
     async def _count_death(self, job: JobRef, head: CastHead) -> tuple[int, int, int] | None:
         """The new attempt's (failures, chunk_failures, deaths): the last attempt's, plus one
@@ -257,29 +257,45 @@ class Attempts:
         if (latest.model, latest.encoder) != (model_fingerprint(self._engine), fresh.fingerprint):
             return None
         timing = PlanTiming(latest.rtf, latest.overhead_s, latest.max_chunk_s)
-        plan = await self._plan(recipe, timing)
-        if plan.fingerprint != latest.plan:
+        if plan_fingerprint(self._engine, self._policy(recipe, timing)) != latest.plan:
             return None
         final = head.final
         point = await resume_point(self._store, job.id, head)
         try:
             resume = read_resume(point.resume) if point is not None else None
-            if final is not None and _ends_plan(final, plan):
-                # Every chunk is durable (the last one has no checkpoint: it ended the file);
-                # only the eos is missing.
-                return _Going(plan, timing, head.length, len(plan), resume, fresh)
-            if point is None or resume is None:
+            if final is not None and final.index == final.planned - 1:
+                # Every chunk is durable (the record that ended the file says so: see `n` in
+                # `_plan`; it has no checkpoint); only the eos is missing.
+                plan = await self._plan(recipe, timing, position=final.plan or None)
+                return _Going(plan, timing, head.length, True, resume, fresh)
+            if point is None or resume is None or not point.plan:
                 return None
-            next_chunk = plan.resume_from(point.plan)
+            plan = await self._plan(recipe, timing, position=point.plan)
             encoder = self._encoders(fmt, rate, resume=resume.encoder)
         except ValueError as exc:
             log.warning("cast %s: its audio cannot be continued (%s); starting over", job.id, exc)
             return None
-        return _Going(plan, timing, point.index + 1, next_chunk, resume, encoder)
+        return _Going(plan, timing, point.index + 1, False, resume, encoder)
 
-    async def _plan(self, recipe: Recipe, timing: PlanTiming) -> CastPlan:
-        policy = timing.apply(self._chunk_policy).with_speed(recipe.speed)
-        return await self._thread.call(plan_cast, self._engine, recipe.text, recipe.voice, policy)
+    def _policy(self, recipe: Recipe, timing: PlanTiming) -> ChunkPolicyLike:
+        return timing.apply(self._chunk_policy).with_speed(recipe.speed)
+
+    async def _plan(
+        self, recipe: Recipe, timing: PlanTiming, *, position: str | None = None
+    ) -> CastPlan:
+        """The cast's plan, from its start or from `position` (ValueError if the planner
+        cannot read it); not stepped yet: the loop plans it a step at a time."""
+        policy = self._policy(recipe, timing)
+        make = functools.partial(open_plan, live=recipe.live, position=position)
+        return await self._thread.call(make, self._engine, recipe.text, recipe.voice, policy)
+
+    async def plan_failed(self, cast: Admitted, error: Exception) -> None:
+        """The cast's text could not be planned (a planner error, not a chunk's): give it up."""
+        log.warning("cast %s cannot be planned: %r", cast.id, error)
+        self._active.pop(cast.id, None)
+        message = f"the text could not be planned: {error}"
+        await self.give_up(cast.job, cast.next_seq, cast.attempt, message, cast.start_seq)
+        await self._ownership.release(cast)
 
     async def _died_on(self, cast_id: str, owner: str, index: int) -> bool:
         """Whether the (dead) worker `owner` died making record `index` of `cast_id`: its last
@@ -320,10 +336,11 @@ class Attempts:
             fmt, rate = cast.recipe.format, self._engine.sample_rate
             if cast.resume is not None:
                 cast.encoder = self._encoders(fmt, rate, resume=cast.resume.encoder)
-            else:  # nothing to go on from: start over
+            else:  # nothing to go on from: start over, plan and all
                 cast.encoder = self._encoders(fmt, rate)
                 keep, kept = 0, []
-                cast.next_chunk, cast.samples, cast.gen_s = 0, 0, 0.0
+                cast.plan = await self._plan(cast.recipe, cast.timing)
+                cast.samples, cast.gen_s = 0, 0.0
                 cast.origin_ms, cast.origin_s = 0, None
         start = msgspec.structs.replace(
             cast.start,
@@ -338,7 +355,7 @@ class Attempts:
         start_seq = cast.next_seq
         if await self.append(cast, [start_record(start)]) is not None:
             cast.start, cast.start_seq, cast.made = start, start_seq, 0
-            log.info("cast %s: attempt %d from chunk %d", cast.id, cast.attempt, cast.next_chunk)
+            log.info("cast %s: attempt %d from record %d", cast.id, cast.attempt, cast.index)
 
     # -- appending and ending --------------------------------------------------------------
 
@@ -403,15 +420,25 @@ class Attempts:
         log.info("cast %s done: %d ms of audio in %d ms", cast.id, eos.audio_ms, eos.gen_ms)
         await self._intake.finish(cast.job)
 
-    async def finish_empty(self, cast: Admitted) -> None:
-        """A text that plans to no chunks: one record of the encoder's output for no samples
-        (a header, for formats that have one), then eos."""
-        body = await self._thread.call(
-            lambda: cast.encoder.encode(np.zeros(0, dtype=np.float32), final=True)
+    async def end_file(self, cast: Admitted) -> None:
+        """The plan is done and its last chunk did not end the file (a live cast's input
+        closed after it was spoken; or a text that plans to no chunks): one record of what
+        the encoder adds for no samples (an mp3's last frames, a header for an empty file),
+        then eos."""
+        body = await self._thread.call(end_file, cast.encoder)
+        offset_ms = cast.samples * 1000 // self._engine.sample_rate
+        chunk = AudioChunk(
+            cast.attempt,
+            cast.index,
+            cast.index + 1,
+            offset_ms,
+            0,
+            "",
+            body,
+            plan=cast.plan.planner.position,
+            start_seq=cast.start_seq,
         )
-        plan = cast.plan.position_after(-1)
-        chunk = AudioChunk(cast.attempt, 0, 1, 0, 0, "", body, plan=plan, start_seq=cast.start_seq)
-        eos = Eos(chunks=1, audio_ms=0, gen_ms=0)
+        eos = Eos(chunks=cast.index + 1, audio_ms=offset_ms, gen_ms=round(cast.gen_s * 1000))
         records = [audio_record(chunk), eos_record(cast.attempt, eos, cast.start_seq)]
         if await self.append(cast, records) is not None:
             await self.done(cast, eos)
@@ -433,29 +460,33 @@ class Attempts:
             return
         dead = DeadJob(id=job.id, error=message, attempts=max(attempt, 1))
         await self._store.append(JOBS_DEAD, [AppendRecord(encode(dead))])
+        await self._abandon_input(job.id)
         await self._intake.finish(job)
+
+    async def _abandon_input(self, cast_id: str) -> None:
+        """A live cast that failed takes no more input: its writer is told so (409)."""
+        state = await read_input_state(self._store, cast_id)
+        if state.tail and not state.closed:  # none: not a live cast (or nothing came yet)
+            await close_input(self._store, cast_id, state, "abandoned")
 
 
 @dataclass(frozen=True, slots=True)
 class _Going:
-    """How a new attempt goes: its plan and timing, the records it keeps, the chunk it makes
-    next, the kept records' resume state and its encoder."""
+    """How a new attempt goes: its plan and timing, the records it keeps, whether they are
+    all of it (only the eos is missing), the kept records' resume state and its encoder."""
 
     plan: CastPlan
     timing: PlanTiming
     keep: int
-    next_chunk: int
+    complete: bool
     resume: Resume | None
     encoder: EncoderLike
 
 
-def _ends_plan(final: AudioChunk, plan: CastPlan) -> bool:
-    """Whether `final` is the last record of the plan's last chunk."""
-    return (
-        len(plan) > 0
-        and final.plan == plan.position_after(len(plan) - 1)
-        and final.index == final.planned - 1
-    )
+def _chunks_estimate(recipe: Recipe) -> int:
+    """Chunks a new plan is guessed to make (the `start`'s `chunks`; `n` on each record is
+    the better estimate once audio comes): a live cast's text is not known yet."""
+    return 1 if recipe.live else max(1, math.ceil(len(recipe.text) / _CHARS_PER_CHUNK))
 
 
 def _eos(head: CastHead, resume: Resume | None) -> Eos:

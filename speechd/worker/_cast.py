@@ -58,7 +58,6 @@ class Admitted:
     start_seq: int
     next_seq: int  # the seq this worker expects to append next
     encoder: EncoderLike
-    next_chunk: int = 0  # the plan's chunk to make next
     samples: int = 0  # audio samples in the playable sequence so far
     gen_s: float = 0.0  # compute spent on the playable sequence (kept chunks included)
     origin_ms: int = 0  # the first playable record's timestamp (the writer's clock); 0: none

@@ -1,56 +1,169 @@
-"""A cast's plan as the worker holds it: its chunks, and where each one ends in the plan.
+"""A cast's plan as the worker holds it: made lazily, one chunk ahead, a bounded step at a time.
 
-Each audio record says where its chunk ends in the plan (header `p`, an opaque text), and a new
-attempt that keeps earlier chunks asks the plan to go on from the last kept record's position
-(`resume_from`). Today the whole text is planned up front (`Engine.plan`, on the engine thread)
-and a position is the chunk index + 1; an incremental planner plugs in here by returning its own
-resumable positions from `position_after` and taking them back in `resume_from`.
+Every cast is planned by the engine's incremental planner (`Engine.planner`, see
+`speechd.engine.Planner`): the worker calls `CastPlan.step` on the engine thread between chunk
+renders (`Worker._plan_ahead`), a bounded slice of work per call, until the cast's next chunk
+is known and so is whether another follows it. So a 200,000-character text of any shape is
+never planned up front: it costs the other casts one slice per turn, never its whole plan.
 
-Whether a later attempt may go on from an earlier one's positions is decided by fingerprints
-kept in each `start`: `plan_fingerprint` (the chunk policy as timed for the cast, which holds
-the speed, and the planner's version) and `model_fingerprint` (the engine's name for its
-weights). The same text planned with the same policy gives the same chunks, so equal
-fingerprints mean the positions mean the same.
+A chunk is `ready` to render once the one after it is planned too, or the plan is done (then
+it is the last: its encoder output ends the file), or the cast is live and its input open (the
+chunk is spoken now, not the last; when the input closes later, the file is ended by a record
+of no audio, `Attempts.end_file`).
+
+**Positions.** Each audio record says where its chunk ends in the plan (header `p`): the
+planner's `position` after the chunk. A new attempt that keeps earlier chunks builds its
+planner from the last kept record's position, fed the same text from its start, and goes on
+with exactly the chunks that follow (positions carry the chunk index, so seeds match too).
+
+**Live input.** A live cast's text arrives in `input/<id>`; the worker's follower (`_input`)
+queues the pieces here (`pending`, `pending_close`) and the loop hands them to the planner
+before its next step (the planner is only ever touched between engine calls, on the loop, or
+inside one on the engine thread).
+
+**The `n` header** (records planned) cannot be exact before the plan is done: it is this
+chunk's records, plus the chunks already planned after it, plus the rest of the text as the
+planner estimates it (`audio_left_s`) in chunks the size of this one; at least one more
+unless this chunk is known to be the last. So `n == i + 1` holds on the record that ends the
+file, and on no other.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
 
-from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike
+from speechd.engine import PlanStatus
 
-__all__ = ["PLANNER", "CastPlan", "model_fingerprint", "plan_cast", "plan_fingerprint"]
+from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike, PlannerLike
 
-PLANNER = "whole-text/1"
+__all__ = ["PLANNER", "CastPlan", "Planned", "model_fingerprint", "open_plan", "plan_fingerprint"]
+
+PLANNER = "incremental/1"
 """How the worker plans and what its positions mean: bump it when either changes."""
 
 
 @dataclass(frozen=True, slots=True)
+class Planned:
+    """A planned chunk and the plan position after it (its records' `p`)."""
+
+    chunk: ChunkLike
+    position: str
+
+
+@dataclass(eq=False)
 class CastPlan:
-    """The chunks of one cast, in order, and the plan's fingerprint."""
+    """One cast's incremental plan (see the module docstring)."""
 
-    chunks: Sequence[ChunkLike]
+    planner: PlannerLike
     fingerprint: str
+    live: bool = False
+    ahead: deque[Planned] = field(default_factory=deque)
+    done: bool = False  # the planner reached DONE
+    waiting: bool = False  # its last step asked for input
+    input_seq: int = 0  # the input record to read next (a live cast's follower)
+    input_last_ms: int = 0  # the last input record's timestamp (0: none read yet)
+    pending: list[str] = field(default_factory=list)  # input that came, not yet fed
+    pending_close: bool = False  # the input's end came
+    last_input_s: float = field(default_factory=time.monotonic)
+    flushed_chars: int = -1  # input received (fed) when an idle step last ran
+    fed_chars: int = 0
+    steps: int = 0
 
-    def __len__(self) -> int:
-        return len(self.chunks)
+    # -- the loop's view ----------------------------------------------------------------
 
-    def position_after(self, n: int) -> str:
-        """The plan position at the end of chunk `n` (the `p` of its records)."""
-        return str(n + 1)
+    @property
+    def open_input(self) -> bool:
+        """A live cast whose input has not closed: no chunk planned so far is the last."""
+        return self.live and not self.pending_close and not self.planner.closed
 
-    def resume_from(self, position: str) -> int:
-        """The chunk that follows `position` (len(self) when none does); ValueError if the
-        position is not one of this plan's."""
-        try:
-            n = int(position)
-        except ValueError:
-            raise ValueError(f"not a plan position: {position!r}") from None
-        if not 0 < n <= len(self.chunks):
-            raise ValueError(f"plan position {n} is outside this plan of {len(self.chunks)}")
-        return n
+    @property
+    def waiting_chars(self) -> int:
+        """Characters that came and are in no chunk yet (fed or not)."""
+        return self.planner.chars_left + sum(len(piece) for piece in self.pending)
+
+    @property
+    def ready(self) -> bool:
+        """The next chunk can be rendered: it is planned, and so is whether it is last (it
+        is not while the input is open)."""
+        if not self.ahead:
+            return False
+        return len(self.ahead) > 1 or self.done or self.waiting or self.open_input
+
+    @property
+    def finished(self) -> bool:
+        """Planned to its end and every chunk taken."""
+        return self.done and not self.ahead
+
+    @property
+    def last(self) -> bool:
+        """The next chunk is the plan's last (its output ends the file)."""
+        return self.done and len(self.ahead) == 1
+
+    def wants_step(self, now: float, flush_s: float) -> bool:
+        """Whether a planning step would do anything now."""
+        if self.done or self.ready:
+            return False
+        if not self.waiting:
+            return True
+        if self.pending or self.pending_close:
+            return True  # input came
+        idle = now - self.last_input_s
+        return idle >= flush_s and self.flushed_chars < self.fed_chars
+
+    def flush_due(self, now: float, flush_s: float) -> float | None:
+        """Seconds until an idle flush would plan what is waiting (None: none to come)."""
+        if not self.waiting or self.done or self.flushed_chars >= self.fed_chars:
+            return None
+        return max(self.last_input_s + flush_s - now, 0.0)
+
+    def take(self) -> Planned:
+        return self.ahead.popleft()
+
+    def more_after(self, chunk_audio_s: float) -> int:
+        """Chunks estimated to follow the next one, which makes `chunk_audio_s` of audio (see
+        the module docstring on `n`): 0 only when it is the last."""
+        if self.last:
+            return 0
+        left = self.planner.audio_left_s
+        estimate = math.ceil(left / max(chunk_audio_s, 0.5)) if left > 0 else 0
+        return max(len(self.ahead) - 1 + estimate, 1)
+
+    # -- on the loop, between engine calls ----------------------------------------------
+
+    def feed_pending(self) -> None:
+        """Hand the planner the input that came since its last step."""
+        for piece in self.pending:
+            self.planner.feed(piece)
+            self.fed_chars += len(piece)
+        self.pending.clear()
+        if self.pending_close and not self.planner.closed:
+            self.planner.close()
+
+    # -- on the engine thread -----------------------------------------------------------
+
+    def step(self, now: float, flush_s: float) -> None:
+        """One bounded planning step (raises what the planner raises: a text it cannot
+        plan, a position that does not fit it). A live input idle for `flush_s` while the
+        planner waits is flushed first: what arrived is planned, an unfinished clause too."""
+        if (
+            self.waiting
+            and now - self.last_input_s >= flush_s
+            and self.flushed_chars < self.fed_chars
+        ):
+            self.planner.flush()
+            self.flushed_chars = self.fed_chars
+        result = self.planner.step()
+        self.steps += 1
+        self.waiting = result.status is PlanStatus.INPUT
+        if result.status is PlanStatus.CHUNK:
+            assert result.chunk is not None
+            self.ahead.append(Planned(result.chunk, self.planner.position))
+        elif result.status is PlanStatus.DONE:
+            self.done = True
 
 
 def plan_fingerprint(engine: EngineLike, policy: ChunkPolicyLike) -> str:
@@ -66,7 +179,16 @@ def model_fingerprint(engine: EngineLike) -> str:
     return str(getattr(engine, "fingerprint", "") or "")
 
 
-def plan_cast(engine: EngineLike, text: str, voice: str, policy: ChunkPolicyLike) -> CastPlan:
-    """Plan `text` (on the engine thread: planning runs G2P)."""
-    chunks: Sequence[ChunkLike] = list(engine.plan(text, voice, policy))
-    return CastPlan(chunks, plan_fingerprint(engine, policy))
+def open_plan(
+    engine: EngineLike,
+    text: str,
+    voice: str,
+    policy: ChunkPolicyLike,
+    *,
+    live: bool = False,
+    position: str | None = None,
+) -> CastPlan:
+    """A cast's plan, not stepped yet (on the engine thread: the first planner of a language
+    builds its G2P). A live cast's text comes later (`pending`); `position` resumes one."""
+    planner = engine.planner(voice, policy, text=text, done=not live, position=position)
+    return CastPlan(planner, plan_fingerprint(engine, policy), live=live)

@@ -48,9 +48,9 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   the cast in real time (where nobody is admitted beside it anyway) to the token caps. A
   lone long cast then runs at the engine's own speed. The rule is per chunk, so a cast planned
   a chunk at a time can have the quantum back for the chunks not cut yet when a newcomer
-  arrives (`Planner.retime`); today's worker plans a cast's whole text at admission and
-  decides there once (`Worker._quantum`), so it lifts the quantum only where nobody can be
-  admitted beside the cast anyway. On a fast device the token caps bind first.
+  arrives (`Planner.retime`); the worker decides once per cast, at admission
+  (`Worker._quantum`), so it lifts the quantum only where nobody can be admitted beside the
+  cast anyway. On a fast device the token caps bind first.
 
 `FifoPolicy` is the baseline: one cast at a time, each finished before the next starts (so
 the quantum protects nobody there).

@@ -11,12 +11,16 @@ from typing import Protocol
 
 import numpy as np
 
+from speechd.engine import PlanStatus
+
 __all__ = [
     "ChunkLike",
     "ChunkPolicyLike",
     "EncoderFactory",
     "EncoderLike",
     "EngineLike",
+    "PlanStepLike",
+    "PlannerLike",
     "SynthesisLike",
     "VoicesLike",
 ]
@@ -54,6 +58,35 @@ class VoicesLike(Protocol):
     def installed(self) -> list[str]: ...
 
 
+class PlanStepLike(Protocol):
+    @property
+    def status(self) -> PlanStatus: ...
+    @property
+    def chunk(self) -> ChunkLike | None: ...
+
+
+class PlannerLike(Protocol):
+    """An incremental planner (`speechd.engine.Planner`'s contract): text in, whole or piece
+    by piece (`feed`, `close`), chunks out one bounded `step` at a time; `flush` when a live
+    input idles, so what arrived is planned, an unfinished clause too; `position` after a
+    chunk is where a planner of the same text continues from; `estimate` sizes (in phonemes) the
+    chunks the text not in a chunk yet is expected to make."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def position(self) -> str: ...
+    @property
+    def audio_left_s(self) -> float: ...
+    @property
+    def chars_left(self) -> int: ...
+    def feed(self, piece: str) -> None: ...
+    def close(self) -> None: ...
+    def flush(self) -> None: ...
+    def step(self, idle_s: float | None = None) -> PlanStepLike: ...
+    def estimate(self) -> list[int]: ...
+
+
 class EngineLike(Protocol):
     """A synchronous, single-threaded synthesizer (one model: one call at a time)."""
 
@@ -65,6 +98,19 @@ class EngineLike(Protocol):
     def voices(self) -> VoicesLike: ...
 
     def plan(self, text: str, voice: str, policy: ChunkPolicyLike) -> Sequence[ChunkLike]: ...
+
+    def planner(
+        self,
+        voice: str,
+        policy: ChunkPolicyLike,
+        *,
+        text: str = "",
+        done: bool = False,
+        position: str | None = None,
+    ) -> PlannerLike:
+        """An incremental planner for `voice`'s language; ValueError for a position it
+        cannot read."""
+        ...
 
     def synthesize(
         self, chunk: ChunkLike, voice: str, speed: float, *, seed: int | None = None

@@ -34,7 +34,7 @@ from speechd.casts import AudioChunk, audio_record, record_words
 from speechd.durable import AppendRecord, Limits, RecordTooLarge
 
 from ._policy import ChunkTimes
-from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike
+from ._protocols import ChunkLike, ChunkPolicyLike, EncoderLike, EngineLike
 
 if TYPE_CHECKING:
     from ._cast import Admitted
@@ -46,6 +46,7 @@ __all__ = [
     "Resume",
     "chunk_records",
     "chunk_seed",
+    "end_file",
     "read_resume",
     "record_samples",
     "render",
@@ -202,22 +203,21 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
 
 def chunk_records(
     cast: Admitted,
-    chunk_index: int,
     text: str,
     rendered: Rendered,
     *,
+    position: str,
+    more: int,
     sample_rate: int,
     hold_ms: int = 0,
 ) -> tuple[list[AppendRecord], int, Resume | None]:
-    """The audio records of the cast's chunk `chunk_index` as rendered, the playable
-    sequence's samples after them, and the resume checkpoint the last one carries. Each
-    record carries the chunk's words that start in it, timed from its own start; the first
-    carries `hold_ms` (the start hold, given for the playable sequence's first chunk only)."""
-    plan = cast.plan
-    more = len(plan) - chunk_index - 1  # plan chunks after this one
+    """The audio records of the cast's next chunk as rendered (`position`: the plan's after
+    it; `more`: the chunks estimated to follow it, 0 for the last), the playable sequence's
+    samples after them, and the resume checkpoint the last one carries. Each record carries
+    the chunk's words that start in it, timed from its own start; the first carries `hold_ms`
+    (the start hold, given for the playable sequence's first chunk only)."""
     samples = cast.samples
     pieces = rendered.pieces
-    position = plan.position_after(chunk_index)
     records = []
     state: Resume | None = None
     for n, (size, body) in enumerate(pieces):
@@ -251,3 +251,9 @@ def chunk_records(
         )
         records.append(audio_record(audio))
     return records, samples, state
+
+
+def end_file(encoder: EncoderLike) -> bytes:
+    """On the engine thread: what ends the file after its last samples (an mp3's last frames,
+    say; b"" for formats with nothing to add)."""
+    return encoder.encode(np.zeros(0, dtype=np.float32), final=True)

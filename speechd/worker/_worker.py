@@ -8,6 +8,13 @@ time (`_thread`); a chunk is rendered there (`_render`). Attempts are opened, re
 ended by `_attempts`, which keeps every durable chunk across attempts (resume by reference)
 and counts failures per chunk.
 
+Every cast is planned lazily (`_plan`, `_planning`): before each decision the loop steps the
+plans that are not ready, a bounded slice in all, so the next chunk of each cast is known
+(and whether it is the last) without any text being planned up front. Only casts whose next
+chunk is planned are shown to the policy: a live cast waiting for text is neither run nor
+late. A live cast's input is followed by a side task per cast (`_input`), which queues the
+pieces for the planner, wakes the loop and closes an input left idle past its timeout.
+
 Progress is durable and idempotent (DESIGN.md §3):
 
 * Jobs are read from the committed cursor on. A job whose cast ends in eos/error, or whose
@@ -49,13 +56,16 @@ from speechd.casts import (
     worker_stream,
 )
 from speechd.durable import AppendRecord, Store
+from speechd.engine import FLUSH_S
 
 from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
+from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
+from ._planning import Planning, predictions, whole_rest
 from ._policy import (
     QUANTUM_S,
     ActiveCast,
@@ -110,6 +120,7 @@ class Worker:
         heartbeat_s: float = 5.0,
         lease_s: float = 15.0,
         stop_grace_s: float = 3.0,
+        flush_s: float = FLUSH_S,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
         receipts: int = RECEIPTS,
@@ -139,6 +150,14 @@ class Worker:
             lease_s=lease_s,
             heartbeat_s=heartbeat_s,
             clock=clock,
+        )
+        self._followers = Followers(store, self._wake, clock)
+        self._planning = Planning(
+            self._thread,
+            clock,
+            flush_s=flush_s,
+            horizon_s=2 * quantum_s,
+            sample_rate=engine.sample_rate,
         )
         self._attempts = Attempts(
             store,
@@ -219,15 +238,17 @@ class Worker:
                 starved = await self._admit()
                 if stop.is_set():
                     break
+                await self._plan_ahead()
                 decision = self.policy.choose(self._clock(), self._views(), starved=starved)
                 match decision:
                     case Run(cast_id):
                         await self._step(self._active[cast_id])
                     case Sleep(seconds):
-                        await self._sleep(seconds)
+                        await self._rest(seconds)
                     case Idle():  # look up now and then: deferred jobs, a side task's death
-                        await self._sleep(self._heartbeat_s)
+                        await self._rest(self._heartbeat_s)
         finally:
+            await self._followers.close()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -318,7 +339,7 @@ class Worker:
         assert head.meta is not None
         whole = self.times.audio_for_chars(head.meta.text_chars, head.meta.speed)
         candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
-        now, views = self._clock(), self._views()
+        now, views = self._clock(), self._views(admission=True)
         if not self.policy.admit(now, views, candidate, rtf=self.times.rtf):
             self._waiting_head = (job.offset, head)
             return None
@@ -340,8 +361,8 @@ class Worker:
         The quantum while it protects someone (`Policy.protects`: another cast is active, or
         one waits behind it that could be let in beside it). Otherwise chunks grow past it
         (`chunk_quantum`), but only where nobody can be admitted beside this cast before it
-        ends (a device that cannot make it in real time): its whole text is planned now, and a
-        plan made up front cannot take a grown chunk back when a newcomer arrives later."""
+        ends (a device that cannot make it in real time): the cap is chosen once, here, and
+        nothing brings the quantum back for its chunks not cut yet when a newcomer arrives."""
         pending = self._intake.pending
         behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
         protects = self.policy.protects(now, views, job.id, behind, rtf=self.times.rtf)
@@ -363,34 +384,61 @@ class Worker:
 
     # -- one chunk ----------------------------------------------------------------------
 
-    def _views(self) -> list[ActiveCast]:
+    def _views(self, *, admission: bool = False) -> list[ActiveCast]:
+        """The runnable casts as the policy sees them: those whose next chunk is planned. A
+        live cast waiting for text is not among them, so it is neither run nor counted as
+        missing a deadline (its listener waits at the live edge; when text comes, its clock
+        goes on from there, see `Admitted.landed`).
+
+        For `admission`, also the casts admitted but not planned that far yet, with the
+        planner's estimate of their text: else a burst of casts would each be admitted
+        before the one before it was planned, as if the device had nothing to do."""
         rate = self._engine.sample_rate
         views = []
         for cast in self._active.values():
-            chunks = []
-            for chunk in cast.plan.chunks[cast.next_chunk :]:
-                audio = self.times.audio_s(len(chunk.phonemes), cast.recipe.speed)
-                chunks.append((audio, self.times.gen_s(audio)))
+            plan = cast.plan
+            if not (plan.ready or (admission and not plan.waiting and not plan.finished)):
+                continue
+            chunks = predictions(cast, self.times)
+            if not chunks:
+                continue
             views.append(
                 ActiveCast(
                     id=cast.id,
                     order=cast.job.offset,
                     first_audio_s=cast.origin_s,
                     audio_s=cast.samples / rate,
-                    chunks=tuple(chunks),
+                    chunks=chunks,
                 )
             )
         return views
 
-    def _rest(self, cast: Admitted, first: int) -> list[tuple[float, float]]:
-        """(audio, compute) predicted for the cast's chunks from `first` on, made with the
-        share of the device its plan was made for, at the device's costs as measured now."""
+    async def _plan_ahead(self) -> None:
+        """Follow the live casts' input, plan every cast a bounded slice ahead, and end
+        the casts whose plan is done without a chunk left to speak."""
+        self._followers.sync(self._active)
+        failed = await self._planning.run(list(self._active.values()))
+        for cast, error in failed:
+            await self._attempts.plan_failed(cast, error)
+        for cast in [c for c in self._active.values() if c.plan.finished]:
+            await self._attempts.end_file(cast)
+
+    async def _rest(self, seconds: float) -> None:
+        """Sleep as the policy says, unless planning has work to do (then go on at once);
+        no longer than until a live cast's next chunk is due to be planned."""
+        active = list(self._active.values())
+        if self._planning.pending(active):
+            return
+        due = self._planning.next_wake(active)
+        await self._sleep(seconds if due is None else min(seconds, due))
+
+    def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
+        """(audio, compute) predicted for the chunks the cast has left after the one in hand
+        (`whole_rest`: those planned, then the planner's estimate of the rest of its text),
+        made with the share of the device its plan was made for, at the device's costs as
+        measured now."""
         share = max(cast.timing.share, 1.0)
-        out = []
-        for chunk in cast.plan.chunks[first:]:
-            audio = self.times.audio_s(len(chunk.phonemes), cast.recipe.speed)
-            out.append((audio, share * self.times.gen_s(audio)))
-        return out
+        return [(audio, share * gen) for audio, gen in whole_rest(cast, self.times)[1:]]
 
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
@@ -409,9 +457,9 @@ class Worker:
 
     async def _step(self, cast: Admitted) -> None:
         await self._ownership.renew_if_lapsing(cast)
-        n = cast.next_chunk
-        chunk = cast.plan.chunks[n]
-        last = n == len(cast.plan) - 1
+        planned = cast.plan.ahead[0]
+        chunk = planned.chunk
+        last = cast.plan.last
         # Say which record is in flight first: should it kill the process, the next life of
         # this worker (or whoever takes the cast over) knows which cast to blame.
         self._inflight = (cast.id, cast.index)
@@ -440,10 +488,16 @@ class Worker:
         )
         hold_ms = 0
         if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
-            held = hold_s(0.0, made_s, self._rest(cast, n + 1))
+            held = hold_s(0.0, made_s, self._predicted_rest(cast))
             hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
         records, samples, resume = chunk_records(
-            cast, n, chunk.text, rendered, sample_rate=rate, hold_ms=hold_ms
+            cast,
+            chunk.text,
+            rendered,
+            position=planned.position,
+            more=cast.plan.more_after(made_s),
+            sample_rate=rate,
+            hold_ms=hold_ms,
         )
         eos = None
         if last:
@@ -468,7 +522,7 @@ class Worker:
         cast.landed(self._clock(), samples - cast.samples, rate, hold_s=hold_ms / 1000)
         cast.made += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
-        cast.next_chunk += 1
+        cast.plan.take()
         cast.resume = resume or cast.resume
         if eos is not None:
             await self._attempts.done(cast, eos)

@@ -1,7 +1,8 @@
 """The README's reverse-proxy settings, run for real (issue 14): nginx and Caddy in front of
 speechd with exactly the configuration the README shows. Each client is counted by the
 address the proxy saw, whatever it writes into `X-Forwarded-For` itself, and live audio
-flows through the proxy as it is made (no buffering until the cast ends).
+flows through the proxy as it is made (no buffering until the cast ends), and so does a live
+cast's WebSocket.
 
 Two clients are two loopback source addresses (127.0.0.1 and 127.0.0.2), so the proxy sees
 two peers. Needs the Debian packages nginx-light and caddy (scripts/test.sh installs them).
@@ -10,21 +11,25 @@ two peers. Needs the Debian packages nginx-light and caddy (scripts/test.sh inst
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import websockets
 from gateway_support import LiveServer, StepEngine, serve, status_when, submit, until
 
 from speechd.casts import CastState
 from speechd.durable import Store
 from speechd.gateway import GatewaySettings
 from speechd.worker import Worker
+from tests.live._support import serve as serve_live
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +180,30 @@ async def test_live_audio_flows_through_the_proxy_as_it_is_made(
                 rest = b"".join([piece async for piece in pieces])
             whole = await a.get(f"/v1/casts/{cast_id}/audio")
             assert first + rest == whole.content
+
+
+@pytest.mark.parametrize("proxy", sorted(PROXIES))
+async def test_a_live_cast_over_the_websocket_through_the_proxy(
+    proxy: str, store: Store, tmp_path: Path
+) -> None:
+    async with serve_live(store) as live:
+        with PROXIES[proxy](live.port, tmp_path) as url:
+            endpoint = url.replace("http://", "ws://") + "/v1/audio/speech/live"
+            got: dict[str, Any] = {"audio": b"", "types": []}
+            async with websockets.connect(endpoint) as ws:
+                await ws.send(json.dumps({"voice": "af_heart", "response_format": "pcm"}))
+                for piece in ("Text that comes ", "in pieces, through ", "the proxy."):
+                    await ws.send(json.dumps({"type": "input.append", "text": piece}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                async for message in ws:
+                    if isinstance(message, bytes):
+                        got["audio"] += message
+                    else:
+                        event = json.loads(message)
+                        got["types"].append(event["type"])
+                        got.setdefault(event["type"], event)
+            assert "error" not in got["types"], got
+            assert got["types"][0] == "cast" and got["types"][-1] == "speech.audio.done"
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                whole = await http.get(f"/v1/casts/{got['cast']['id']}/audio")
+            assert got["audio"] and got["audio"] == whole.content

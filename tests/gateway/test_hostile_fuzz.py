@@ -1,6 +1,7 @@
 """A fuzz suite over the HTTP api (issue 14): Hypothesis sends random JSON bodies, unicode
 with controls, lone surrogates and combining marks, random voices, speeds, formats, ids,
-query values and ranges. Every answer is a 2xx or an OpenAI-shaped 4xx (the HTML pages'
+query values and ranges, and live casts' creations and input pieces (with their token, none,
+another or any header). Every answer is a 2xx or an OpenAI-shaped 4xx (the HTML pages'
 own 404 aside), never a 5xx or a hang, and the server is healthy afterwards.
 
 The server (the real app, store and worker, the engine double free-running) runs on a thread
@@ -55,7 +56,14 @@ class _Blending(StepEngine):
     blend that reached the worker is no reason for the cast to fail."""
 
     def plan(self, text: str, voice: str, policy: Any) -> Any:
-        return super().plan(text, voice.split("+", 1)[0].split("(", 1)[0], policy)
+        return super().plan(text, _first_voice(voice), policy)
+
+    def planner(self, voice: str, policy: Any, **options: Any) -> Any:
+        return super().planner(_first_voice(voice), policy, **options)
+
+
+def _first_voice(voice: str) -> str:
+    return voice.split("+", 1)[0].split("(", 1)[0]
 
 
 class _Server:
@@ -143,7 +151,9 @@ def check(response: httpx.Response, *, html_404: bool = False) -> None:
     body = response.json()
     assert set(body) == {"error"}, body
     error = body["error"]
-    assert set(error) == {"message", "type", "param", "code"}, error
+    # A live cast's input conflict (409) names the input's `seq` too, as documented.
+    shape = {"message", "type", "param", "code"}
+    assert shape <= set(error) <= shape | ({"seq"} if status == 409 else set()), error
     assert isinstance(error["message"], str) and error["message"]
     assert error["param"] is None or isinstance(error["param"], str)
     assert error["code"] is None or isinstance(error["code"], str)
@@ -264,6 +274,79 @@ def test_fuzzed_speech_requests(client: httpx.Client, body: Any, raw: bool) -> N
 @given(body=st.one_of(plausible_speech, speech_bodies(), json_values), raw=st.booleans())
 def test_fuzzed_cast_submissions(client: httpx.Client, body: Any, raw: bool) -> None:
     check(send(client, "POST", "/v1/casts", content=encoded(body, raw), headers=_JSON))
+
+
+def _header_text_any() -> st.SearchStrategy[str]:
+    """What a client can put in a header (as `_header_text` below)."""
+    return st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=300
+    ).map(str.strip)
+
+
+def live_bodies() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {"live": st.one_of(st.just(True), json_values)},
+        optional={
+            "input": inputs,
+            "voice": voices,
+            "model": st.one_of(st.sampled_from(["tts-1", "kokoro"]), texts),
+            "speed": speeds,
+            "response_format": formats,
+            "title": st.one_of(texts, json_values),
+        },
+    )
+
+
+input_bodies = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "text": inputs,
+            "done": st.one_of(st.booleans(), json_values),
+            "seq": st.one_of(st.integers(-5, 10), st.integers(), json_values),
+            "extra": json_values,
+        },
+    ),
+    json_values,
+)
+
+
+def _close_live(client: httpx.Client, made: httpx.Response) -> None:
+    """End a live cast an example made (its input done), so none waits for its timeout."""
+    if made.status_code == 201 and "input_token" in made.json():
+        cast = made.json()
+        auth = {"authorization": f"Bearer {cast['input_token']}"}
+        closed = client.post(cast["input_url"], json={"done": True}, headers=auth)
+        assert closed.status_code in (200, 409), closed.text
+
+
+@FUZZ
+@given(body=live_bodies(), raw=st.booleans())
+def test_fuzzed_live_cast_submissions(client: httpx.Client, body: Any, raw: bool) -> None:
+    made = send(client, "POST", "/v1/casts", content=encoded(body, raw), headers=_JSON)
+    check(made)
+    _close_live(client, made)
+
+
+@FUZZ
+@given(
+    body=input_bodies,
+    raw=st.booleans(),
+    auth=st.one_of(st.sampled_from(["token", "token", "none", "other"]), _header_text_any()),
+)
+def test_fuzzed_live_input(client: httpx.Client, body: Any, raw: bool, auth: str) -> None:
+    made = client.post("/v1/casts", json={"live": True, "input": "A live cast to aim at. "})
+    assert made.status_code == 201, made.text
+    cast = made.json()
+    headers = dict(_JSON)
+    if auth == "token":
+        headers["authorization"] = f"Bearer {cast['input_token']}"
+    elif auth == "other":
+        headers["authorization"] = "Bearer " + "x" * 43
+    elif auth != "none":
+        headers["authorization"] = auth
+    check(send(client, "POST", cast["input_url"], content=encoded(body, raw), headers=headers))
+    _close_live(client, made)
 
 
 # What a client can put in a header: printable ASCII, no space at either end.

@@ -25,8 +25,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from speechd.engine import WordTiming
+from speechd.engine import FLUSH_S, WordTiming
 from speechd.worker import EncoderFactory, Parts
+
+from .planner import FakePlanner
 
 __all__ = [
     "SAMPLE_RATE",
@@ -136,6 +138,34 @@ class CostEngine:
             chunks.append(FakeChunk(len(chunks), joined, joined.lower()))
             size = min(size * 2, policy.max_words)
         return chunks
+
+    def planner(
+        self,
+        voice: str,
+        policy: FakeChunkPolicy,
+        *,
+        text: str = "",
+        done: bool = False,
+        position: str | None = None,
+        flush_s: float = FLUSH_S,
+    ) -> FakePlanner:
+        """The incremental planner (`tests.support.planner`): a closed text plans as `plan`
+        does; text fed piece by piece is cut at clause ends as the real planner cuts it."""
+        if voice not in self.voices.installed:
+            raise ValueError(f"unknown voice {voice!r}")
+        self.plans.append((policy.rtf, policy.overhead_s, policy.max_chunk_s))
+        return FakePlanner(
+            policy.first_words,
+            policy.max_words,
+            text=text,
+            done=done,
+            position=position,
+            flush_s=flush_s,
+            audio_per_char=self.audio_per_char,
+            speed=policy.speed,
+            silent=self.silent,
+            chunk_type=FakeChunk,
+        )
 
     def audio_s(self, text: str, speed: float) -> float:
         return len(text) * self.audio_per_char / speed

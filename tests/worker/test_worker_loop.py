@@ -46,7 +46,8 @@ async def test_a_cast_ends_in_eos_with_every_chunk_once(store: Store) -> None:
     stream = await records(store, cast_stream(cid))
     assert complete_audio(stream) == expected_audio(cid, TEXT)
     start = decode(stream[1].body, Start)
-    assert (start.attempt, start.worker, start.chunks) == (1, "w1", 4)
+    assert (start.attempt, start.worker) == (1, "w1")
+    assert start.chunks >= 1  # an estimate: the plan is made lazily, after the start
     eos = decode(stream[-1].body, Eos)
     assert eos.chunks == 4
     chunks = [audio_chunk(r) for r in stream[2:-1]]

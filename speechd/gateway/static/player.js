@@ -137,10 +137,13 @@ function timelinePcm() {
 
 window.speechd = { snapshot, seek: (index) => seekTo(index), timelinePcm };
 
+// A live cast's text is still being written: how many parts it will have is not known.
+const isLive = () => Boolean(meta && meta.live);
+
 function statusLine(s) {
   if (failure) return "This cast failed.";
   const chunks = captions.length;
-  const of = planned ? ` of ${planned}` : "";
+  const of = planned && !isLive() ? ` of ${planned}` : "";
   const generating = timeline && !timeline.complete;
   switch (s.state) {
     case "queued":
@@ -150,6 +153,7 @@ function statusLine(s) {
     case "suspended":
       return "Ready: press Play to listen.";
     case "buffering":
+      if (generating && isLive()) return `Live · ${chunks} parts so far, waiting for more text…`;
       return generating ? `Generating… ${chunks}${of} parts ready` : "Buffering…";
     case "ended":
       return `Finished · ${chunks} parts`;
@@ -165,7 +169,7 @@ function update() {
   const s = snapshot();
   $("clock").textContent = fmtTime(s.clock);
   $("duration").textContent = fmtTime(s.duration) + (s.complete || failure ? "" : "+");
-  const estimate = s.complete
+  const estimate = s.complete || isLive()
     ? s.duration
     : planned && s.chunks
       ? (s.duration * planned) / s.chunks

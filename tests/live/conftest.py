@@ -1,0 +1,66 @@
+"""Fixtures for the live-cast tests, chained from real resources in temp folders, as the api
+tests do: `store_dir` -> `store` -> `worker` (the real worker in this process, on the engine
+test double) -> `client` (an `AsyncTestClient` on `create_app`). `clock` shifts the api's
+clock (the idle timeout) without touching the store's timestamps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from speechd.app import create_app
+from speechd.config import Settings
+from speechd.durable import EmbeddedStore, Store
+from speechd.worker import Worker
+from tests.api._workers import running_worker
+
+
+class Clock:
+    """The api's clock: the real time plus `skew_s`."""
+
+    def __init__(self) -> None:
+        self.skew_s = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skew_s
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+async def store(store_dir: Path) -> AsyncIterator[Store]:
+    opened = await EmbeddedStore.open(store_dir)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def settings(store_dir: Path) -> Settings:
+    return Settings(data_dir=str(store_dir), max_queue=8)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def worker(store_dir: Path) -> Iterator[Worker]:
+    with running_worker(store_dir) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(
+    settings: Settings, worker: Worker, clock: Clock
+) -> AsyncIterator[AsyncTestClient]:
+    app = create_app(settings, clock=clock)
+    async with AsyncTestClient(app, base_url="http://testserver.local") as test_client:
+        yield test_client
