@@ -27,6 +27,7 @@ from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     COMFORTABLE_LEAD_S,
     LONE_OVERHEAD,
+    MAX_LIFT,
     QUANTUM_S,
     ActiveCast,
     Candidate,
@@ -57,6 +58,7 @@ __all__ = [
     "EXIT_OK",
     "LEASE_SKEW_MS",
     "LONE_OVERHEAD",
+    "MAX_LIFT",
     "MAX_RECORD_S",
     "QUANTUM_S",
     "ActiveCast",

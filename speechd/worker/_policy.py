@@ -44,13 +44,13 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   waits in line that could be admitted before this one ends (`protects`), every chunk is
   planned to cost at most `quantum_s` of compute alone (`plan_timing`). When nobody is
   protected, chunks grow past it (`chunk_quantum`): as far as it takes for the fixed price per
-  chunk to be at most `LONE_OVERHEAD` of a chunk's compute, and on a device that cannot keep
-  the cast in real time (where nobody is admitted beside it anyway) to the token caps. A
-  lone long cast then runs at the engine's own speed. The rule is per chunk, so a cast planned
-  a chunk at a time can have the quantum back for the chunks not cut yet when a newcomer
-  arrives (`Planner.retime`); the worker decides once per cast, at admission
-  (`Worker._quantum`), so it lifts the quantum only where nobody can be admitted beside the
-  cast anyway. On a fast device the token caps bind first.
+  chunk to be at most `LONE_OVERHEAD` of a chunk's compute (at most `MAX_LIFT` quanta), and
+  on a device that cannot keep the cast in real time (where nobody is admitted beside it
+  anyway) to the token caps. A lone long cast then runs at the engine's own speed. The rule
+  is per chunk: the worker asks it for every cast before each planning slice
+  (`Worker._retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
+  for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
+  are), and its end lifts it again. On a fast device the token caps bind first.
 
 `FifoPolicy` is the baseline: one cast at a time, each finished before the next starts (so
 the quantum protects nobody there).
@@ -72,6 +72,7 @@ from ._protocols import ChunkPolicyLike
 __all__ = [
     "COMFORTABLE_LEAD_S",
     "LONE_OVERHEAD",
+    "MAX_LIFT",
     "QUANTUM_S",
     "ActiveCast",
     "Candidate",
@@ -106,6 +107,10 @@ LONE_OVERHEAD = 0.05
 """With nobody to protect, a chunk on a device faster than real time grows until the fixed price
 per chunk is at most this share of its compute (throughput within 5% of the engine's own,
 chunk for chunk), and no further: a newcomer arriving during it waits for it."""
+
+MAX_LIFT = 4.0
+"""Nor past this many quanta: on a device just faster than real time with a high price per
+call, the 5% rule alone would make chunks a newcomer waits many quanta for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,13 +434,14 @@ def chunk_quantum(
     """The most compute one chunk of a cast planned for `share` of the device may take (0: no
     cap but the token caps): `quantum_s` while the chunk protects someone; otherwise long
     enough for the fixed price per chunk to be at most `LONE_OVERHEAD` of it (never less than
-    the quantum), or no cap at all where the cast cannot be made in real time."""
+    the quantum, nor more than `MAX_LIFT` quanta), or no cap at all where the cast cannot be
+    made in real time (where nobody is admitted beside it)."""
     if protects or quantum_s <= 0:
         return quantum_s
     overhead, slope = times.line
     if slope * share >= 1.0:
         return 0.0
-    return max(quantum_s, overhead / LONE_OVERHEAD)
+    return min(max(quantum_s, overhead / LONE_OVERHEAD), MAX_LIFT * quantum_s)
 
 
 def make_policy(name: str, *, comfortable_lead_s: float = COMFORTABLE_LEAD_S) -> Policy:

@@ -350,24 +350,28 @@ class Worker:
                 return False
             head = fresh
         share = self.policy.share(now, views, candidate)
-        quantum = self._quantum(now, views, job, share)
+        pending = self._intake.pending
+        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
+        quantum = self._quantum(now, views, job.id, behind, share)
         timing = plan_timing(self.times, share=share, quantum_s=quantum)
         await self._attempts.open(job, head, timing)
         return True
 
-    def _quantum(self, now: float, views: list[ActiveCast], job: JobRef, share: float) -> float:
-        """The most compute one chunk of `job`'s cast may take (0: no cap but the token caps).
-
-        The quantum while it protects someone (`Policy.protects`: another cast is active, or
-        one waits behind it that could be let in beside it). Otherwise chunks grow past it
-        (`chunk_quantum`), but only where nobody can be admitted beside this cast before it
-        ends (a device that cannot make it in real time): the cap is chosen once, here, and
-        nothing brings the quantum back for its chunks not cut yet when a newcomer arrives."""
-        pending = self._intake.pending
-        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
-        protects = self.policy.protects(now, views, job.id, behind, rtf=self.times.rtf)
-        cap = chunk_quantum(self.times, quantum_s=self._quantum_s, protects=protects, share=share)
-        return cap if cap <= 0 else self._quantum_s
+    def _quantum(
+        self,
+        now: float,
+        views: list[ActiveCast],
+        cast_id: str,
+        waiting: Candidate | None,
+        share: float,
+    ) -> float:
+        """The most compute one chunk of cast `cast_id` may take (0: no cap but the token
+        caps): the quantum while it protects someone (`Policy.protects`: another cast is
+        active, or `waiting`, the next cast in line, could be let in beside it); otherwise
+        past it (`chunk_quantum`: at most `MAX_LIFT` quanta on a device faster than real
+        time, the token caps alone on one slower than that)."""
+        protects = self.policy.protects(now, views, cast_id, waiting, rtf=self.times.rtf)
+        return chunk_quantum(self.times, quantum_s=self._quantum_s, protects=protects, share=share)
 
     async def _settle(self, job: JobRef) -> CastHead | None:
         """The cast's head if it is ours to start; None if its job was settled otherwise
@@ -417,6 +421,7 @@ class Worker:
         """Follow the live casts' input, plan every cast a bounded slice ahead, and end
         the casts whose plan is done without a chunk left to speak."""
         self._followers.sync(self._active)
+        self._retime()
         failed = await self._planning.run(list(self._active.values()))
         for cast, error in failed:
             await self._attempts.plan_failed(cast, error)
@@ -431,6 +436,25 @@ class Worker:
             return
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
+
+    def _retime(self) -> None:
+        """Each cast's chunks not cut yet keep to the quantum while it protects someone and
+        grow past it while it protects nobody (`_quantum`): a newcomer's arrival (in line or
+        admitted) brings the quantum back for them, and its end lifts it again
+        (`Planner.retime`; the chunks already cut stay as they are)."""
+        now, views = self._clock(), self._views(admission=True)
+        pending = self._intake.pending
+        waiting = Candidate(pending[0].id, 0.0) if pending else None
+        for cast in self._active.values():
+            plan = cast.plan
+            if plan.done:
+                continue  # nothing left to cut
+            share = cast.timing.share
+            quantum = self._quantum(now, views, cast.id, waiting, share)
+            if quantum == plan.quantum_s:
+                continue
+            plan.quantum_s = quantum
+            self._attempts.retime(cast, plan_timing(self.times, share=share, quantum_s=quantum))
 
     def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
         """(audio, compute) predicted for the chunks the cast has left after the one in hand

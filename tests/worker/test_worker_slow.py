@@ -7,6 +7,7 @@ import pytest
 
 from speechd.worker import (
     LONE_OVERHEAD,
+    MAX_LIFT,
     QUANTUM_S,
     ActiveCast,
     Candidate,
@@ -130,6 +131,9 @@ def test_chunk_quantum_grows_past_the_quantum_only_when_nobody_is_protected() ->
     # Shared by two, a 0.6 device cannot keep the cast in real time either.
     assert chunk_quantum(times_of(0.6, 0.3), quantum_s=2.5, protects=False, share=2.0) == 0.0
     assert chunk_quantum(fast, quantum_s=0.0, protects=True) == 0.0
+    # Just faster than real time with a high price per call: no more than MAX_LIFT quanta.
+    pricey = times_of(0.9, 0.7)
+    assert chunk_quantum(pricey, quantum_s=2.5, protects=False) == pytest.approx(MAX_LIFT * 2.5)
 
 
 def test_a_held_listener_is_never_slept_into_a_stall() -> None:

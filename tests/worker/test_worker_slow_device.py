@@ -108,3 +108,66 @@ async def test_the_hold_is_stated_once_when_the_first_chunk_spans_several_record
     assert audio_chunk(audio[0]).hold_ms > 0
     assert all(H_HOLD not in dict(r.headers) for r in audio[1:])
     assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
+
+
+# -- past the quantum on a fast device, a chunk at a time -----------------------------------
+
+# A fast device whose calls cost a fixed 20 ms, under a small quantum (0.1 s): alone, a cast's
+# chunks may grow until that price is 5% of one (0.4 s of compute, `MAX_LIFT` quanta).
+PRICED = {"rtf": 0.1, "overhead_s": 0.02, "audio_per_char": 0.02}
+SMALL_QUANTUM_S = 0.1
+
+
+class QuantumAlways(DeadlinePolicy):
+    """Every chunk keeps to the quantum, whoever waits."""
+
+    def protects(self, *args: object, **kwargs: object) -> bool:
+        return True
+
+
+async def test_a_lone_cast_on_a_fast_device_grows_its_chunks_past_the_quantum(
+    store: Store,
+) -> None:
+    planned = {}
+    for name, policy in (("lone", DeadlinePolicy()), ("capped", QuantumAlways())):
+        cid = await submit_text(store, TEXT + f" {name}")
+        worker = make_worker(store, CostEngine(**PRICED), policy=policy, quantum_s=SMALL_QUANTUM_S)
+        await worker.warm_up("af_heart")
+        async with running(worker):
+            stream = await ended_stream(store, cid)
+        planned[name] = start_of(stream).max_chunk_s
+        assert all(audio_chunk(r).hold_ms == 0 for r in playable(stream))
+    assert planned["lone"] > 2 * planned["capped"] > 0
+
+
+async def test_a_newcomer_brings_the_quantum_back_for_the_chunks_not_cut_yet(
+    store: Store,
+) -> None:
+    engine = CostEngine(**PRICED)
+    worker = make_worker(
+        store,
+        engine,
+        policy=DeadlinePolicy(comfortable_lead_s=1e9),  # no pacing: no sleep between chunks
+        quantum_s=SMALL_QUANTUM_S,
+    )
+    await worker.warm_up("af_heart")
+    long_text = chunked_text(14)
+    long = await submit_text(store, long_text)
+    async with running(worker):
+        deadline = time.monotonic() + 30
+        while not playable(await records(store, cast_stream(long))):
+            assert time.monotonic() < deadline, "the long cast made no audio"
+            await asyncio.sleep(0.02)
+        short = await submit_text(store, chunked_text(2))
+        one, two = await ended_stream(store, long), await ended_stream(store, short)
+    lone, beside = start_of(one).max_chunk_s, start_of(two).max_chunk_s
+    assert lone > 2 * beside > 0  # planned alone, past the quantum; the newcomer, within it
+    planner = next(p for text, p in engine.planners if text == long_text)
+    caps = [(index, policy.max_chunk_s) for index, policy in planner.retimed]
+    chunks = len({audio_chunk(r).plan for r in playable(one)})
+    # The newcomer brought the quantum back for the long cast's chunks not cut yet, and once
+    # it was done the long cast's chunks grew again, before its end.
+    back = next(n for n, (_, cap) in enumerate(caps) if cap < lone / 2)
+    assert caps[back][0] < chunks
+    again = [index for index, cap in caps[back:] if cap > 2 * caps[back][1]]
+    assert again and again[0] < chunks
