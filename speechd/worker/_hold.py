@@ -15,9 +15,10 @@ audio lands: 0 whenever the plan keeps ahead of its listener (what progressive c
 on a device faster than real time, so a fast device's first audio is unchanged), and about
 `(rtf - 1) * audio + the last chunk's compute` on a device slower than real time.
 
-A lazily planned cast knows its next chunk and an estimate of the rest: the chunk sizes its
-chunk policy would budget for the text not yet planned (`ChunkPolicy.estimate`), each priced
-by the measured cost line like any planned chunk.
+Every cast is planned lazily: the worker knows its chunks planned ahead and an estimate of the
+rest, the chunk sizes its planner's budgets would cut from the text not in a chunk yet
+(`Planner.estimate`, `ChunkPolicy.estimate`; `_planning.whole_rest`), each priced by the
+measured cost line like any planned chunk. A live cast's rest is the text received so far.
 """
 
 from __future__ import annotations
