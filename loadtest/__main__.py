@@ -4,6 +4,7 @@
         [--device cpu] [--threads N] [--servers speechd,speechd-fifo,speechd-onnx,naive]
         [--only SCENARIOS]
     python -m loadtest run --server http://127.0.0.1:8000 [--server-pid PID] [--model-dir DIR]
+    python -m loadtest run --slow-device [--slow-rtf 1.3] [--slow-overhead 0.4] [--quick]
     python -m loadtest report DIR/report.json
 
 `run` measures the raw engine loop in this process, on torch and on ONNX Runtime (the
@@ -18,6 +19,9 @@ server alone (its memory too, given its pid). It writes report.json, report.md a
 to --out (default loadtest/results, where the committed report lives) after each scenario, so
 an interrupted run still leaves a report.
 `report` redraws report.md and the plots from a report.json.
+`run --slow-device` is the slow-device mode (`loadtest._slowrun`): speechd and Kokoro-FastAPI-
+style whole-chunk serving on a cost model of a device slower than real time, against the raw
+loop; it writes slow.md and slow.json to --out and needs no model.
 """
 
 from __future__ import annotations
@@ -257,6 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run.add_argument("--server", help="measure this running speechd instead of starting any")
     run.add_argument("--server-pid", type=int, help="its process id, to read its memory")
+    run.add_argument(
+        "--slow-device",
+        action="store_true",
+        help="the slow-device mode: a cost-model engine slower than real time (no model)",
+    )
+    run.add_argument("--slow-rtf", type=float, default=1.3, help="its compute s per audio s")
+    run.add_argument("--slow-overhead", type=float, default=0.4, help="its s per model call")
     report = commands.add_parser("report", help="redraw report.md and plots from report.json")
     report.add_argument("json", type=Path)
     args = parser.parse_args(argv)
@@ -269,6 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--servers: unknown {', '.join(sorted(unknown))} (know {', '.join(TARGETS)})"
             )
         try:
+            if args.slow_device:
+                from ._slowrun import run_slow
+
+                return run_slow(args)
             return _run(args)
         except KeyboardInterrupt:  # the servers are stopped; the report so far is written
             print(f"interrupted; the report so far: {args.out / 'report.md'}", file=sys.stderr)

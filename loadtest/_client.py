@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import time
+from typing import Any
 
 import httpx
 
@@ -47,17 +48,26 @@ def new_client() -> httpx.AsyncClient:
 
 
 async def speak(
-    client: httpx.AsyncClient, url: str, request: Request, began: float
+    client: httpx.AsyncClient,
+    url: str,
+    request: Request,
+    began: float,
+    extra: dict[str, Any] | None = None,
 ) -> ListenerResult:
-    """Send `request` at its time after `began` and play the answer as it arrives."""
+    """Send `request` at its time after `began` (its body with `extra` fields) and play the
+    answer as it arrives."""
     await asyncio.sleep(max(0.0, began + request.at_s - time.monotonic()))
     listener = Listener(submitted=time.monotonic())
     body = {"model": "tts-1", "voice": VOICE, "input": request.text, "response_format": "pcm"}
+    body.update(extra or {})
     error: str | None = None
     cast_id: str | None = None
+    delay: float | None = None
     try:
         async with client.stream("POST", url + "/v1/audio/speech", json=body) as response:
             cast_id = response.headers.get("X-Cast-Id")
+            with contextlib.suppress(TypeError, ValueError):
+                delay = float(response.headers.get("X-Cast-Start-Delay"))  # type: ignore[arg-type]
             if response.status_code != 200:
                 await response.aread()
                 error = f"http {response.status_code} {_error_code(response)}".rstrip()
@@ -81,6 +91,7 @@ async def speak(
         error=error,
         cast_id=cast_id,
         timeline=listener.timeline,
+        start_delay_s=delay,
     )
 
 
@@ -165,9 +176,13 @@ async def run_scenario(
         asyncio.create_task(_sample_metrics(client, server, seen)),
     ]
     began = time.monotonic()
-    listeners = await asyncio.gather(
-        *(speak(client, server.url, request, began) for request in scenario.requests)
-    )
+    clients = asyncio.Semaphore(scenario.pool or len(scenario.requests) or 1)
+
+    async def one(request: Request) -> ListenerResult:
+        async with clients:
+            return await speak(client, server.url, request, began, server.body)
+
+    listeners = await asyncio.gather(*(one(request) for request in scenario.requests))
     for task in sampling:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -63,6 +63,8 @@ class ListenerResult(msgspec.Struct, frozen=True):
     cast_id: str | None = None
     timeline: list[tuple[float, float, float]] = []
     """(seconds since sent, audio buffered before, after) per arrival."""
+    start_delay_s: float | None = None
+    """speechd's `X-Cast-Start-Delay`: how long it held the audio back to play through."""
 
 
 class ScenarioRun(msgspec.Struct, frozen=True):

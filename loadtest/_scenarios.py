@@ -50,6 +50,9 @@ class Scenario:
     requests: tuple[Request, ...]
     targets: tuple[str, ...] = TARGETS
     concurrency: int | None = None
+    pool: int | None = None
+    """At most this many requests in flight, each sent as one before it ends, in order (a
+    closed loop of `pool` clients); None: each at its own time."""
 
 
 def _chapter(numbers: Iterator[int], sentences: int) -> str:

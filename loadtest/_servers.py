@@ -15,14 +15,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from ._results import Rss
 
-__all__ = ["Server", "start_naive", "start_speechd", "tree_rss"]
+__all__ = [
+    "Server",
+    "start_chunked",
+    "start_naive",
+    "start_slow_speechd",
+    "start_speechd",
+    "tree_rss",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,6 +81,7 @@ class Server:
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     data_dir: str | None = None  # `speechd serve`'s store, when this run made it
+    body: dict[str, Any] = field(default_factory=dict)  # fields every speech request adds
 
     def rss(self) -> Rss | None:
         return None if self.pid is None else tree_rss(self.pid)
@@ -158,3 +167,44 @@ def start_naive(
     port = _free_port()
     argv = ["-m", "loadtest.naive_server", "--port", str(port)]
     return _start(name, argv + _engine_flags(model_dir, device, threads), port, workdir)
+
+
+def start_slow_speechd(
+    name: str,
+    *,
+    rtf: float,
+    overhead_s: float,
+    workdir: Path,
+    max_queue: int = 256,
+    start: str = "smooth",
+) -> Server:
+    """`speechd serve` (deadline policy) on the slow device's cost model (`loadtest._slow`);
+    its speech requests ask for `start` (smooth: held back until they play through)."""
+    port = _free_port()
+    data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
+    argv = ["-m", "loadtest.slow_serve", "--rtf", str(rtf), "--overhead", str(overhead_s), "--"]
+    argv += ["serve", "--port", str(port), "--data-dir", data, "--max-queue", str(max_queue)]
+    argv += ["--log-level", "warning"]
+    server = _start(name, argv, port, workdir)
+    server.body = {"start": start}
+    return server
+
+
+def start_chunked(
+    name: str,
+    *,
+    workdir: Path,
+    cost_model: tuple[float, float] | None = None,
+    model_dir: str | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+) -> Server:
+    """The Kokoro-FastAPI-style whole-chunk baseline (`loadtest.chunked_server`), on the cost
+    model of a slow device or on the real engine."""
+    port = _free_port()
+    argv = ["-m", "loadtest.chunked_server", "--port", str(port)]
+    if cost_model is not None:
+        argv += ["--cost-model", f"{cost_model[0]},{cost_model[1]}"]
+    else:
+        argv += _engine_flags(model_dir, device, threads)
+    return _start(name, argv, port, workdir)

@@ -76,6 +76,12 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--read-burst", type=int, help="public reads a client may make at once (60)")
     group.add_argument(
+        "--start",
+        choices=["smooth", "now"],
+        help="streamed speech: hold audio back until it can play through (smooth), or send "
+        "the first audio at once (now) (smooth)",
+    )
+    group.add_argument(
         "--client-header",
         help="header trusted proxies append the client address to, e.g. x-forwarded-for "
         "(default: the peer address)",

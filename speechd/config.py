@@ -69,6 +69,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     shutdown_timeout: Seconds = 30.0
     """On SIGTERM/SIGINT, how long in-flight responses may run before they are cut."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    start: Literal["smooth", "now"] = "smooth"
+    """When a streamed speech response starts: "smooth" holds its audio back as long as the
+    worker says its cast needs to play through without a stall (0 where the device keeps up);
+    "now" sends the first audio at once. A request's `start` overrides it."""
     live_idle_timeout: Seconds = 60.0
     """Seconds a live cast's input may stay idle before it is closed as if `done` had come
     (each live cast keeps the value it was made with)."""

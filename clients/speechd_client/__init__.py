@@ -55,6 +55,7 @@ from ._wire import (
     LiveCastCreated,
     Progress,
     RecordsPage,
+    Start,
     Voice,
 )
 
@@ -90,6 +91,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachable",
     "SpeechdClientError",
+    "Start",
     "StreamInterrupted",
     "Timeout",
     "TransportError",

@@ -20,6 +20,7 @@ from ._wire import (
     LiveCastCreated,
     RecordsPage,
     RecordsView,
+    Start,
     Voice,
     VoiceList,
     records_page,
@@ -110,9 +111,15 @@ def speech(
     model: str | None,
     speed: float | None,
     response_format: AudioFormat | None,
+    start: Start | None = None,
 ) -> Call:
     body = _request_body(
-        input, voice=voice, model=model, speed=speed, response_format=response_format
+        input,
+        voice=voice,
+        model=model,
+        speed=speed,
+        response_format=response_format,
+        start=start,
     )
     return Call("POST", "/v1/audio/speech", json=body)
 

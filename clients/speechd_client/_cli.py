@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     _text_flags(say)
     _output_flag(say)
     say.add_argument(
+        "--start",
+        choices=["smooth", "now"],
+        help="on a server slower than real time: hold the audio back until it plays through "
+        "without a stall (smooth), or take the first audio at once (now) (the server's choice)",
+    )
+    say.add_argument(
         "--live",
         action="store_true",
         help="read stdin as it arrives and speak it as it comes (a live cast: pipe an LLM in)",
@@ -332,6 +338,13 @@ def _label(args: argparse.Namespace, name: str) -> str | None:
     return None if args.quiet or not sys.stderr.isatty() else name
 
 
+def _held(delay: float) -> str:
+    return (
+        f"{PROG}: the server is slower than real time: the audio starts in {delay:.1f} s, so"
+        " that it plays without a stall (--start now: the first audio at once)"
+    )
+
+
 async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     _check_output(args.output)
     captions = _captions_format(args.captions)
@@ -348,7 +361,9 @@ async def _say(client: AsyncClient, args: argparse.Namespace) -> None:
     label = _label(args, "say")
     with _output(args.output) as sink:
         if len(text) <= MAX_SPEECH_CHARS:
-            async with client.speech(text, **options) as audio:
+            async with client.speech(text, start=args.start, **options) as audio:
+                if audio.start_delay > 0 and not args.quiet:
+                    print(_held(audio.start_delay), file=sys.stderr, flush=True)
                 await _receive(client, audio, audio.cast_id, sink, label)
             cast_id = audio.cast_id
         else:  # longer than the OpenAI route takes: the same cast through the cast API

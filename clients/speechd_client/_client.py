@@ -27,6 +27,7 @@ from ._wire import (
     CastView,
     InputAccepted,
     RecordsPage,
+    Start,
     Voice,
 )
 
@@ -46,6 +47,17 @@ class _Audio:
         self.cast_url: str | None = response.headers.get("x-cast-url")
         """The cast's player page; absent on `follow` (use `cast_status(...).url`)."""
         self.content_type: str = response.headers.get("content-type", "")
+        delay = response.headers.get("x-cast-start-delay")
+        self.start_delay: float = _seconds(delay)
+        """Seconds the server holds the audio back so that it plays without a stall (a device
+        slower than real time; 0: it comes at once). See `speech(start=...)`."""
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        return max(float(value), 0.0) if value else 0.0
+    except ValueError:
+        return 0.0
 
 
 class AudioStream(_Audio):
@@ -142,11 +154,20 @@ class Client(_Base):
         model: str | None = None,
         speed: float | None = None,
         response_format: AudioFormat | None = None,
+        start: Start | None = None,
     ) -> contextlib.AbstractContextManager[AudioStream]:
         """`POST /v1/audio/speech`: a context manager giving the audio as it is generated.
-        Unset fields take the server's defaults (mp3, speed 1, its default voice)."""
+        Unset fields take the server's defaults (mp3, speed 1, its default voice). `start`:
+        "smooth" lets the server hold the audio back until it can play through without a
+        stall (on a device slower than real time; `AudioStream.start_delay` says how long),
+        "now" asks for the first audio at once; the server's default when unset."""
         call = calls.speech(
-            input, voice=voice, model=model, speed=speed, response_format=response_format
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            start=start,
         )
         return self._audio(call)
 
@@ -304,9 +325,15 @@ class AsyncClient(_Base):
         model: str | None = None,
         speed: float | None = None,
         response_format: AudioFormat | None = None,
+        start: Start | None = None,
     ) -> contextlib.AbstractAsyncContextManager[AsyncAudioStream]:
         call = calls.speech(
-            input, voice=voice, model=model, speed=speed, response_format=response_format
+            input,
+            voice=voice,
+            model=model,
+            speed=speed,
+            response_format=response_format,
+            start=start,
         )
         return self._audio(call)
 

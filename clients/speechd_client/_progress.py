@@ -1,5 +1,6 @@
 """A one-line progress display for a terminal: a queued cast's place in line and estimated
-start, then chunks done of planned, audio seconds made, the listener's lead, bytes received.
+start, then chunks done of planned, audio seconds made, the listener's lead (or, while a
+cast slower than real time holds its listeners back, when they start), bytes received.
 It redraws in place, so it is only for a TTY; the CLI makes none when stderr is piped."""
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class ProgressBar:
             else:
                 parts.append(f"{done} chunks")
             parts.append(f"{progress.audio_seconds:.1f} s audio")
-            if progress.lead_seconds is not None and view.status == "generating":
+            plays_in = progress.plays_in_seconds
+            if plays_in is not None and view.status == "generating":
+                parts.append(f"plays in ~{plays_in:.0f} s (held back to play through)")
+            elif progress.lead_seconds is not None and view.status == "generating":
                 parts.append(f"lead {progress.lead_seconds:+.1f} s")
             if view.status in ("done", "failed"):
                 parts.append(view.status)

@@ -21,6 +21,7 @@ __all__ = [
     "RecordView",
     "RecordsPage",
     "RecordsView",
+    "Start",
     "Voice",
     "VoiceList",
     "records_page",
@@ -28,6 +29,8 @@ __all__ = [
 
 AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 FORMATS: tuple[AudioFormat, ...] = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+Start = Literal["smooth", "now"]
+"""When streamed speech starts: held back until it can play through ("smooth"), or at once."""
 
 TERMINAL_EVENTS = frozenset({"eos", "error"})
 
@@ -78,6 +81,11 @@ class Progress(msgspec.Struct, frozen=True):
     """A queued cast's place in line: waiting casts ahead of it (0: it starts next)."""
     starts_in_seconds: float | None = None
     """A queued cast's estimated wait until it starts (None: the server cannot tell)."""
+    hold_seconds: float = 0.0
+    """How long after its first audio its listeners start, so that the rest plays without a
+    stall (a device slower than real time; 0: at once)."""
+    plays_in_seconds: float | None = None
+    """While that hold still runs: seconds until its listeners start hearing it."""
 
 
 class CastView(msgspec.Struct, frozen=True):

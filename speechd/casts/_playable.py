@@ -97,6 +97,7 @@ class CastHead:
     final: AudioChunk | None = None  # the playable sequence's last record (its headers)
     origin_ms: int | None = None  # when the listeners' clock started; None: no audio yet
     failure: Failure | None = None  # why it failed, if it ends in error
+    hold_ms: int = 0  # how long after its first audio the listeners' clock started (`h`)
 
     @property
     def length(self) -> int:
@@ -181,6 +182,7 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
     spans = playable_spans(start, start_seq, own)
     final = None
     origin_ms: int | None = None
+    hold_ms = 0
     if spans:
         final_record = (
             last
@@ -188,13 +190,26 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
             else await _one(store, stream, seq_of(spans, length_of(spans) - 1))
         )
         final = audio_chunk(final_record) if final_record is not None else None
+        first_seq = spans[0].seq
+        head = (
+            final_record
+            if final_record is not None and final_record.seq_num == first_seq
+            else await _one(store, stream, first_seq)
+        )
+        hold_ms = _hold_of(head)
         origin_ms = start.origin_ms or None
-        if origin_ms is None:
-            head = await _one(store, stream, spans[0].seq)
-            origin_ms = head.timestamp if head is not None else None
+        if origin_ms is None and head is not None:
+            origin_ms = head.timestamp + hold_ms
     return CastHead(
-        tail, meta, event, last, start, start_seq, own, spans, final, origin_ms, failure
+        tail, meta, event, last, start, start_seq, own, spans, final, origin_ms, failure, hold_ms
     )
+
+
+def _hold_of(record: Record | None) -> int:
+    """The start hold the playable sequence's first record states (`h`), in ms."""
+    if record is None or event_of(record) != Event.AUDIO:
+        return 0
+    return audio_chunk(record).hold_ms
 
 
 async def _own(store: Store, stream: str, last: Record, start_seq: int) -> int:

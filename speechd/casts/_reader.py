@@ -55,7 +55,12 @@ class CastStatus(msgspec.Struct, frozen=True):
     """Where a cast stands. `chunks_done` counts the records of its playable sequence;
     `lead_ms` is its audio minus the time since its listeners' clock started (negative: a
     listener who started then would be waiting). A failed cast says why (`error`) and that the
-    same request makes it again (`retryable`), keeping the audio that can continue."""
+    same request makes it again (`retryable`), keeping the audio that can continue.
+
+    `hold_ms` is the start hold its first audio states (a cast that cannot be made in real
+    time holds its listeners back that long after its first audio, so that the rest plays
+    without a stall; 0: none); `plays_in_ms`, while that hold still runs, how long until the
+    listeners' clock starts (None otherwise)."""
 
     id: str
     state: CastState
@@ -71,6 +76,8 @@ class CastStatus(msgspec.Struct, frozen=True):
     starts_in_ms: int | None = None
     """Queued casts only, when measured capacity allows: the estimated wait until it starts."""
     retryable: bool = False
+    hold_ms: int = 0
+    plays_in_ms: int | None = None
 
 
 async def _head(store: Store, cast_id: str) -> CastHead:
@@ -97,7 +104,17 @@ async def cast_status(store: Store, cast_id: str, *, now_ms: int) -> CastStatus:
         total = eos.chunks if eos is not None else done
         audio_ms = eos.audio_ms if eos is not None else head.audio_ms
         state = CastState.DONE
-        return CastStatus(cast_id, state, head.meta, head.attempt, total, total, audio_ms, None)
+        return CastStatus(
+            cast_id,
+            state,
+            head.meta,
+            head.attempt,
+            total,
+            total,
+            audio_ms,
+            None,
+            hold_ms=head.hold_ms,
+        )
     if head.event == Event.ERROR:
         message = head.failure.message if head.failure is not None else "unknown"
         return CastStatus(
@@ -116,6 +133,9 @@ async def cast_status(store: Store, cast_id: str, *, now_ms: int) -> CastStatus:
         return CastStatus(
             cast_id, CastState.QUEUED, head.meta, head.attempt, done, planned, head.audio_ms, None
         )
+    plays_in = None
+    if head.origin_ms is not None and head.origin_ms > now_ms:
+        plays_in = head.origin_ms - now_ms
     return CastStatus(
         cast_id,
         CastState.GENERATING,
@@ -125,6 +145,8 @@ async def cast_status(store: Store, cast_id: str, *, now_ms: int) -> CastStatus:
         planned,
         head.audio_ms,
         lead,
+        hold_ms=head.hold_ms,
+        plays_in_ms=plays_in,
     )
 
 

@@ -40,6 +40,11 @@ Header names (persisted, so keep them stable):
     k   the resume checkpoint, text: what a new attempt needs to go on after this record (the
         worker's; opaque to readers, left out of public reads). Only on a record that ends its
         chunk: a new attempt keeps whole chunks only.
+    h   the start hold in ms (decimal): on the first audio record of a playable sequence when
+        the cast cannot be made in real time, how long after that record landed its listeners
+        start playing, so that the rest plays without a stall (see `speechd.worker._hold`);
+        absent (0) when the plan keeps ahead of its listeners. The listeners' clock starts at
+        the record's timestamp plus its `h`.
     c   input records only (`input/<id>`, see `_input`): the characters of the live cast's
         input so far, this record's included (decimal)
 
@@ -69,6 +74,7 @@ __all__ = [
     "H_CHARS",
     "H_DURATION",
     "H_EVENT",
+    "H_HOLD",
     "H_INDEX",
     "H_OFFSET",
     "H_PLAN",
@@ -121,6 +127,7 @@ H_UNIT = b"u"
 H_PLAN = b"p"
 H_START = b"x"
 H_RESUME = b"k"
+H_HOLD = b"h"
 
 
 class Event(StrEnum):
@@ -172,9 +179,9 @@ class Start(msgspec.Struct, frozen=True):
     previous attempt's (or is empty: an attempt from before they existed).
 
     `origin_ms`: when the listeners' clock started, by the writer's wall clock: the first kept
-    record's timestamp, or, for a cast made again after an `error`, when this attempt started
-    (nobody was listening in between); 0 when nothing is kept (then the attempt's first own
-    record's timestamp is the origin).
+    record's timestamp plus the start hold it states (`h`), or, for a cast made again after an
+    `error`, when this attempt started (nobody was listening in between); 0 when nothing is
+    kept (then the attempt's first own record's timestamp plus its `h` is the origin).
 
     `failures` counts the attempts before this one that ended in a failure of this cast.
     `chunk_failures` counts those that failed on the chunk this attempt starts with (in a row,
@@ -366,7 +373,7 @@ class AudioChunk(msgspec.Struct, frozen=True):
     place in its attempt's playable sequence. `plan`, `start_seq` and `resume` are `p`, `x`
     and `k` ("", -1 and b"" on records written before them; `resume` is b"" too on a record
     that does not end its chunk). `words` and `unit` are empty when the record has no `w`
-    header (or one that does not parse)."""
+    header (or one that does not parse). `hold_ms` is `h` (0 without one)."""
 
     attempt: int
     index: int
@@ -380,6 +387,7 @@ class AudioChunk(msgspec.Struct, frozen=True):
     plan: str = ""
     start_seq: int = -1
     resume: bytes = b""
+    hold_ms: int = 0
 
 
 _words_decoder = msgspec.json.Decoder(tuple[Word, ...])
@@ -403,6 +411,8 @@ def audio_record(chunk: AudioChunk) -> AppendRecord:
         headers.append((H_START, _num(chunk.start_seq)))
     if chunk.resume:
         headers.append((H_RESUME, chunk.resume))
+    if chunk.hold_ms > 0:
+        headers.append((H_HOLD, _num(chunk.hold_ms)))
     return AppendRecord(chunk.body, tuple(headers))
 
 
@@ -429,4 +439,15 @@ def audio_chunk(record: Record) -> AudioChunk:
         plan=headers.get(H_PLAN, b"").decode(),
         start_seq=int(start) if start is not None else -1,
         resume=headers.get(H_RESUME, b""),
+        hold_ms=_hold(headers.get(H_HOLD)),
     )
+
+
+def _hold(value: bytes | None) -> int:
+    """`h` as ms; 0 when absent or not a number (a record stays readable whatever it holds)."""
+    if not value:
+        return 0
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        return 0

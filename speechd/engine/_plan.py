@@ -163,6 +163,25 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             cap = min(cap, max(self.tokens(self.max_chunk_s), self.floor_tokens))
         return min(cap, self.limit_tokens)
 
+    def estimate(
+        self, index: int, buffered_s: float, tokens: int, *, fill: float = 0.75, most: int = 4096
+    ) -> list[int]:
+        """The sizes (tokens) of the chunks `tokens` more phonemes are expected to make, from
+        chunk `index` on with `buffered_s` buffered: each `fill` of its budget (a cut falls at
+        the best boundary within it, from half of it to all). At most `most` chunks: past
+        that, the rest is spread over them. What a lazily planned cast has left to plan."""
+        sizes: list[int] = []
+        while tokens > 0 and len(sizes) < most:
+            size = min(max(int(self.budget(index, buffered_s) * fill), 1), tokens)
+            sizes.append(size)
+            buffered_s = self.after(index, buffered_s, size)
+            index += 1
+            tokens -= size
+        if tokens > 0:
+            extra, spill = divmod(tokens, len(sizes))
+            sizes = [s + extra + (1 if i < spill else 0) for i, s in enumerate(sizes)]
+        return sizes
+
     def after(self, index: int, buffered_s: float, tokens: int) -> float:
         """Audio buffered once chunk `index` (`tokens` long) is appended, in the simulation."""
         made = self.audio_s(tokens)

@@ -182,6 +182,21 @@ class Planner:
     def closed(self) -> bool:
         return self._closed
 
+    def retime(self, policy: ChunkPolicy) -> None:
+        """Cut the chunks not cut yet with `policy`: the same policy timed anew (a device's
+        costs as measured now, a quantum brought back or lifted), so only budgets change.
+        A position taken after this continues with whatever policy its planner is given."""
+        self._policy = policy
+        self._chunker.policy = policy
+
+    def estimate(self) -> list[int]:
+        """The sizes (tokens) of the chunks the text not in a chunk yet is expected to make,
+        from where the plan stands (`ChunkPolicy.estimate` over `chars_left`, at about one
+        token per character): a lazily planned cast's rest, for its predictions."""
+        chunker = self._chunker
+        tokens = max(round(self.chars_left * _TOKENS_PER_CHAR), chunker.window_tokens)
+        return self._policy.estimate(chunker.index, chunker.buffered_s, tokens)
+
     # ------------------------------------------------------------------ output
 
     def step(self, idle_s: float | None = None) -> PlanStep:

@@ -64,6 +64,12 @@ class Progress(msgspec.Struct, frozen=True):
     """A queued cast's place in line: waiting casts ahead of it (0: next); else null."""
     starts_in_seconds: float | None = None
     """A queued cast's estimated wait until it starts, from measured capacity; else null."""
+    hold_seconds: float = 0.0
+    """How long after its first audio its listeners start playing, so that the rest plays
+    without a stall: a cast the device cannot make in real time is held back that long
+    (0: it plays at once)."""
+    plays_in_seconds: float | None = None
+    """While that hold still runs: seconds until its listeners start hearing it; else null."""
 
 
 class CastView(msgspec.Struct, frozen=True):
@@ -142,6 +148,8 @@ def cast_view(status: CastStatus, base_url: str) -> CastView:
             lead_seconds=None if status.lead_ms is None else status.lead_ms / 1000,
             queue_position=status.queue_position,
             starts_in_seconds=None if status.starts_in_ms is None else status.starts_in_ms / 1000,
+            hold_seconds=status.hold_ms / 1000,
+            plays_in_seconds=None if status.plays_in_ms is None else status.plays_in_ms / 1000,
         ),
         error=status.error,
         audio_url=f"{api}/audio",

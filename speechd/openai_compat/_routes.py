@@ -107,6 +107,7 @@ async def create_speech(
         headers=cast_headers(settings, request, cast.id),
         receive=request.receive,
         words=bool(data.word_timestamps),
+        start=data.start or settings.start,
     )
 
 

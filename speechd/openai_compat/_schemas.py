@@ -52,6 +52,10 @@ class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream_format: Literal["audio", "sse"] | None = None
     stream: bool | None = None
     word_timestamps: bool | None = None
+    start: Literal["smooth", "now"] | None = None
+    """speechd's: "smooth" holds a streamed response's audio back until its cast can play
+    through without a stall (on a device slower than real time), "now" sends the first audio
+    at once; the server's `--start` when absent."""
 
     @property
     def voice_name(self) -> str | None:

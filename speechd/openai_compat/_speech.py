@@ -17,6 +17,14 @@ without the final chunk), so the client sees an incomplete transfer rather than 
 that looks whole. Either way the failure is one log line, never a traceback: a failed cast,
 or the store failing under the read (`store_unavailable`, in-band for SSE).
 
+**The start hold.** A cast that cannot be made in real time states, with its first audio, how
+long its listeners must wait to hear the rest without a stall (`CastStatus.plays_in_ms`).
+With `start="smooth"` (the default) a streamed response (audio or SSE) holds its bytes back
+that long and says so in `X-Cast-Start-Delay` (seconds, sent with the headers); with
+`start="now"` it sends the first audio at once (the header says 0) and its listener may stall.
+On a device that keeps up there is no hold. A whole-file response (`stream: false`) waits for
+the whole cast anyway.
+
 Nobody waits in vain (`_Vigil`): every read of the cast races the workers' health
 (`CastService.watch_workers`): when the model is known not to load, or no worker has been ready
 for `UNREADY_GRACE_S`, the caller gets that 503 (or, once audio went out, the in-band failure
@@ -53,11 +61,16 @@ from speechd.service import CastService, SubmittedCast
 from ._errors import error_body, error_body_for, log_store_trouble
 from ._streaming import AbortBody, AppResponse, StreamApp
 
-__all__ = ["OUTPUT_TOKENS_PER_SECOND", "Mode", "speech_response"]
+__all__ = ["OUTPUT_TOKENS_PER_SECOND", "START_DELAY_HEADER", "Mode", "Start", "speech_response"]
 
 log = logging.getLogger("speechd.api")
 
 Mode = Literal["audio", "whole", "sse"]
+Start = Literal["smooth", "now"]
+
+START_DELAY_HEADER = "X-Cast-Start-Delay"
+"""Seconds from a streamed speech response's headers until its audio starts: the start hold a
+cast slower than real time needs to play through (0: at once)."""
 
 OUTPUT_TOKENS_PER_SECOND = 50
 """`usage.output_tokens` counts one token per 20 ms of audio (speechd has no audio tokenizer);
@@ -140,15 +153,18 @@ class _Vigil:
 
 
 async def _rest(
-    service: CastService, first: T | None, chunks: AsyncGenerator[T, None]
+    service: CastService, first: T | None, chunks: AsyncGenerator[T, None], hold_s: float = 0.0
 ) -> AsyncGenerator[T, None]:
-    """The first chunk (already read), then the others as they come, each read watched.
+    """The first chunk (already read), `hold_s` later, then the others as they come, each
+    read watched.
 
     Its vigil lives only while the response iterates it (one never started leaves nothing
     running behind)."""
     async with aclosing(chunks):
         if first is None:
             return
+        if hold_s > 0:
+            await asyncio.sleep(hold_s)
         yield first
         vigil = _Vigil(service, None)
         try:
@@ -231,10 +247,11 @@ async def speech_response(
     headers: dict[str, str],
     receive: Receive | None = None,
     words: bool = False,
+    start: Start = "smooth",
 ) -> Response[Any]:
     """The response for `cast` in `mode` (SSE: with word events if `words`); raises (before
     any byte) if the cast failed early or no worker is coming. `receive`: the request's, to
-    notice a client that leaves while it waits (499)."""
+    notice a client that leaves while it waits (499). `start`: see the start hold above."""
     vigil = _Vigil(service, receive)
     chunks: Chunks | Timed = (
         _timed(playable_chunks(service.store, cast.id))
@@ -249,6 +266,10 @@ async def speech_response(
             body = await vigil.wait(_whole(cast.recipe.format, first, chunks))  # type: ignore[arg-type]
             vigil.close()
             return Response(body, media_type=content_type(cast.recipe.format), headers=headers)
+        hold_s = 0.0
+        if first is not None and start == "smooth":
+            status = await vigil.wait(service.status(cast.id))
+            hold_s = (status.plays_in_ms or 0) / 1000
     except _ClientGone:
         log.info("a caller left before its speech response started")
         await chunks.aclose()
@@ -259,7 +280,8 @@ async def speech_response(
         vigil.close()
         raise
     vigil.close()  # the response watches on its own (and Litestar notices a disconnect)
-    rest = _rest(service, first, chunks)
+    headers = {**headers, START_DELAY_HEADER: f"{hold_s:.1f}"}
+    rest = _rest(service, first, chunks, hold_s)
     if mode == "sse":
         sse_headers = {**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return Stream(

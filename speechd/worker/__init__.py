@@ -3,7 +3,9 @@
 `run_worker` is the body of a worker process; `Supervisor` runs it in a spawned child and
 restarts it when it dies; `Worker` is the same loop in-process, over an injected store and
 engine (`Parts` says how a process builds them). The scheduling policies and their inputs
-(`ActiveCast`, `Candidate`, `ChunkTimes`, `plan_timing`) are pure objects. `ready_workers`,
+(`ActiveCast`, `Candidate`, `ChunkTimes`, `plan_timing`, `chunk_quantum`) and the start hold
+of a cast that cannot be made in real time (`hold_s`, `predicted_hold_s`,
+`earliest_origin`) are pure objects. `ready_workers`,
 `worker_health` (why no worker is ready, too), `known_voices`, `QueueLine` (the line of
 waiting casts, learnt a little at a time), `queue_position` and `queue_depth` read worker
 health, voices and the line from the store alone, for the api. Importing this package never
@@ -12,16 +14,20 @@ imports torch.
 Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
 `_attempts` (opening, resuming and ending attempts; failures), `_render` (one chunk on the
 engine thread), `_plan` (a cast's lazy plan and its positions), `_planning` (plans stepped
-between chunk renders), `_input` (following a live cast's input), `_worker` (the loop).
+between chunk renders), `_input` (following a live cast's input), `_policy` and `_hold` (the
+scheduling decisions), `_worker` (the loop).
 """
 
 from __future__ import annotations
 
 from ._config import WorkerConfig
 from ._health import WorkerHealth, known_voices, ready_workers, worker_health
+from ._hold import earliest_origin, hold_s, predicted_hold_s
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     COMFORTABLE_LEAD_S,
+    LONE_OVERHEAD,
+    MAX_LIFT,
     QUANTUM_S,
     ActiveCast,
     Candidate,
@@ -34,6 +40,7 @@ from ._policy import (
     Policy,
     Run,
     Sleep,
+    chunk_quantum,
     make_policy,
     plan_timing,
 )
@@ -50,6 +57,8 @@ __all__ = [
     "EXIT_MODEL_UNAVAILABLE",
     "EXIT_OK",
     "LEASE_SKEW_MS",
+    "LONE_OVERHEAD",
+    "MAX_LIFT",
     "MAX_RECORD_S",
     "QUANTUM_S",
     "ActiveCast",
@@ -71,11 +80,15 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerHealth",
+    "chunk_quantum",
     "chunk_seed",
+    "earliest_origin",
+    "hold_s",
     "known_voices",
     "lease_held",
     "make_policy",
     "plan_timing",
+    "predicted_hold_s",
     "queue_depth",
     "queue_position",
     "ready_workers",

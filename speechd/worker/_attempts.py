@@ -277,6 +277,11 @@ class Attempts:
             return None
         return _Going(plan, timing, point.index + 1, False, resume, encoder)
 
+    def retime(self, cast: Admitted, timing: PlanTiming) -> None:
+        """Cut the cast's chunks not cut yet for `timing` (on the loop, between engine calls);
+        its `start` keeps the timing it was opened with, which a later attempt plans with."""
+        cast.plan.planner.retime(self._policy(cast.recipe, timing))
+
     def _policy(self, recipe: Recipe, timing: PlanTiming) -> ChunkPolicyLike:
         return timing.apply(self._chunk_policy).with_speed(recipe.speed)
 

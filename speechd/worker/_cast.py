@@ -44,9 +44,10 @@ class Admitted:
     The listeners' clock (`origin_s`, on the worker's monotonic clock): a listener who started
     playing at the sequence's first audio and waits at the live edge whenever it catches up
     would now be `now - origin_s` seconds in. It starts at the first durable audio record's
-    timestamp (kept across attempts: a cast that waited on a restart is behind, so urgent),
-    and moves on by each wait: when a chunk lands after the listener ran dry, the listener
-    resumes then.
+    timestamp plus the start hold it states (kept across attempts: a cast that waited on a
+    restart is behind, so urgent), and moves on by each wait: when a chunk lands after the
+    listener ran dry, the listener resumes then. A cast that cannot be made in real time holds
+    its listeners back (`_hold`): their clock starts that long after the first audio.
     """
 
     job: JobRef
@@ -90,10 +91,11 @@ class Admitted:
         """The playable sequence so far, as seq spans."""
         return playable_spans(self.start, self.start_seq, self.made)
 
-    def landed(self, now: float, samples: int, sample_rate: int) -> None:
-        """`samples` more audio became durable at `now`: move the listeners' clock on."""
+    def landed(self, now: float, samples: int, sample_rate: int, *, hold_s: float = 0.0) -> None:
+        """`samples` more audio became durable at `now`: move the listeners' clock on (the
+        first audio starts it, `hold_s` later)."""
         if self.origin_s is None:
-            self.origin_s = now
+            self.origin_s = now + hold_s
         else:
             lead = self.samples / sample_rate - (now - self.origin_s)
             if lead < 0:  # the listener waited at the live edge: it resumes now

@@ -72,6 +72,7 @@ class CastPlan:
     flushed_chars: int = -1  # input received (fed) when an idle step last ran
     fed_chars: int = 0
     steps: int = 0
+    quantum_s: float | None = None  # the chunk cap its planner was last retimed for (None: none)
 
     # -- the loop's view ----------------------------------------------------------------
 

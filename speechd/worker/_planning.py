@@ -18,6 +18,8 @@ first chunk is planned at once, short, so first audio is fast.
 
 `predictions` turns a ready cast's plan into what the scheduling policy reads: its planned
 chunks, then the rest of its text as the planner estimates it, in chunks of the same size.
+`whole_rest` is all of it, in the sizes the planner's budgets would cut (`Planner.estimate`):
+what the start hold is worked out from.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._cast import Admitted
 from ._policy import ChunkTimes
 from ._thread import EngineThread
 
-__all__ = ["PLAN_SLICE_S", "Planning", "predictions"]
+__all__ = ["PLAN_SLICE_S", "Planning", "predictions", "whole_rest"]
 
 log = logging.getLogger("speechd.worker")
 
@@ -139,4 +141,20 @@ def predictions(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float],
         audio = min(size, rest)
         chunks.append((audio, times.gen_s(audio)))
         rest -= audio
+    return tuple(chunks)
+
+
+def whole_rest(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float], ...]:
+    """(audio, generation) seconds predicted per chunk the cast has left, to its end: its
+    planned chunks, then the chunks its planner expects the rest of its text to make
+    (`Planner.estimate`: each as big as its budget lets it grow), however many."""
+    speed = cast.recipe.speed
+    chunks = []
+    for planned in cast.plan.ahead:
+        audio = times.audio_s(len(planned.chunk.phonemes), speed)
+        chunks.append((audio, times.gen_s(audio)))
+    if not cast.plan.done:
+        for tokens in cast.plan.planner.estimate():
+            audio = times.audio_s(tokens, speed)
+            chunks.append((audio, times.gen_s(audio)))
     return tuple(chunks)

@@ -19,10 +19,13 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   all (its first audio is its deadline; among several, the earliest in line), unless making
   its first chunk now would let a listener run dry who would not otherwise, as predicted from
   each cast's next chunk: then that listener goes first, and the newcomer right after.
-* **Sleep when comfortably ahead.** When every active cast's slack is `comfortable_lead_s` or
-  more (it leads by that plus its next chunk's predicted time), and no job waits for room,
-  sleep until the first of them drops to that (at most `max_sleep_s`; a new job wakes the
-  worker at once), instead of racing one cast to its end.
+* **Sleep when comfortably ahead.** When the device's slack is `comfortable_lead_s` or more,
+  and no job waits for room, sleep until it drops to that (at most `max_sleep_s`; a new job
+  wakes the worker at once), instead of racing one cast to its end. The slack is the least,
+  over every chunk any listener still needs in deadline order, of its deadline minus the
+  work due by then (Jackson's rule again): a listener whose start is held back leads by a lot
+  early on, yet has no time to spare at its last chunk, so the worker never sleeps it into a
+  stall.
 * **Admission by capacity.** Admit one more cast only while the measured capacity still covers
   every admitted listener and the newcomer in real time with a margin. Each chunk a listener
   still needs is a job with a deadline (the moment playback reaches it: its lead, plus the
@@ -36,11 +39,24 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   and each active listener weighted by the part of the newcomer's life that listener still
   needs audio in (the same demand): a listener far enough ahead does not count against a short
   newcomer.
-* **A quantum.** A chunk cannot be interrupted, so the longest chunk is the longest a
-  newcomer waits for the device: every chunk is planned to cost at most `quantum_s` of
-  compute alone (`plan_timing`). On a fast device the token caps bind first.
+* **A quantum, when it protects someone.** A chunk cannot be interrupted, so the longest
+  chunk is the longest a newcomer waits for the device: while another cast is active, or one
+  waits in line that could be admitted before this one ends (`protects`), every chunk is
+  planned to cost at most `quantum_s` of compute alone (`plan_timing`). When nobody is
+  protected, chunks grow past it (`chunk_quantum`): as far as it takes for the fixed price per
+  chunk to be at most `LONE_OVERHEAD` of a chunk's compute (at most `MAX_LIFT` quanta), and
+  on a device that cannot keep the cast in real time (where nobody is admitted beside it
+  anyway) to the token caps. A lone long cast then runs at the engine's own speed. The rule
+  is per chunk: the worker asks it for every cast before each planning slice
+  (`Worker._retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
+  for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
+  are), and its end lifts it again. On a fast device the token caps bind first.
 
-`FifoPolicy` is the baseline: one cast at a time, each finished before the next starts.
+`FifoPolicy` is the baseline: one cast at a time, each finished before the next starts (so
+the quantum protects nobody there).
+
+How long a listener's start is held back when its cast cannot be made in real time is
+worked out from the plan in `_hold`.
 """
 
 from __future__ import annotations
@@ -55,6 +71,8 @@ from ._protocols import ChunkPolicyLike
 
 __all__ = [
     "COMFORTABLE_LEAD_S",
+    "LONE_OVERHEAD",
+    "MAX_LIFT",
     "QUANTUM_S",
     "ActiveCast",
     "Candidate",
@@ -67,6 +85,7 @@ __all__ = [
     "Policy",
     "Run",
     "Sleep",
+    "chunk_quantum",
     "make_policy",
     "plan_timing",
 ]
@@ -82,6 +101,16 @@ QUANTUM_S = 2.5
 """The longest a chunk may compute alone (about one sentence on a 2-core CPU; on a GPU the
 token caps bind long before): with the newcomer's own first chunk, the longest wait for
 first audio."""
+
+
+LONE_OVERHEAD = 0.05
+"""With nobody to protect, a chunk on a device faster than real time grows until the fixed price
+per chunk is at most this share of its compute (throughput within 5% of the engine's own,
+chunk for chunk), and no further: a newcomer arriving during it waits for it."""
+
+MAX_LIFT = 4.0
+"""Nor past this many quanta: on a device just faster than real time with a high price per
+call, the 5% rule alone would make chunks a newcomer waits many quanta for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +188,19 @@ class Policy(Protocol):
         planned for that many times the device's cost per chunk."""
         ...
 
+    def protects(
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        cast_id: str,
+        candidate: Candidate | None,
+        *,
+        rtf: float,
+    ) -> bool:
+        """Whether the next chunk of active cast `cast_id` must keep to the quantum: someone
+        would wait for it (`candidate`: the first cast waiting in line, if any)."""
+        ...
+
 
 class DeadlinePolicy:
     """Newcomers first, then earliest deadline; sleep when all are ahead; admit by capacity."""
@@ -192,7 +234,7 @@ class DeadlinePolicy:
             if listeners and _late(now + newcomer.next_gen_s, listeners) > _late(now, listeners):
                 return Run(listeners[0].id)
             return Run(newcomer.id)
-        spare = min(_dry(c) - now - c.next_gen_s for c in listeners) - self.comfortable_lead_s
+        spare = _slack(now, listeners) - self.comfortable_lead_s
         if spare >= 0 and not starved:
             return Sleep(min(max(spare, self.min_sleep_s), self.max_sleep_s))
         return Run(listeners[0].id)
@@ -225,6 +267,60 @@ class DeadlinePolicy:
         still needs audio in (a listener far enough ahead needs none of it)."""
         life = max(candidate.audio_s, 1e-6)
         return 1.0 + _need(_demands(now, casts), life) / life
+
+    def protects(
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        cast_id: str,
+        candidate: Candidate | None,
+        *,
+        rtf: float,
+    ) -> bool:
+        """Another active cast, or a candidate that the admission rule lets in before one of
+        this cast's chunks (as predicted: its chunks made back to back, the next
+        `_PROTECT_STEPS` of them; one let in later than that is looked at again as the cast
+        goes on). Only on a device that may admit a cast beside another at all."""
+        if any(c.id != cast_id for c in casts):
+            return True
+        if candidate is None:
+            return False
+        if rtf * (1.0 + self.margin) >= 1.0:
+            return False  # the newcomer alone needs more than the device: never beside a cast
+        mine = [c for c in casts if c.id == cast_id]
+        if not mine:
+            return True
+        cast = mine[0]
+        t = now
+        for _ in range(min(len(cast.chunks), _PROTECT_STEPS)):
+            if self.admit(t, [cast], candidate, rtf=rtf):
+                return True
+            t += cast.next_gen_s
+            cast = _after_chunk(cast, t)
+        return False
+
+
+#: How many of a lone cast's chunks `DeadlinePolicy.protects` looks ahead.
+_PROTECT_STEPS = 16
+
+
+def _after_chunk(cast: ActiveCast, t: float) -> ActiveCast:
+    """`cast` once its next chunk landed at `t`."""
+    audio = cast.chunks[0][0]
+    first = cast.first_audio_s if cast.first_audio_s is not None else t
+    return ActiveCast(cast.id, cast.order, first, cast.audio_s + audio, cast.chunks[1:])
+
+
+def _slack(now: float, listeners: Sequence[ActiveCast]) -> float:
+    """The device's slack: over every chunk the listeners still need, in deadline order, the
+    least of (its deadline - now - the work due by then)."""
+    jobs = sorted((due, gen) for cast in listeners for due, gen in _chunk_jobs(now, cast, 1.0))
+    work = 0.0
+    least = math.inf
+    for due, gen in jobs:
+        work += gen
+        least = min(least, due - work)
+    return least
 
 
 def _chunk_jobs(now: float, cast: ActiveCast, cost: float) -> list[tuple[float, float]]:
@@ -284,17 +380,30 @@ class FifoPolicy:
     def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         return 1.0  # a cast has the device to itself
 
+    def protects(
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        cast_id: str,
+        candidate: Candidate | None,
+        *,
+        rtf: float,
+    ) -> bool:
+        return False  # whoever waits, waits for the whole cast
+
 
 @dataclass(frozen=True, slots=True)
 class PlanTiming:
     """What a cast's chunks are planned for: each chunk of `a` audio seconds costs
     `overhead_s + rtf * a` (the cast's share of the device), and none holds more than
     `max_chunk_s` of audio (0: no cap). Kept in the cast's `start`, so that a later attempt
-    plans the very same chunks."""
+    plans the very same chunks. `share` is the share of the device it was planned for (not
+    kept: a later attempt reads 1), what the cast's predictions scale the device's costs by."""
 
     rtf: float
     overhead_s: float = 0.0
     max_chunk_s: float = 0.0
+    share: float = 1.0
 
     def apply(self, chunk_policy: ChunkPolicyLike) -> ChunkPolicyLike:
         """`chunk_policy` timed for this plan."""
@@ -315,7 +424,24 @@ def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0
         rtf=round(slope * share, 4),
         overhead_s=round(overhead * share, 4),
         max_chunk_s=round(cap, 3),
+        share=share,
     )
+
+
+def chunk_quantum(
+    times: ChunkTimes, *, quantum_s: float, protects: bool, share: float = 1.0
+) -> float:
+    """The most compute one chunk of a cast planned for `share` of the device may take (0: no
+    cap but the token caps): `quantum_s` while the chunk protects someone; otherwise long
+    enough for the fixed price per chunk to be at most `LONE_OVERHEAD` of it (never less than
+    the quantum, nor more than `MAX_LIFT` quanta), or no cap at all where the cast cannot be
+    made in real time (where nobody is admitted beside it)."""
+    if protects or quantum_s <= 0:
+        return quantum_s
+    overhead, slope = times.line
+    if slope * share >= 1.0:
+        return 0.0
+    return min(max(quantum_s, overhead / LONE_OVERHEAD), MAX_LIFT * quantum_s)
 
 
 def make_policy(name: str, *, comfortable_lead_s: float = COMFORTABLE_LEAD_S) -> Policy:

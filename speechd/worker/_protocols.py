@@ -69,7 +69,9 @@ class PlannerLike(Protocol):
     """An incremental planner (`speechd.engine.Planner`'s contract): text in, whole or piece
     by piece (`feed`, `close`), chunks out one bounded `step` at a time; `flush` when a live
     input idles, so what arrived is planned, an unfinished clause too; `position` after a
-    chunk is where a planner of the same text continues from."""
+    chunk is where a planner of the same text continues from; `retime` cuts the chunks not
+    cut yet with another timing of its policy; `estimate` sizes (in phonemes) the chunks the
+    text not in a chunk yet is expected to make."""
 
     @property
     def closed(self) -> bool: ...
@@ -83,6 +85,8 @@ class PlannerLike(Protocol):
     def close(self) -> None: ...
     def flush(self) -> None: ...
     def step(self, idle_s: float | None = None) -> PlanStepLike: ...
+    def retime(self, policy: ChunkPolicyLike) -> None: ...
+    def estimate(self) -> list[int]: ...
 
 
 class EngineLike(Protocol):

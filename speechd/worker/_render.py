@@ -209,11 +209,13 @@ def chunk_records(
     position: str,
     more: int,
     sample_rate: int,
+    hold_ms: int = 0,
 ) -> tuple[list[AppendRecord], int, Resume | None]:
     """The audio records of the cast's next chunk as rendered (`position`: the plan's after
     it; `more`: the chunks estimated to follow it, 0 for the last), the playable sequence's
     samples after them, and the resume checkpoint the last one carries. Each record carries
-    the chunk's words that start in it, timed from its own start."""
+    the chunk's words that start in it, timed from its own start; the first carries `hold_ms`
+    (the start hold, given for the playable sequence's first chunk only)."""
     samples = cast.samples
     pieces = rendered.pieces
     records = []
@@ -245,6 +247,7 @@ def chunk_records(
             plan=position,
             start_seq=cast.start_seq,
             resume=resume,
+            hold_ms=hold_ms if n == 0 else 0,
         )
         records.append(audio_record(audio))
     return records, samples, state

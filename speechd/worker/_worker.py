@@ -61,10 +61,11 @@ from speechd.engine import FLUSH_S
 from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
 from ._health import last_notice
+from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
-from ._planning import Planning, predictions
+from ._planning import Planning, predictions, whole_rest
 from ._policy import (
     QUANTUM_S,
     ActiveCast,
@@ -75,6 +76,7 @@ from ._policy import (
     Policy,
     Run,
     Sleep,
+    chunk_quantum,
     plan_timing,
 )
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
@@ -348,9 +350,28 @@ class Worker:
                 return False
             head = fresh
         share = self.policy.share(now, views, candidate)
-        timing = plan_timing(self.times, share=share, quantum_s=self._quantum_s)
+        pending = self._intake.pending
+        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
+        quantum = self._quantum(now, views, job.id, behind, share)
+        timing = plan_timing(self.times, share=share, quantum_s=quantum)
         await self._attempts.open(job, head, timing)
         return True
+
+    def _quantum(
+        self,
+        now: float,
+        views: list[ActiveCast],
+        cast_id: str,
+        waiting: Candidate | None,
+        share: float,
+    ) -> float:
+        """The most compute one chunk of cast `cast_id` may take (0: no cap but the token
+        caps): the quantum while it protects someone (`Policy.protects`: another cast is
+        active, or `waiting`, the next cast in line, could be let in beside it); otherwise
+        past it (`chunk_quantum`: at most `MAX_LIFT` quanta on a device faster than real
+        time, the token caps alone on one slower than that)."""
+        protects = self.policy.protects(now, views, cast_id, waiting, rtf=self.times.rtf)
+        return chunk_quantum(self.times, quantum_s=self._quantum_s, protects=protects, share=share)
 
     async def _settle(self, job: JobRef) -> CastHead | None:
         """The cast's head if it is ours to start; None if its job was settled otherwise
@@ -400,6 +421,7 @@ class Worker:
         """Follow the live casts' input, plan every cast a bounded slice ahead, and end
         the casts whose plan is done without a chunk left to speak."""
         self._followers.sync(self._active)
+        self._retime()
         failed = await self._planning.run(list(self._active.values()))
         for cast, error in failed:
             await self._attempts.plan_failed(cast, error)
@@ -414,6 +436,33 @@ class Worker:
             return
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
+
+    def _retime(self) -> None:
+        """Each cast's chunks not cut yet keep to the quantum while it protects someone and
+        grow past it while it protects nobody (`_quantum`): a newcomer's arrival (in line or
+        admitted) brings the quantum back for them, and its end lifts it again
+        (`Planner.retime`; the chunks already cut stay as they are)."""
+        now, views = self._clock(), self._views(admission=True)
+        pending = self._intake.pending
+        waiting = Candidate(pending[0].id, 0.0) if pending else None
+        for cast in self._active.values():
+            plan = cast.plan
+            if plan.done:
+                continue  # nothing left to cut
+            share = cast.timing.share
+            quantum = self._quantum(now, views, cast.id, waiting, share)
+            if quantum == plan.quantum_s:
+                continue
+            plan.quantum_s = quantum
+            self._attempts.retime(cast, plan_timing(self.times, share=share, quantum_s=quantum))
+
+    def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
+        """(audio, compute) predicted for the chunks the cast has left after the one in hand
+        (`whole_rest`: those planned, then the planner's estimate of the rest of its text),
+        made with the share of the device its plan was made for, at the device's costs as
+        measured now."""
+        share = max(cast.timing.share, 1.0)
+        return [(audio, share * gen) for audio, gen in whole_rest(cast, self.times)[1:]]
 
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
@@ -451,14 +500,28 @@ class Worker:
             log.info("cast %s: chunk %d abandoned on stop", cast.id, chunk.index)
             return
         rate = self._engine.sample_rate
-        chunk_s = sum(size for size, _ in rendered.pieces) / rate
+        made_s = sum(size for size, _ in rendered.pieces) / rate
+        # Measured before it is appended: a cast's first chunk then prices the rest of its plan
+        # with its own cost (a worker that has not warmed up has only priors).
+        self.times.observe(
+            units=len(chunk.phonemes),
+            chars=len(chunk.text),
+            speed=cast.recipe.speed,
+            gen_s=rendered.gen_s,
+            audio_s=made_s,
+        )
+        hold_ms = 0
+        if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
+            held = hold_s(0.0, made_s, self._predicted_rest(cast))
+            hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
         records, samples, resume = chunk_records(
             cast,
             chunk.text,
             rendered,
             position=planned.position,
-            more=cast.plan.more_after(chunk_s),
+            more=cast.plan.more_after(made_s),
             sample_rate=rate,
+            hold_ms=hold_ms,
         )
         eos = None
         if last:
@@ -470,18 +533,17 @@ class Worker:
         landed = await self._attempts.append(cast, records, chunk=chunk)
         if landed is None:
             return
-        self.times.observe(
-            units=len(chunk.phonemes),
-            chars=len(chunk.text),
-            speed=cast.recipe.speed,
-            gen_s=rendered.gen_s,
-            audio_s=(samples - cast.samples) / rate,
-        )
         if self._telemetry is not None:
             self._telemetry.audio_made((samples - cast.samples) / rate)
         if cast.origin_ms == 0:
-            cast.origin_ms = landed  # the playable sequence's first audio
-        cast.landed(self._clock(), samples - cast.samples, rate)
+            cast.origin_ms = landed + hold_ms  # the playable sequence's first audio, held
+            if hold_ms:
+                log.info(
+                    "cast %s: its listeners start %.1f s after its first audio",
+                    cast.id,
+                    hold_ms / 1000,
+                )
+        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=hold_ms / 1000)
         cast.made += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
         cast.plan.take()

@@ -37,3 +37,13 @@ def test_a_queued_cast_shows_its_place_in_line(progress: dict[str, Any], shown: 
     bar = ProgressBar(io.StringIO(), "say")
     bar.cast(view("queued", **progress))
     assert shown in bar.line()
+
+
+def test_a_held_cast_shows_when_it_plays_then_its_lead() -> None:
+    bar = ProgressBar(io.StringIO(), "say")
+    held = {"lead_seconds": 14.0, "hold_seconds": 12.0, "plays_in_seconds": 11.6}
+    bar.cast(view("generating", **held))
+    assert "plays in ~12 s (held back to play through)" in bar.line()
+    assert "lead" not in bar.line()
+    bar.cast(view("generating", lead_seconds=2.5, hold_seconds=12.0))
+    assert "lead +2.5 s" in bar.line() and "plays in" not in bar.line()

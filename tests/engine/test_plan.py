@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from speechd.engine import MODEL_MAX_TOKENS, Chunk, ChunkPolicy, Engine, normalize_text
-from speechd.engine._plan import Unit, iter_chunks
+from speechd.engine._plan import Chunker, Unit, iter_chunks
 
 WORD = st.text("abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=12)  # 1 letter + "." = initial
 PUNCT = st.sampled_from(["", "", "", "", ",", ".", ";", "!", "?", ":"])
@@ -310,3 +310,41 @@ def test_english_cuts_fall_between_phrases_not_inside_them(tiny_engine: Engine) 
     leaning = {"the", "a", "an", "quiet", "old", "along", "as"}
     assert len(chunks) > 2
     assert not any(c.text.split()[-1].lower() in leaning for c in chunks)
+
+
+# -- past the quantum when nobody waits, and the rest estimated ------------------------------
+
+
+def test_a_lone_cast_grows_past_the_quantum_and_a_newcomer_brings_it_back() -> None:
+    # A 2-core CPU: 0.3 s a call + 0.4 s per audio second. The quantum (2.5 s of compute)
+    # caps chunks at 5.5 s of audio; a cast alone plans with the cap lifted.
+    units = units_of(("Some words are here, and then a few more of them follow on. " * 80).split())
+    capped = ChunkPolicy().with_rtf(0.4, overhead_s=0.3, max_chunk_s=5.5)
+    lone = ChunkPolicy().with_rtf(0.4, overhead_s=0.3)
+    quantum = 0.3 + 0.4 * 5.5
+    assert max(capped.compute_s(c.tokens) for c in iter_chunks(units, capped)) <= quantum + 1e-9
+    grown = list(iter_chunks(units, lone))
+    assert max(lone.compute_s(c.tokens) for c in grown) > 2 * quantum
+    assert len(grown) < len(list(iter_chunks(units, capped))) / 2
+    # Mid-plan, a newcomer: the chunks cut from then on keep to the quantum again.
+    chunker = Chunker(lone)
+    for unit in units:
+        chunker.push(unit)
+    before = [chunker.cut() for _ in range(8)]
+    assert max(lone.compute_s(c.tokens) for c in before if c) > 2 * quantum
+    chunker.policy = capped
+    after = [chunker.cut() for _ in range(8)]
+    assert all(c is not None and capped.compute_s(c.tokens) <= quantum + 1e-9 for c in after)
+
+
+def test_the_estimate_of_the_rest_follows_the_budgets() -> None:
+    policy = ChunkPolicy().with_rtf(0.5, overhead_s=0.2)
+    sizes = policy.estimate(0, 0.0, 2000)
+    assert sum(sizes) == 2000
+    assert sizes[0] <= policy.first_max_tokens and max(sizes) <= policy.max_tokens
+    assert sizes[:4] == sorted(sizes[:4])  # growing with the simulated buffer
+    assert policy.estimate(3, 5.0, 0) == []
+    many = policy.estimate(0, 0.0, 10**6, most=50)
+    assert len(many) == 50 and sum(many) == 10**6
+    slow = ChunkPolicy().with_rtf(1.3, overhead_s=0.4)
+    assert slow.estimate(2, 0.0, 1000)[0] == int(slow.max_tokens * 0.75)

@@ -298,3 +298,22 @@ def test_junk_of_any_shape_plans_in_bounded_calls(text: str) -> None:
     chunks = [c for c, _ in run(Planner(g2p, POLICY, text=text, done=True, slice_chars=500))]
     assert all(len(t) <= 1000 and all(len(w) <= 48 for w in t.split()) for t in g2p.calls)
     assert all(0 < c.tokens <= MODEL_MAX_TOKENS for c in chunks)
+
+
+def test_retime_changes_the_budgets_of_the_chunks_not_cut_yet() -> None:
+    text = "Some words are here, and then a few more of them follow on. " * 80
+    lone = ChunkPolicy().with_rtf(0.4, overhead_s=0.3)
+    capped = lone.with_rtf(0.4, overhead_s=0.3, max_chunk_s=5.5)
+    planner = Planner(WordG2P(), lone, text=text, done=True)
+    made = []
+    while len(made) < 8 and (step := planner.step()).status is not PlanStatus.DONE:
+        if step.chunk is not None:
+            made.append(step.chunk)
+    assert max(c.tokens for c in made) > capped.tokens(5.5)
+    estimate = planner.estimate()
+    assert estimate and max(estimate) > capped.tokens(5.5)
+    assert sum(estimate) == pytest.approx(planner.chars_left, rel=0.05)
+    planner.retime(capped)
+    assert max(planner.estimate()) <= capped.tokens(5.5)
+    rest = list(planner.chunks())
+    assert rest and max(c.tokens for c in rest) <= capped.tokens(5.5)

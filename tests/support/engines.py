@@ -123,6 +123,7 @@ class CostEngine:
         self.log = log  # a file each synthesis call appends its chunk's text to (across lives)
         self.calls: list[tuple[str, int | None]] = []
         self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
+        self.planners: list[tuple[str, FakePlanner]] = []  # (the text it was opened with, it)
         self._flaky_seen: set[str] = set()
 
     def plan(self, text: str, voice: str, policy: FakeChunkPolicy) -> list[FakeChunk]:
@@ -154,7 +155,7 @@ class CostEngine:
         if voice not in self.voices.installed:
             raise ValueError(f"unknown voice {voice!r}")
         self.plans.append((policy.rtf, policy.overhead_s, policy.max_chunk_s))
-        return FakePlanner(
+        planner = FakePlanner(
             policy.first_words,
             policy.max_words,
             text=text,
@@ -166,6 +167,8 @@ class CostEngine:
             silent=self.silent,
             chunk_type=FakeChunk,
         )
+        self.planners.append((text, planner))
+        return planner
 
     def audio_s(self, text: str, speed: float) -> float:
         return len(text) * self.audio_per_char / speed

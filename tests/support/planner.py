@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from typing import Any
 
 from speechd.engine import PlanStatus, PlanStep
 from speechd.engine._plan import Unit
@@ -56,6 +57,7 @@ class FakePlanner:
         self._cursor = 0  # where the next chunk's text starts
         self._closed = False
         self._flushed = -1  # the text received when flush() was called
+        self.retimed: list[tuple[int, Any]] = []
         if position is not None:
             offset, self._index, self._size = json.loads(position)
             self._scan = self._cursor = int(offset)
@@ -91,6 +93,25 @@ class FakePlanner:
     @property
     def audio_left_s(self) -> float:
         return self.chars_left * self._audio_per_char
+
+    def retime(self, policy: Any) -> None:
+        """Recorded only (`retimed`: the next chunk's index, and the policy): the fake's
+        chunks are sized in words, whatever the policy's budgets."""
+        self.retimed.append((self._index, policy))
+
+    def estimate(self) -> list[int]:
+        """The sizes (characters, the fake's phonemes) of the chunks the text not in a chunk
+        yet makes, at the sizes `_cut` doubles through."""
+        rest = self._raw[self._cursor :]
+        words = len(rest.split())
+        per_word = len(rest.strip()) / max(words, 1)
+        sizes, size = [], self._size
+        while words > 0:
+            n = min(size, words)
+            sizes.append(max(round(n * per_word), 1))
+            words -= n
+            size = min(size * 2, self._max)
+        return sizes
 
     def step(self, idle_s: float | None = None) -> PlanStep:
         if len(self._words) >= self._size:

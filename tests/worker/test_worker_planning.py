@@ -24,6 +24,18 @@ def hostile(n: int = 200_000) -> str:
     return (block * (n // len(block) + 1))[:n]
 
 
+def _real(policy: FakeChunkPolicy) -> ChunkPolicy:
+    """The engine's chunk policy timed as the worker timed the double's."""
+    return ChunkPolicy().with_rtf(
+        policy.rtf, overhead_s=policy.overhead_s, max_chunk_s=policy.max_chunk_s
+    )
+
+
+class _RealPlanner(Planner):
+    def retime(self, policy: FakeChunkPolicy) -> None:  # type: ignore[override]
+        super().retime(_real(policy))
+
+
 class RealPlanEngine(CostEngine):
     """The cost model, planned by the real incremental planner (normaliser, slices, chunker)
     around a word-per-unit G2P: the planning the worker runs, without the model."""
@@ -39,10 +51,9 @@ class RealPlanEngine(CostEngine):
         flush_s: float = 0.6,
     ) -> Planner:
         self.plans.append((policy.rtf, policy.overhead_s, policy.max_chunk_s))
-        real = ChunkPolicy().with_rtf(
-            policy.rtf, overhead_s=policy.overhead_s, max_chunk_s=policy.max_chunk_s
+        return _RealPlanner(
+            WordG2P(), _real(policy), text=text, done=done, position=position, flush_s=flush_s
         )
-        return Planner(WordG2P(), real, text=text, done=done, position=position, flush_s=flush_s)
 
 
 async def _audio_texts(store: Store, cast_id: str) -> list[str]:

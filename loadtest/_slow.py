@@ -1,0 +1,165 @@
+"""A device slower than real time, as a cost model: speechd's own planning, a synthesis that
+sleeps as long as such a device would compute.
+
+`SlowEngine` plans exactly as the real engine does (speechd's normaliser, G2P and progressive
+chunks, through `speechd.engine.Planner`; no weights, no torch), and `synthesize` sleeps
+`overhead_s + rtf * audio` for a chunk of `audio` seconds, then returns a quiet tone of that
+length. A chunk of `t` phonemes makes `(PAD_S + t / TOKENS_PER_S) / speed` seconds (Kokoro-82M's
+English, roughly: 250 phonemes are about 14 s). Sleeping takes no CPU, so the servers measured
+on a 2-core box compete for nothing but their own bookkeeping, and the figures show what
+scheduling and chunking make of a slow device.
+
+`load_slow_engine` is what a worker process loads in its place (`loadtest.slow_serve`), and
+`slow_raw` is the raw loop on it: every text made back to back in the fewest model calls, the
+engine's own speed (the cost model's arithmetic: no sleeping needed to know it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from speechd.engine import (
+    DEFAULT_VOICE_MAP,
+    SAMPLE_RATE,
+    ChunkPolicy,
+    EngineConfig,
+    Planner,
+    Synthesis,
+    VoiceBook,
+)
+
+__all__ = [
+    "OVERHEAD_S",
+    "RTF",
+    "WHOLE",
+    "SlowEngine",
+    "SlowRaw",
+    "load_slow_engine",
+    "slow_raw",
+]
+
+RTF = 1.3
+"""Compute seconds per audio second: torch's Kokoro-82M on a 2-core CPU without AVX-512."""
+OVERHEAD_S = 0.4
+"""The fixed price of a model call (the worker measured 0.28-0.7 s on such CPUs)."""
+PAD_S = 0.25
+TOKENS_PER_S = 18.0
+VOICES = ("af_heart", "af_bella", "am_adam", "bf_emma")
+
+#: One chunk per 510-token span: the fewest model calls, the engine's own speed.
+WHOLE = ChunkPolicy(
+    first_tokens=510,
+    first_max_tokens=510,
+    min_tokens=510,
+    sentence_tokens=510,
+    max_tokens=510,
+    rtf=0,
+)
+
+
+class SlowEngine:
+    """The engine surface the worker uses, on a simulated slow device (see the module)."""
+
+    sample_rate = SAMPLE_RATE
+    device = "cpu"
+
+    def __init__(
+        self,
+        *,
+        rtf: float = RTF,
+        overhead_s: float = OVERHEAD_S,
+        default_voice: str = "af_heart",
+        voice_map: dict[str, str] | None = None,
+    ) -> None:
+        self.rtf = rtf
+        self.overhead_s = overhead_s
+        self.voices = VoiceBook(
+            VOICES,
+            voice_map=DEFAULT_VOICE_MAP if voice_map is None else voice_map,
+            default_voice=default_voice,
+        )
+        self._g2p: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def audio_s(self, tokens: int, speed: float = 1.0) -> float:
+        return (PAD_S + tokens / TOKENS_PER_S) / speed
+
+    def compute_s(self, tokens: int, speed: float = 1.0) -> float:
+        return self.overhead_s + self.rtf * self.audio_s(tokens, speed)
+
+    def planner(self, voice: str, policy: ChunkPolicy | None = None, **kwargs: Any) -> Planner:
+        return Planner(self._g2p_for(self.voices.language(voice)), policy, **kwargs)
+
+    def plan(self, text: str, voice: str, policy: ChunkPolicy | None = None) -> list[Any]:
+        return list(self.planner(voice, policy, text=text, done=True).chunks())
+
+    def warm_up(self, voice: str | None = None) -> None:
+        self._g2p_for(self.voices.language(voice or self.voices.default_voice))
+
+    def synthesize(
+        self, chunk: Any, voice: str, speed: float = 1.0, *, seed: int | None = None
+    ) -> Synthesis:
+        audio = self.audio_s(len(chunk.phonemes), speed)
+        time.sleep(self.overhead_s + self.rtf * audio)
+        samples = round(audio * SAMPLE_RATE)
+        tone = 0.05 * np.sin(np.arange(samples, dtype=np.float32) * np.float32(0.0523))
+        return Synthesis(tone.astype(np.float32))
+
+    def _g2p_for(self, lang: str) -> Any:
+        from speechd.engine._g2p import build_g2p  # what Engine builds, minus the model
+
+        with self._lock:
+            if lang not in self._g2p:
+                with warnings.catch_warnings():  # torch, spaCy and misaki loading, not ours
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    warnings.simplefilter("ignore", FutureWarning)
+                    warnings.simplefilter("ignore", UserWarning)
+                    self._g2p[lang] = build_g2p(lang)
+            return self._g2p[lang]
+
+
+def load_slow_engine(config: EngineConfig, *, rtf: float, overhead_s: float) -> SlowEngine:
+    """A worker's engine loader (`speechd.worker.Parts.load_engine`) for the slow device."""
+    engine = SlowEngine(
+        rtf=rtf,
+        overhead_s=overhead_s,
+        default_voice=config.default_voice,
+        voice_map=dict(config.voice_map),
+    )
+    engine.warm_up()
+    return engine
+
+
+@dataclass(frozen=True)
+class SlowRaw:
+    audio_s: float
+    gen_s: float
+    chunks: int
+
+    @property
+    def rtf(self) -> float:
+        return self.gen_s / self.audio_s
+
+    @property
+    def capacity(self) -> float:
+        """Audio seconds per wall second."""
+        return self.audio_s / self.gen_s
+
+
+def slow_raw(engine: SlowEngine, texts: Sequence[str], voice: str = "af_heart") -> SlowRaw:
+    """Every text made back to back in the fewest model calls: the engine's own speed."""
+    audio = gen = 0.0
+    chunks = 0
+    for text in texts:
+        for chunk in engine.plan(text, voice, WHOLE):
+            audio += engine.audio_s(len(chunk.phonemes))
+            gen += engine.compute_s(len(chunk.phonemes))
+            chunks += 1
+    return SlowRaw(audio, gen, chunks)

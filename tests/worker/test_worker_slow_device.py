@@ -1,0 +1,173 @@
+"""The worker on a device slower than real time (a cost-model engine): its listeners are held
+back just long enough to play through, lone casts plan past the quantum, and casts beyond the
+device wait in line; on a fast device nothing of that shows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from speechd.casts import H_HOLD, Event, Start, audio_chunk, cast_stream, decode, event_of
+from speechd.durable import Limits, Record, Store, record_size
+from speechd.worker import DeadlinePolicy
+from tests.support.engines import CostEngine, chunked_text
+
+from ._helpers import make_worker, playable, records, running, submit_text
+from .test_worker_records import Limited
+
+TEXT = chunked_text(8)
+SLOW = {"rtf": 2.0, "overhead_s": 0.02, "audio_per_char": 0.003}  # twice real time
+FAST = {"rtf": 0.05, "overhead_s": 0.005, "audio_per_char": 0.003}
+
+
+async def ended_stream(store: Store, cid: str, within: float = 60.0) -> list[Record]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        stream = await records(store, cast_stream(cid))
+        if event_of(stream[-1]) in (Event.EOS, Event.ERROR):
+            return stream
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"cast {cid} did not end in {within} s")
+
+
+def heard_silence_ms(stream: list[Record], *, held: bool) -> int:
+    """What a listener playing from the first audio (`held`: from when its `h` says) waits in
+    all at the live edge."""
+    audio = playable(stream)
+    clock = audio[0].timestamp + (audio_chunk(audio[0]).hold_ms if held else 0)
+    waited = 0
+    for record in audio:
+        if record.timestamp > clock:
+            waited += record.timestamp - clock
+            clock = record.timestamp
+        clock += audio_chunk(record).duration_ms
+    return waited
+
+
+def start_of(stream: list[Record]) -> Start:
+    return next(decode(r.body, Start) for r in stream if event_of(r) == Event.START)
+
+
+async def test_a_slow_device_holds_its_listener_back_just_long_enough(store: Store) -> None:
+    cid = await submit_text(store, TEXT)
+    worker = make_worker(store, CostEngine(**SLOW), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    audio = playable(stream)
+    hold = audio_chunk(audio[0]).hold_ms
+    made = sum(audio_chunk(r).duration_ms for r in audio)
+    assert hold > 0.5 * made  # about (rtf - 1) x its audio
+    assert all(H_HOLD not in dict(r.headers) for r in audio[1:])  # stated once, on the first
+    at_once = heard_silence_ms(stream, held=False)
+    assert at_once > 0.5 * made
+    assert heard_silence_ms(stream, held=True) < 0.25 * at_once
+    # Alone on a device that cannot keep it in real time, its chunks are not capped.
+    assert start_of(stream).max_chunk_s == 0.0
+
+
+async def test_a_fast_device_holds_nobody_and_keeps_the_quantum(store: Store) -> None:
+    cid = await submit_text(store, TEXT)
+    worker = make_worker(store, CostEngine(**FAST), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    assert all(audio_chunk(r).hold_ms == 0 for r in playable(stream))
+    assert start_of(stream).max_chunk_s > 0
+
+
+async def test_casts_beyond_a_slow_device_wait_in_line(store: Store) -> None:
+    first = await submit_text(store, TEXT)
+    second = await submit_text(store, TEXT + " more")
+    worker = make_worker(store, CostEngine(**SLOW), policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        one = await ended_stream(store, first)
+        two = await ended_stream(store, second)
+    started = next(r for r in two if event_of(r) == Event.START)
+    assert started.timestamp >= one[-1].timestamp  # admitted once the first had ended
+    assert audio_chunk(playable(two)[0]).hold_ms > 0
+
+
+async def test_the_hold_is_stated_once_when_the_first_chunk_spans_several_records(
+    store: Store,
+) -> None:
+    # Records of about 0.07 s of pcm next to a resume checkpoint's room: the first chunk
+    # (0.22 s of audio) becomes several records, and only the very first one states the hold.
+    limits = Limits(max_record_bytes=56 * 1024, max_batch_records=64, max_batch_bytes=1 << 20)
+    small = Limited(store, limits)
+    cid = await submit_text(small, chunked_text(3))
+    engine = CostEngine(rtf=2.0, overhead_s=0.02, audio_per_char=0.02)
+    worker = make_worker(small, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    audio = playable(stream)
+    assert audio[1].header(b"t") == b""  # the first chunk's second record
+    assert all(record_size(r) <= small.limits.max_record_bytes for r in audio)
+    assert audio_chunk(audio[0]).hold_ms > 0
+    assert all(H_HOLD not in dict(r.headers) for r in audio[1:])
+    assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
+
+
+# -- past the quantum on a fast device, a chunk at a time -----------------------------------
+
+# A fast device whose calls cost a fixed 20 ms, under a small quantum (0.1 s): alone, a cast's
+# chunks may grow until that price is 5% of one (0.4 s of compute, `MAX_LIFT` quanta).
+PRICED = {"rtf": 0.1, "overhead_s": 0.02, "audio_per_char": 0.02}
+SMALL_QUANTUM_S = 0.1
+
+
+class QuantumAlways(DeadlinePolicy):
+    """Every chunk keeps to the quantum, whoever waits."""
+
+    def protects(self, *args: object, **kwargs: object) -> bool:
+        return True
+
+
+async def test_a_lone_cast_on_a_fast_device_grows_its_chunks_past_the_quantum(
+    store: Store,
+) -> None:
+    planned = {}
+    for name, policy in (("lone", DeadlinePolicy()), ("capped", QuantumAlways())):
+        cid = await submit_text(store, TEXT + f" {name}")
+        worker = make_worker(store, CostEngine(**PRICED), policy=policy, quantum_s=SMALL_QUANTUM_S)
+        await worker.warm_up("af_heart")
+        async with running(worker):
+            stream = await ended_stream(store, cid)
+        planned[name] = start_of(stream).max_chunk_s
+        assert all(audio_chunk(r).hold_ms == 0 for r in playable(stream))
+    assert planned["lone"] > 2 * planned["capped"] > 0
+
+
+async def test_a_newcomer_brings_the_quantum_back_for_the_chunks_not_cut_yet(
+    store: Store,
+) -> None:
+    engine = CostEngine(**PRICED)
+    worker = make_worker(
+        store,
+        engine,
+        policy=DeadlinePolicy(comfortable_lead_s=1e9),  # no pacing: no sleep between chunks
+        quantum_s=SMALL_QUANTUM_S,
+    )
+    await worker.warm_up("af_heart")
+    long_text = chunked_text(14)
+    long = await submit_text(store, long_text)
+    async with running(worker):
+        deadline = time.monotonic() + 30
+        while not playable(await records(store, cast_stream(long))):
+            assert time.monotonic() < deadline, "the long cast made no audio"
+            await asyncio.sleep(0.02)
+        short = await submit_text(store, chunked_text(2))
+        one, two = await ended_stream(store, long), await ended_stream(store, short)
+    lone, beside = start_of(one).max_chunk_s, start_of(two).max_chunk_s
+    assert lone > 2 * beside > 0  # planned alone, past the quantum; the newcomer, within it
+    planner = next(p for text, p in engine.planners if text == long_text)
+    caps = [(index, policy.max_chunk_s) for index, policy in planner.retimed]
+    chunks = len({audio_chunk(r).plan for r in playable(one)})
+    # The newcomer brought the quantum back for the long cast's chunks not cut yet, and once
+    # it was done the long cast's chunks grew again, before its end.
+    back = next(n for n, (_, cap) in enumerate(caps) if cap < lone / 2)
+    assert caps[back][0] < chunks
+    again = [index for index, cap in caps[back:] if cap > 2 * caps[back][1]]
+    assert again and again[0] < chunks
