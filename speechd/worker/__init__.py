@@ -14,35 +14,31 @@ imports torch.
 Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
 `_attempts` (opening, resuming and ending attempts; failures), `_render` (one chunk on the
 engine thread), `_plan` (a cast's lazy plan and its positions), `_planning` (plans stepped
-between chunk renders), `_input` (following a live cast's input), `_policy` and `_hold` (the
-scheduling decisions), `_worker` (the loop).
+between chunk renders), `_input` (following a live cast's input), `_costs` (what chunks cost here
+and what plans are made for), `_policy` and `_hold` (the scheduling decisions), `_worker`
+(the loop).
 """
 
 from __future__ import annotations
 
 from ._config import WorkerConfig
+from ._costs import LONE_OVERHEAD, MAX_LIFT, ChunkTimes, PlanTiming, chunk_quantum, plan_timing
 from ._health import WorkerHealth, known_voices, ready_workers, worker_health
 from ._hold import earliest_origin, hold_s, predicted_hold_s
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
     COMFORTABLE_LEAD_S,
-    LONE_OVERHEAD,
-    MAX_LIFT,
     QUANTUM_S,
     ActiveCast,
     Candidate,
-    ChunkTimes,
     DeadlinePolicy,
     Decision,
     FifoPolicy,
     Idle,
-    PlanTiming,
     Policy,
     Run,
     Sleep,
-    chunk_quantum,
     make_policy,
-    plan_timing,
 )
 from ._process import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, run_worker
 from ._protocols import EncoderFactory

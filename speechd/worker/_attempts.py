@@ -66,11 +66,11 @@ from speechd.durable import (
 )
 
 from ._cast import Admitted, JobRef
+from ._costs import PlanTiming
 from ._health import last_notice
 from ._intake import TRIM_EVERY, Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
-from ._policy import PlanTiming
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._render import ChunkFailed, Resume, end_file, read_resume
 from ._thread import EngineThread

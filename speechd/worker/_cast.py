@@ -14,8 +14,8 @@ from speechd.durable import (
     Limits,
 )
 
+from ._costs import PlanTiming
 from ._plan import CastPlan
-from ._policy import PlanTiming
 from ._protocols import EncoderLike
 from ._render import Resume
 

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ._cast import Admitted
-from ._policy import ChunkTimes
+from ._costs import ChunkTimes
 from ._thread import EngineThread
 
 __all__ = ["PLAN_SLICE_S", "Planning", "predictions", "whole_rest"]

@@ -33,7 +33,7 @@ import numpy as np
 from speechd.casts import AudioChunk, audio_record, record_words
 from speechd.durable import AppendRecord, Limits, RecordTooLarge
 
-from ._policy import ChunkTimes
+from ._costs import ChunkTimes
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderLike, EngineLike
 
 if TYPE_CHECKING:

@@ -60,6 +60,7 @@ from speechd.engine import FLUSH_S
 
 from ._attempts import RECEIPTS, Attempts
 from ._cast import Admitted, JobRef
+from ._costs import ChunkTimes, chunk_quantum, plan_timing
 from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
@@ -70,14 +71,11 @@ from ._policy import (
     QUANTUM_S,
     ActiveCast,
     Candidate,
-    ChunkTimes,
     DeadlinePolicy,
     Idle,
     Policy,
     Run,
     Sleep,
-    chunk_quantum,
-    plan_timing,
 )
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
 from ._render import ChunkFailed, Rendered, chunk_records, render, warm_up

@@ -1,0 +1,190 @@
+"""What a chunk costs on this device, and what a cast's chunks are planned for.
+
+`ChunkTimes` measures the device: a fixed price per call plus a price per second of audio,
+refreshed from the latest chunks. `plan_timing` turns it into a cast's `PlanTiming` (its
+share of the device, its chunks capped to a quantum of compute), and `chunk_quantum` is the
+rule for that cap: the quantum while it protects someone, more while it protects nobody (see
+`_policy` for who is protected).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from ._protocols import ChunkPolicyLike
+
+__all__ = [
+    "LONE_OVERHEAD",
+    "MAX_LIFT",
+    "ChunkTimes",
+    "PlanTiming",
+    "chunk_quantum",
+    "plan_timing",
+]
+
+LONE_OVERHEAD = 0.05
+"""With nobody to protect, a chunk on a device faster than real time grows until the fixed price
+per chunk is at most this share of its compute (throughput within 5% of the engine's own,
+chunk for chunk), and no further: a newcomer arriving during it waits for it."""
+
+MAX_LIFT = 4.0
+"""Nor past this many quanta: on a device just faster than real time with a high price per
+call, the 5% rule alone would make chunks a newcomer waits many quanta for."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTiming:
+    """What a cast's chunks are planned for: each chunk of `a` audio seconds costs
+    `overhead_s + rtf * a` (the cast's share of the device), and none holds more than
+    `max_chunk_s` of audio (0: no cap). Kept in the cast's `start`, so that a later attempt
+    plans the very same chunks. `share` is the share of the device it was planned for (not
+    kept: a later attempt reads 1), what the cast's predictions scale the device's costs by."""
+
+    rtf: float
+    overhead_s: float = 0.0
+    max_chunk_s: float = 0.0
+    share: float = 1.0
+
+    def apply(self, chunk_policy: ChunkPolicyLike) -> ChunkPolicyLike:
+        """`chunk_policy` timed for this plan."""
+        return chunk_policy.with_rtf(
+            self.rtf, overhead_s=self.overhead_s, max_chunk_s=self.max_chunk_s
+        )
+
+
+def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0) -> PlanTiming:
+    """The timing to plan a cast for, from the device's measured costs: `share` times them
+    (see `Policy.share`), chunks capped to cost at most `quantum_s` alone (0: no cap)."""
+    overhead, slope = times.line
+    cap = 0.0
+    if quantum_s > 0:
+        cap = times.audio_within(quantum_s)
+        cap = 0.0 if math.isinf(cap) else max(cap, 0.01)  # a tiny cap: the planner's floor
+    return PlanTiming(
+        rtf=round(slope * share, 4),
+        overhead_s=round(overhead * share, 4),
+        max_chunk_s=round(cap, 3),
+        share=share,
+    )
+
+
+def chunk_quantum(
+    times: ChunkTimes, *, quantum_s: float, protects: bool, share: float = 1.0
+) -> float:
+    """The most compute one chunk of a cast planned for `share` of the device may take (0: no
+    cap but the token caps): `quantum_s` while the chunk protects someone; otherwise long
+    enough for the fixed price per chunk to be at most `LONE_OVERHEAD` of it (never less than
+    the quantum, nor more than `MAX_LIFT` quanta), or no cap at all where the cast cannot be
+    made in real time (where nobody is admitted beside it)."""
+    if protects or quantum_s <= 0:
+        return quantum_s
+    overhead, slope = times.line
+    if slope * share >= 1.0:
+        return 0.0
+    return min(max(quantum_s, overhead / LONE_OVERHEAD), MAX_LIFT * quantum_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    units: int
+    chars: int
+    speed: float
+    gen_s: float
+    audio_s: float
+
+
+class ChunkTimes:
+    """Recent chunk measurements, and predictions from them by chunk length.
+
+    A chunk's length is its phoneme count (`units`). Its audio is predicted from the recent
+    audio per phoneme (at speed 1, divided by the speed), and its generation time from a
+    least-squares line `overhead + slope * audio` over the recent window, so short chunks
+    carry their fixed per-call cost. Until anything is measured, the priors answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int = 48,
+        prior_rtf: float = 1.0,
+        prior_audio_per_unit: float = 0.075,
+        prior_audio_per_char: float = 0.065,
+    ) -> None:
+        self._samples: deque[_Sample] = deque(maxlen=window)
+        self._prior_rtf = prior_rtf
+        self._prior_per_unit = prior_audio_per_unit
+        self._prior_per_char = prior_audio_per_char
+        self._fit: tuple[float, float] | None = None
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def observe(
+        self, *, units: int, chars: int, speed: float, gen_s: float, audio_s: float
+    ) -> None:
+        """Record one synthesized chunk: its length, speed, compute time and audio."""
+        self._samples.append(_Sample(units, chars, speed, gen_s, audio_s))
+        self._fit = None
+
+    @property
+    def rtf(self) -> float:
+        """Compute seconds per audio second over the recent window."""
+        audio = sum(s.audio_s for s in self._samples)
+        if audio <= 0:
+            return self._prior_rtf
+        return sum(s.gen_s for s in self._samples) / audio
+
+    def audio_s(self, units: int, speed: float) -> float:
+        """Predicted audio of a chunk of `units` phonemes at `speed`."""
+        units_total = sum(s.units for s in self._samples)
+        if units_total > 0:
+            per_unit = sum(s.audio_s * s.speed for s in self._samples) / units_total
+        else:
+            per_unit = self._prior_per_unit
+        return units * per_unit / speed
+
+    def audio_for_chars(self, chars: int, speed: float) -> float:
+        """Predicted audio of a whole text of `chars` characters at `speed`."""
+        chars_total = sum(s.chars for s in self._samples)
+        if chars_total > 0:
+            per_char = sum(s.audio_s * s.speed for s in self._samples) / chars_total
+        else:
+            per_char = self._prior_per_char
+        return chars * per_char / speed
+
+    @property
+    def line(self) -> tuple[float, float]:
+        """(overhead, slope): a chunk of `a` audio seconds is predicted to take
+        `overhead + slope * a` compute seconds."""
+        if self._fit is None:
+            self._fit = self._line()
+        return self._fit
+
+    def gen_s(self, audio_s: float) -> float:
+        """Predicted compute time of a chunk that makes `audio_s` seconds of audio."""
+        overhead, slope = self.line
+        return overhead + slope * audio_s
+
+    def audio_within(self, gen_s: float) -> float:
+        """The most audio a chunk may make for its compute to take at most `gen_s`."""
+        overhead, slope = self.line
+        return max(gen_s - overhead, 0.0) / slope if slope > 0 else math.inf
+
+    def _line(self) -> tuple[float, float]:
+        rtf = self.rtf
+        samples = self._samples
+        if len(samples) < 3:
+            return 0.0, rtf
+        n = len(samples)
+        mean_x = sum(s.audio_s for s in samples) / n
+        mean_y = sum(s.gen_s for s in samples) / n
+        var = sum((s.audio_s - mean_x) ** 2 for s in samples)
+        if var <= 1e-9 * max(mean_x * mean_x, 1e-9) * n:
+            return 0.0, rtf
+        slope = sum((s.audio_s - mean_x) * (s.gen_s - mean_y) for s in samples) / var
+        overhead = mean_y - slope * mean_x
+        if slope <= 0 or overhead < 0 or not math.isfinite(slope):
+            return 0.0, rtf
+        return overhead, slope
