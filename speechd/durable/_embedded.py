@@ -72,7 +72,7 @@ log = logging.getLogger("speechd.durable")
 _POLL_INTERVAL_S = 0.5
 _READ_THREADS = 4
 _SWEEP_PAGE = 256  # expired streams listed at a time
-_SWEEP_CHUNK = 64  # ... and deleted in one step
+_SWEEP_CHUNK = 4  # ... and deleted in one step
 
 _headers_encoder = msgspec.msgpack.Encoder()
 _headers_decoder = msgspec.msgpack.Decoder(tuple[tuple[bytes, bytes], ...])

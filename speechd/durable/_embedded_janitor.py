@@ -30,9 +30,9 @@ __all__ = ["Janitor", "drop_stream", "sweep_chunk"]
 
 log = logging.getLogger("speechd.durable")
 
-_PURGE_RECORDS = 256  # records purged in one step, at most
-_PURGE_BYTES = 4 * 1024 * 1024  # ... and bytes (the step stops after the record crossing it)
-_VACUUM_PAGES = 256  # pages handed back in one step
+_PURGE_RECORDS = 16  # records purged in one step, at most
+_PURGE_BYTES = 256 * 1024  # ... and bytes (the step stops after the record crossing it)
+_VACUUM_PAGES = 16  # pages handed back in one step
 _FREE_RESERVE_PAGES = 1024  # free pages kept for the next appends (4 MiB of 4 KiB pages)
 _MIN_PAUSE_S = 0.001
 _RETRY_S = 1.0  # after a failed step
