@@ -148,8 +148,12 @@ async def test_a_dropped_socket_leaves_the_cast_to_be_finished_over_http(store: 
             await ws.send(json.dumps({"voice": "af_heart", "input": "First part, spoken"}))
             cast = json.loads(await ws.recv())
             await ws.send(json.dumps({"type": "input.append", "text": " over the socket."}))
-            while json.loads(await ws.recv())["type"] != "input.accepted":
-                pass
+            # The first message's input is accepted first (seq 1); wait for the append's own
+            # acceptance: a piece the server never acknowledged may be lost with the socket.
+            while True:
+                message = json.loads(await ws.recv())
+                if message["type"] == "input.accepted" and message["seq"] == 2:
+                    break
         # The socket is gone; the input is still open: finish it with the token.
         auth = {"authorization": f"Bearer {cast['input_token']}"}
         more = {"text": " The rest came over HTTP.", "done": True}
