@@ -27,15 +27,15 @@ from speechd.casts import (
     Start,
     audio_chunk,
     cast_status,
-    cast_stream,
     decode,
     event_of,
 )
 from speechd.config import Settings
-from speechd.durable import Record, Store
+from speechd.durable import Store
 from speechd.gateway import Gateway, GatewaySettings
 from speechd.worker import EncoderFactory, FifoPolicy, Worker
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
+from tests.support.streams import read_cast as read_all
 
 __all__ = [
     "VOICES",
@@ -220,16 +220,6 @@ async def status_when(
         if time.monotonic() > deadline:
             raise AssertionError(f"cast {cast_id} never got there; last: {status}")
         await asyncio.sleep(0.02)
-
-
-async def read_all(store: Store, cast_id: str) -> list[Record]:
-    stream = cast_stream(cast_id)
-    records: list[Record] = []
-    while True:
-        batch = await store.read(stream, len(records))
-        records.extend(batch.records)
-        if len(records) >= batch.tail:
-            return records
 
 
 async def attempt_bodies(store: Store, cast_id: str) -> list[bytes]:

@@ -19,13 +19,14 @@ from litestar import Litestar
 
 from speechd.app import close_streams, create_app
 from speechd.audio import new_encoder
-from speechd.casts import AudioChunk, Event, cast_stream, event_of, follow_cast
+from speechd.casts import AudioChunk, Event, event_of, follow_cast
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.engine import FLUSH_S
 from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
 from speechd.worker import QUANTUM_S, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy
+from tests.support.streams import read_cast as read_all
 
 __all__ = [
     "REPLY",
@@ -154,16 +155,6 @@ async def _ready(http: httpx.AsyncClient, within_s: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("the worker never became ready")
         await asyncio.sleep(0.02)
-
-
-async def read_all(store: Store, cast_id: str) -> list[Record]:
-    stream = cast_stream(cast_id)
-    records: list[Record] = []
-    while True:
-        batch = await store.read(stream, len(records))
-        records.extend(batch.records)
-        if len(records) >= batch.tail:
-            return records
 
 
 async def wait_done(store: Store, cast_id: str, within_s: float = 60.0) -> list[Record]:

@@ -34,6 +34,7 @@ from speechd.durable import (
 )
 from speechd.worker import EncoderFactory, Policy, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.streams import read_stream
 
 
 async def submit_text(
@@ -88,13 +89,7 @@ async def running(worker: Worker) -> AsyncIterator[asyncio.Event]:
         await worker.idle()  # an abandoned chunk must not overlap the next user of the engine
 
 
-async def records(store: Store, stream: str) -> list[Record]:
-    out: list[Record] = []
-    while True:
-        batch = await store.read(stream, len(out))
-        out.extend(batch.records)
-        if len(out) >= batch.tail:
-            return out
+records = read_stream  # the worker tests' name for it
 
 
 async def ended(store: Store, cid: str) -> str | None:
