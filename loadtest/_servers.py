@@ -8,6 +8,7 @@ its descendants (the worker), so a server started elsewhere is measured too give
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,31 @@ def start_speechd(
     server = _start(name, argv + flags, port, workdir)
     server.data_dir = data
     return server
+
+
+@contextlib.contextmanager
+def speechd_at(
+    url: str | None,
+    *,
+    model_dir: str | None,
+    device: str,
+    threads: int | None,
+    workdir: Path,
+) -> Iterator[str]:
+    """`url` as it is, or the url of a `speechd serve` (deadline policy) started for the block
+    on a fresh data folder and stopped after it."""
+    if url is not None:
+        yield url
+        return
+    server = start_speechd(
+        "speechd", policy="deadline", model_dir=model_dir, device=device, threads=threads,
+        workdir=workdir,
+    )  # fmt: skip
+    try:
+        server.wait_ready()
+        yield server.url
+    finally:
+        server.stop()
 
 
 def start_naive(

@@ -184,7 +184,7 @@ def first_audio(args: argparse.Namespace) -> None:
     import tempfile
     from pathlib import Path
 
-    from ._servers import start_speechd
+    from ._servers import speechd_at
 
     print("\nfirst-audio: an ordinary request alone, beside a 200,000-character cast of prose,")
     print("   and beside a 200,000-character hostile cast (a fresh server for each long cast)")
@@ -196,25 +196,12 @@ def first_audio(args: argparse.Namespace) -> None:
     medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as work:
         for label, long_text in conditions:
-            server = None
-            try:
-                url = args.url
-                if url is None:
-                    server = start_speechd(
-                        "speechd",
-                        policy="deadline",
-                        model_dir=args.model_dir,
-                        device=args.device,
-                        threads=args.threads,
-                        workdir=Path(work),
-                    )
-                    server.wait_ready()
-                    url = server.url
+            with speechd_at(
+                args.url, model_dir=args.model_dir, device=args.device, threads=args.threads,
+                workdir=Path(work),
+            ) as url:  # fmt: skip
                 runs = asyncio.run(_beside(url, args.repeat, long_text, label))
-                medians[label] = statistics.median(runs)
-            finally:
-                if server is not None:
-                    server.stop()
+            medians[label] = statistics.median(runs)
             if args.url is not None and long_text is not None:
                 print("   (--url: the long casts ran one after another on one server)")
     alone = max(medians["alone"], 1e-9)

@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from ._listener import PCM_BYTES_PER_S, Listener
-from ._servers import Server, start_speechd
+from ._servers import speechd_at
 
 REPLY = (
     "Sure, here is a short overview of how owls hunt at night. Owls rely mostly on their "
@@ -203,25 +203,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(f"speechd live-cast benchmark, {os.cpu_count()} CPUs")
     print(f"   load average at the start {os.getloadavg()[0]:.1f}")
-    server: Server | None = None
-    with tempfile.TemporaryDirectory(prefix="bench-live-") as work:
-        try:
-            url = args.url
-            if url is None:
-                server = start_speechd(
-                    "speechd",
-                    policy="deadline",
-                    model_dir=args.model_dir,
-                    device=args.device,
-                    threads=args.threads,
-                    workdir=Path(work),
-                )
-                server.wait_ready()
-                url = server.url
-            asyncio.run(run(url, args.rate, args.rounds))
-        finally:
-            if server is not None:
-                server.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as work, speechd_at(
+        args.url, model_dir=args.model_dir, device=args.device, threads=args.threads,
+        workdir=Path(work),
+    ) as url:  # fmt: skip
+        asyncio.run(run(url, args.rate, args.rounds))
     print(f"   load average at the end {os.getloadavg()[0]:.1f}")
 
 
