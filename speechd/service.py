@@ -305,9 +305,13 @@ class CastService:
         return SubmittedCast(cast_id, submission.created, recipe)
 
     async def _joins_line(self, cast_id: str) -> bool:
-        if await self.store.check_tail(casts.cast_stream(cast_id)) == 0:
+        # Every identical request asks this, so one read of the last record, not the head.
+        stream = casts.cast_stream(cast_id)
+        tail = await self.store.check_tail(stream)
+        if tail == 0:
             return True
-        return (await casts.read_head(self.store, cast_id)).event == casts.Event.ERROR
+        last = (await self.store.read(stream, tail - 1, max_records=1)).records
+        return bool(last) and casts.event_of(last[0]) == casts.Event.ERROR
 
     def _retry_after(self, depth: int) -> int:
         # A cast takes seconds to render; suggest a wait that grows with the backlog.
