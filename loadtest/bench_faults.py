@@ -43,6 +43,7 @@ import msgspec
 
 from speechd.casts import Event, Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
 from speechd.durable import DurableError, Record, Store, open_store
+from speechd.engine import parse_device
 
 from ._listener import PCM_BYTES_PER_S, Listener
 from ._servers import Server, start_speechd
@@ -250,7 +251,9 @@ def _fmt(value: float | None) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", required=True)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--device", default="auto", type=parse_device, help="auto, cpu, cuda or cuda:N (auto)"
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--into", type=float, default=60.0, help="seconds into the cast")
     parser.add_argument("--settle", type=float, default=5.0, help="audio heard after, s")
