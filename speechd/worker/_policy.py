@@ -48,7 +48,7 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   on a device that cannot keep the cast in real time (where nobody is admitted beside it
   anyway) to the token caps. A lone long cast then runs at the engine's own speed. The rule
   is per chunk: the worker asks it for every cast before each planning slice
-  (`Worker._retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
+  (`Admission.retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
   for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
   are), and its end lifts it again. On a fast device the token caps bind first.
 
