@@ -27,10 +27,12 @@ _CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BAT
 
 @dataclass(frozen=True, slots=True)
 class JobRef:
-    """A job read from `jobs`: its offset there and its cast."""
+    """A job read from `jobs`: its offset there, its cast, and whether the request that
+    appended it wants its first audio at once (`Job.at_once`)."""
 
     offset: int
     id: str
+    at_once: bool = False
 
 
 @dataclass(eq=False)
