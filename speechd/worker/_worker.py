@@ -189,8 +189,10 @@ class Worker:
 
     @property
     def active(self) -> list[str]:
-        """The casts admitted now, in line order."""
-        return [c.id for c in sorted(self._active.values(), key=lambda c: c.job.offset)]
+        """The casts admitted now, in line order (not those parked ahead of their turn for
+        their first chunk: see `_admission`)."""
+        admitted = [c for c in self._active.values() if not c.parked]
+        return [c.id for c in sorted(admitted, key=lambda c: c.job.offset)]
 
     @property
     def waiting(self) -> int:
@@ -308,11 +310,12 @@ class Worker:
     # -- one chunk ----------------------------------------------------------------------
 
     async def _plan_ahead(self) -> None:
-        """Follow the live casts' input, plan every cast a bounded slice ahead, and end
-        the casts whose plan is done without a chunk left to speak."""
+        """Follow the live casts' input, plan every cast a bounded slice ahead (but those
+        parked in line after their first chunk: they are cut for their share once admitted),
+        and end the casts whose plan is done without a chunk left to speak."""
         self._followers.sync(self._active)
         self._admission.retime()
-        failed = await self._planning.run(list(self._active.values()))
+        failed = await self._planning.run(self._making())
         for cast, error in failed:
             await self._attempts.plan_failed(cast, error)
         for cast in [c for c in self._active.values() if c.plan.finished]:
@@ -321,11 +324,15 @@ class Worker:
     async def _rest(self, seconds: float) -> None:
         """Sleep as the policy says, unless planning has work to do (then go on at once);
         no longer than until a live cast's next chunk is due to be planned."""
-        active = list(self._active.values())
+        active = self._making()
         if self._planning.pending(active):
             return
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
+
+    def _making(self) -> list[Admitted]:
+        """The active casts but those parked in line after their first chunk."""
+        return [cast for cast in self._active.values() if not cast.waits]
 
     def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
         """(audio, compute) predicted for the chunks the cast has left after the one in hand
@@ -406,15 +413,18 @@ class Worker:
             return
         if self._telemetry is not None:
             self._telemetry.audio_made((samples - cast.samples) / rate)
+        # The hold is stated either way (a smooth listener joining later keeps to it), but the
+        # listeners of a cast whose creator wanted its first audio at once play from it.
+        held_ms = 0 if cast.job.at_once else hold_ms
         if cast.origin_ms == 0:
-            cast.origin_ms = landed + hold_ms  # the playable sequence's first audio, held
-            if hold_ms:
+            cast.origin_ms = landed + held_ms  # the playable sequence's first audio, held
+            if held_ms:
                 log.info(
                     "cast %s: its listeners start %.1f s after its first audio",
                     cast.id,
                     hold_ms / 1000,
                 )
-        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=hold_ms / 1000)
+        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=held_ms / 1000)
         cast.made += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
         cast.plan.take()

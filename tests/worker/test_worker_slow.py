@@ -145,6 +145,28 @@ def test_a_held_listener_is_never_slept_into_a_stall() -> None:
     assert policy.choose(0.0, [held]) == Run("a")
 
 
+def test_a_newcomer_waits_while_its_first_chunk_would_stall_a_held_listener() -> None:
+    # A listener held back to play through just in time: its slack (about 1 s) is less than
+    # the newcomer's first chunk, though its next chunk alone is far from due.
+    plan = uniform(10, 10.0, rtf=1.3, overhead=0.4)
+    held = ActiveCast("held", 0, 35.0, 10.0, tuple(plan))
+    newcomer = ActiveCast("new", 1, None, 0.0, ((2.0, 3.0), (8.0, 10.8)))
+    policy = DeadlinePolicy()
+    assert policy.choose(0.0, [held, newcomer]) == Run("held")
+    # With more to spare than the newcomer's chunk, the newcomer goes first.
+    ahead = ActiveCast("held", 0, 38.0, 10.0, tuple(plan))
+    assert policy.choose(0.0, [ahead, newcomer]) == Run("new")
+
+
+def test_a_listener_that_stalls_anyway_lets_a_newcomer_go_first() -> None:
+    # First audio at once on a device slower than real time: the listener runs dry at its
+    # next chunk either way, so a newcomer's first chunk costs it no stall it would not hear.
+    plan = uniform(10, 10.0, rtf=1.3, overhead=0.4)
+    at_once = ActiveCast("at-once", 0, 0.0, 10.0, tuple(plan))
+    newcomer = ActiveCast("new", 1, None, 0.0, ((2.0, 3.0),))
+    assert DeadlinePolicy().choose(5.0, [at_once, newcomer]) == Run("new")
+
+
 # -- whole runs, planned lazily ------------------------------------------------------------
 
 
