@@ -52,7 +52,8 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   protected, chunks grow past it (`chunk_quantum`): as far as it takes for the fixed price per
   chunk to be at most `LONE_OVERHEAD` of a chunk's compute (at most `MAX_LIFT` quanta), and
   on a device that cannot keep the cast in real time (where nobody is admitted beside it
-  anyway) to the token caps. A lone long cast then runs at the engine's own speed. The rule
+  anyway) to `SLOW_LIFT` quanta: a newcomer wanting its first audio at once waits for no
+  more than that. A lone long cast then runs at close to the engine's own speed. The rule
   is per chunk: the worker asks it for every cast before each planning slice
   (`Admission.retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
   for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
