@@ -15,14 +15,17 @@ streaming `pcm` played by a real-time listener from its first byte:
 * the raw loop: each level's texts made back to back in the fewest model calls (the cost
   model's arithmetic: the engine's own speed).
 
-The targets are judged on `speechd` (its first audio is honest: what follows plays through);
-`speechd-at-once` is shown beside it.
+Throughput and silence are judged on `speechd` (smooth play, the default); first audio on both:
+`speechd` (honest: what follows plays through) and `speechd-at-once` (first audio at once: the
+worker makes a waiting cast's first chunk ahead of its turn, and its listener then waits at the
+live edge), each labelled; the throughput of `speechd-at-once` is printed beside.
 
 Printed and written to `slow.md` / `slow.json` in --out: per level and server the throughput
 (audio seconds per wall second, and against the raw loop), requests with underruns and
 underruns, the total silence heard, first audio p50/p95; then the issue's targets: throughput
->= 0.95x raw at every level, total silence <= 0.5x the whole-chunk baseline's, first audio
-p50 at c=2 and c=4 <= the baseline's.
+>= 0.95x raw at every level (smooth; at once printed too), total silence <= 0.5x the
+whole-chunk baseline's (smooth), first audio p50 at c=2 and c=4 <= the baseline's (smooth and
+at once, each on its own line).
 """
 
 from __future__ import annotations
@@ -233,6 +236,17 @@ def slow_goals(report: SlowReport) -> list[tuple[str, str, bool | None]]:
         ok &= ratio >= THROUGHPUT_VS_RAW
         parts.append(f"c={level.concurrency}: {ratio:.2f}x")
     out.append((f"throughput >= {THROUGHPUT_VS_RAW}x the raw loop", ", ".join(parts), ok))
+    parts, ok = [], True
+    for level in report.levels:
+        at_once = found.get((level.scenario, SPEECHD_AT_ONCE))
+        if at_once is None or not level.raw_capacity:
+            ok = False
+            parts.append(f"c={level.concurrency}: not measured")
+            continue
+        ratio = at_once.throughput / level.raw_capacity
+        ok &= ratio >= THROUGHPUT_VS_RAW
+        parts.append(f"c={level.concurrency}: {ratio:.2f}x")
+    out.append((f"at once: throughput >= {THROUGHPUT_VS_RAW}x the raw loop", ", ".join(parts), ok))
     ours_gap = sum(
         found[(lv.scenario, SPEECHD)].gap_ms
         for lv in report.levels
@@ -260,23 +274,28 @@ def slow_goals(report: SlowReport) -> list[tuple[str, str, bool | None]]:
                 None if not found else ours_gap == 0,
             )
         )
+    for target, label in ((SPEECHD, "smooth"), (SPEECHD_AT_ONCE, "at once")):
+        out.append(_first_audio_goal(report, found, target, label))
+    return out
+
+
+def _first_audio_goal(
+    report: SlowReport, found: dict[tuple[str, str], Summary], target: str, label: str
+) -> tuple[str, str, bool | None]:
+    """Target 3 judged on `target`'s first audio p50 against whole-chunk serving's."""
     parts, ok = [], True
     for level in report.levels:
         if level.concurrency < 2:
             continue
-        ours, base = found.get((level.scenario, SPEECHD)), found.get((level.scenario, WHOLE_CHUNK))
+        ours, base = found.get((level.scenario, target)), found.get((level.scenario, WHOLE_CHUNK))
         if not ours or not base or ours.ttfa_p50_s is None or base.ttfa_p50_s is None:
             ok = False
             parts.append(f"c={level.concurrency}: not measured")
             continue
         ok &= ours.ttfa_p50_s <= base.ttfa_p50_s
-        part = f"c={level.concurrency}: {ours.ttfa_p50_s:.1f} s vs {base.ttfa_p50_s:.1f} s"
-        at_once = found.get((level.scenario, SPEECHD_AT_ONCE))
-        if at_once is not None and at_once.ttfa_p50_s is not None:
-            part += f" (at once: {at_once.ttfa_p50_s:.1f} s)"
-        parts.append(part)
-    out.append(("first audio p50 at c=2 and c=4 <= whole-chunk serving's", ", ".join(parts), ok))
-    return out
+        parts.append(f"c={level.concurrency}: {ours.ttfa_p50_s:.1f} s vs {base.ttfa_p50_s:.1f} s")
+    goal = f"{label}: first audio p50 at c=2 and c=4 <= whole-chunk serving's"
+    return goal, ", ".join(parts), ok
 
 
 def write_slow(report: SlowReport, out: Path) -> Path:

@@ -75,6 +75,10 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     speed: float = 1.0
     format: str = "mp3"
     title: str | None = None
+    at_once: bool = False
+    """The caller wants its first audio at once (`start: now`): the worker may make the cast's
+    first chunk while it waits in line. Only a request that creates the cast (or makes a
+    failed one again) sets it for the cast; an identical request joining it changes nothing."""
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -301,7 +305,9 @@ class CastService:
                     f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
                     retry_after=self._retry_after(depth),
                 )
-        submission = await casts.submit(self.store, cast_id, recipe, sample_rate=SAMPLE_RATE)
+        submission = await casts.submit(
+            self.store, cast_id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
+        )
         return SubmittedCast(cast_id, submission.created, recipe)
 
     async def _joins_line(self, cast_id: str) -> bool:

@@ -255,8 +255,16 @@ class Recipe(msgspec.Struct, frozen=True):
     idle_s: float = 0.0
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One request to make cast `id`, in `jobs`.
+
+    `at_once`: the request that appended it wants its first audio at once (`start: now`), so
+    the worker may make the cast's first chunk while it still waits in line for capacity.
+    Only the request that creates the cast (or makes a failed one again) appends a job; an
+    identical request joining the cast later does not change it."""
+
     id: str
+    at_once: bool = False
 
 
 class Cursor(msgspec.Struct, frozen=True):

@@ -36,8 +36,14 @@ class Submission(msgspec.Struct, frozen=True):
     retried: bool = False  # an existing cast that had failed is being made again
 
 
-async def submit(store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int) -> Submission:
-    """Create the cast `cast_id` from `recipe` unless it exists; either way name it."""
+async def submit(
+    store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int, at_once: bool = False
+) -> Submission:
+    """Create the cast `cast_id` from `recipe` unless it exists; either way name it.
+
+    `at_once`: the caller wants its first audio at once (see `Job`). It rides on the job this
+    call appends (creating the cast, or making a failed one again); a call that joins an
+    existing cast changes nothing."""
     meta = Meta(
         model=recipe.model,
         voice=recipe.voice,
@@ -55,13 +61,13 @@ async def submit(store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int
     try:
         await store.append(cast_stream(cast_id), [meta_record(meta)], match_seq_num=0)
     except SeqMismatch:
-        retried = await _heal(store, cast_id)
+        retried = await _heal(store, cast_id, at_once=at_once)
         return Submission(cast_id, created=False, retried=retried)
-    await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+    await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
     return Submission(cast_id, created=True)
 
 
-async def _heal(store: Store, cast_id: str) -> bool:
+async def _heal(store: Store, cast_id: str, *, at_once: bool) -> bool:
     """Make a failed cast again, or enqueue a stuck one again; True if this call retried it."""
     head = await read_head(store, cast_id)
     now_ms = time.time() * 1000
@@ -74,7 +80,7 @@ async def _heal(store: Store, cast_id: str) -> bool:
                 [retry_record(retry, head.start_seq)],
                 match_seq_num=head.tail,
             )
-            await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+            await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
             return True
         return False
     if stale and (head.tail == 1 or head.event == Event.RETRY):

@@ -85,19 +85,21 @@ async def create_speech(
     data = await _SPEECH_BODY.read(request)
     resolve_model(data.model)
     slots.take(request.scope)  # past the caps: 429/503 before anything is submitted
+    mode: Mode = (
+        "sse" if data.stream_format == "sse" else "whole" if data.stream is False else "audio"
+    )
+    start = data.start or settings.start
     cast = await service.submit(
         CastRequest(
             text=data.input,
             voice=data.voice_name,
             speed=1.0 if data.speed is None else data.speed,
             format=data.response_format or "mp3",
+            at_once=start == "now" and mode != "whole",  # a whole file waits for its end
         ),
         max_chars=MAX_INPUT_CHARS,
     )
     metrics.submitted(cast.created)
-    mode: Mode = (
-        "sse" if data.stream_format == "sse" else "whole" if data.stream is False else "audio"
-    )
     return await speech_response(
         service,
         metrics,
@@ -107,7 +109,7 @@ async def create_speech(
         headers=cast_headers(settings, request, cast.id),
         receive=request.receive,
         words=bool(data.word_timestamps),
-        start=data.start or settings.start,
+        start=start,
     )
 
 

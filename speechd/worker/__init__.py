@@ -22,7 +22,15 @@ and what plans are made for), `_policy` and `_hold` (the scheduling decisions), 
 from __future__ import annotations
 
 from ._config import WorkerConfig
-from ._costs import LONE_OVERHEAD, MAX_LIFT, ChunkTimes, PlanTiming, chunk_quantum, plan_timing
+from ._costs import (
+    LONE_OVERHEAD,
+    MAX_LIFT,
+    SLOW_LIFT,
+    ChunkTimes,
+    PlanTiming,
+    chunk_quantum,
+    plan_timing,
+)
 from ._health import WorkerHealth, known_voices, ready_workers, worker_health
 from ._hold import earliest_origin, hold_s, predicted_hold_s
 from ._lease import LEASE_SKEW_MS, lease_held
@@ -57,6 +65,7 @@ __all__ = [
     "MAX_LIFT",
     "MAX_RECORD_S",
     "QUANTUM_S",
+    "SLOW_LIFT",
     "ActiveCast",
     "Candidate",
     "ChunkTimes",

@@ -27,10 +27,12 @@ _CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BAT
 
 @dataclass(frozen=True, slots=True)
 class JobRef:
-    """A job read from `jobs`: its offset there and its cast."""
+    """A job read from `jobs`: its offset there, its cast, and whether the request that
+    appended it wants its first audio at once (`Job.at_once`)."""
 
     offset: int
     id: str
+    at_once: bool = False
 
 
 @dataclass(eq=False)
@@ -68,10 +70,19 @@ class Admitted:
     lease_records: int = 0  # renewals written in `leases/<id>`
     lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # renewal vs release
     limits: Limits = field(default_factory=lambda: _CONTRACT)  # the store's: records fit them
+    # Opened ahead of its admission for its first chunk only (its creator wants its first
+    # audio at once); it keeps its place in line, and goes on once admitted by capacity.
+    parked: bool = False
 
     @property
     def id(self) -> str:
         return self.job.id
+
+    @property
+    def waits(self) -> bool:
+        """Parked with its first chunk made: it waits in line and is neither run nor
+        counted until admitted."""
+        return self.parked and self.made > 0
 
     @property
     def stream(self) -> str:

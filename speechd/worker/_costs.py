@@ -18,6 +18,7 @@ from ._protocols import ChunkPolicyLike
 __all__ = [
     "LONE_OVERHEAD",
     "MAX_LIFT",
+    "SLOW_LIFT",
     "ChunkTimes",
     "PlanTiming",
     "chunk_quantum",
@@ -32,6 +33,10 @@ chunk for chunk), and no further: a newcomer arriving during it waits for it."""
 MAX_LIFT = 4.0
 """Nor past this many quanta: on a device just faster than real time with a high price per
 call, the 5% rule alone would make chunks a newcomer waits many quanta for."""
+
+SLOW_LIFT = 6.0
+"""On a device slower than real time a lone cast's chunks may take this many quanta (see
+`chunk_quantum`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +81,23 @@ def chunk_quantum(
     """The most compute one chunk of a cast planned for `share` of the device may take (0: no
     cap but the token caps): `quantum_s` while the chunk protects someone; otherwise long
     enough for the fixed price per chunk to be at most `LONE_OVERHEAD` of it (never less than
-    the quantum, nor more than `MAX_LIFT` quanta), or no cap at all where the cast cannot be
-    made in real time (where nobody is admitted beside it)."""
+    the quantum, nor more than `MAX_LIFT` quanta), or `SLOW_LIFT` quanta where the cast
+    cannot be made in real time.
+
+    There nobody is admitted beside it, so the token caps would do for throughput alone; but a
+    newcomer whose caller wants its first audio at once has its first chunk made ahead of its
+    turn in line, after the chunk in flight (`_admission`): the longest chunk bounds its wait.
+    Measured on the lazily planned simulation (`tests/worker/_slowsim.py`, rtf 1.3, texts cut
+    at sentences), against the raw loop: `MAX_LIFT` (4) quanta, 10 s of compute, made 0.95x
+    of a lone 40-sentence cast at 0.4 s per call, 0.92x at 0.7 s, and 0.94x of four
+    6-sentence casts in line; 6 quanta (15 s) make 0.98x, 0.96x and 0.96x, as the token caps
+    (about 20 s there) nearly do (0.99x, 0.98x, 0.97x). So 6: the newcomer waits at most
+    about 15 s of compute for the chunk in flight, then its own first chunk."""
     if protects or quantum_s <= 0:
         return quantum_s
     overhead, slope = times.line
     if slope * share >= 1.0:
-        return 0.0
+        return SLOW_LIFT * quantum_s
     return min(max(quantum_s, overhead / LONE_OVERHEAD), MAX_LIFT * quantum_s)
 
 

@@ -90,7 +90,7 @@ class Intake:
                     log.warning("jobs[%d] is not a job; skipped", record.seq_num)
                     self._watermark.finish(record.seq_num)
                     continue
-                self.pending.append(JobRef(record.seq_num, job.id))
+                self.pending.append(JobRef(record.seq_num, job.id, job.at_once))
             if batch.records:
                 self._read_offset = batch.records[-1].seq_num + 1
                 self._wake.set()

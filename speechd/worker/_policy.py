@@ -17,8 +17,14 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   (earliest deadline first: for one chunk each, the order that misses the fewest deadlines).
 * **Newcomers first.** A cast with no audio yet in its playable sequence is the most urgent of
   all (its first audio is its deadline; among several, the earliest in line), unless making
-  its first chunk now would let a listener run dry who would not otherwise, as predicted from
-  each cast's next chunk: then that listener goes first, and the newcomer right after.
+  its first chunk now would cost a listener a stall it would not otherwise hear: then the
+  listener whose deadline is first goes first, and the newcomer after. The listeners
+  predicted to play through (each one's own slack, see below, is not negative) must keep the
+  device's slack over them at least the newcomer's chunk, every chunk they still need
+  counted, so a listener held back just long enough to play through keeps its play-through;
+  those that stall anyway (a device slower than real time, first audio at once) must run dry
+  no sooner at their next chunk than they would (`_late`). A newcomer may be a cast still
+  waiting in line whose creator wants its first audio at once (`_admission`).
 * **Sleep when comfortably ahead.** When the device's slack is `comfortable_lead_s` or more,
   and no job waits for room, sleep until it drops to that (at most `max_sleep_s`; a new job
   wakes the worker at once), instead of racing one cast to its end. The slack is the least,
@@ -46,9 +52,10 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   protected, chunks grow past it (`chunk_quantum`): as far as it takes for the fixed price per
   chunk to be at most `LONE_OVERHEAD` of a chunk's compute (at most `MAX_LIFT` quanta), and
   on a device that cannot keep the cast in real time (where nobody is admitted beside it
-  anyway) to the token caps. A lone long cast then runs at the engine's own speed. The rule
+  anyway) to `SLOW_LIFT` quanta: a newcomer wanting its first audio at once waits for no
+  more than that. A lone long cast then runs at close to the engine's own speed. The rule
   is per chunk: the worker asks it for every cast before each planning slice
-  (`Worker._retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
+  (`Admission.retime`), so a newcomer's arrival (in line or admitted) brings the quantum back
   for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
   are), and its end lifts it again. On a fast device the token caps bind first.
 
@@ -211,9 +218,9 @@ class DeadlinePolicy:
         fresh = [c for c in casts if c.first_audio_s is None]
         if fresh:
             newcomer = min(fresh, key=lambda c: c.order)
-            # First audio is the most urgent deadline, unless making it now would let a
-            # listener run dry who would not otherwise: then that listener's chunk goes first.
-            if listeners and _late(now + newcomer.next_gen_s, listeners) > _late(now, listeners):
+            # First audio is the most urgent deadline, unless making it now would cost a
+            # listener a stall it would not otherwise hear: then that listener's chunk first.
+            if listeners and not _room(now, newcomer.next_gen_s, listeners):
                 return Run(listeners[0].id)
             return Run(newcomer.id)
         spare = _slack(now, listeners) - self.comfortable_lead_s
@@ -303,6 +310,18 @@ def _slack(now: float, listeners: Sequence[ActiveCast]) -> float:
         work += gen
         least = min(least, due - work)
     return least
+
+
+def _room(now: float, gen: float, listeners: Sequence[ActiveCast]) -> bool:
+    """Whether `gen` seconds of other work first costs none of `listeners` a stall it would
+    not otherwise hear: those predicted to play through keep a slack of `gen` (Jackson's
+    rule, every chunk they still need), and the others run dry no sooner at their next
+    chunk."""
+    smooth = [c for c in listeners if _slack(now, [c]) >= 0]
+    if smooth and _slack(now, smooth) < gen:
+        return False
+    rest = [c for c in listeners if c not in smooth]
+    return _late(now + gen, rest) <= _late(now, rest)
 
 
 def _chunk_jobs(now: float, cast: ActiveCast, cost: float) -> list[tuple[float, float]]:

@@ -1,12 +1,12 @@
 """The cast worker's loop: admission, one chunk at a time, crash-safe progress.
 
-In the manner of vLLM's busy loop: admit what the policy lets in, ask the policy for one step
-(`Run` a chunk, `Sleep`, or stay `Idle`), do it, repeat. Everything that changes the worker's
-state runs on this one loop; side tasks only read `jobs` (`_intake`), beat the heart and renew
-the leases of active casts (`_ownership`). The engine runs on its own thread, one call at a
-time (`_thread`); a chunk is rendered there (`_render`). Attempts are opened, reopened and
-ended by `_attempts`, which keeps every durable chunk across attempts (resume by reference)
-and counts failures per chunk.
+In the manner of vLLM's busy loop: admit what the policy lets in (`_admission`), ask the
+policy for one step (`Run` a chunk, `Sleep`, or stay `Idle`), do it, repeat. Everything that
+changes the worker's state runs on this one loop; side tasks only read `jobs` (`_intake`),
+beat the heart and renew the leases of active casts (`_ownership`). The engine runs on its
+own thread, one call at a time (`_thread`); a chunk is rendered there (`_render`). Attempts
+are opened, reopened and ended by `_attempts`, which keeps every durable chunk across attempts
+(resume by reference) and counts failures per chunk.
 
 Every cast is planned lazily (`_plan`, `_planning`): before each decision the loop steps the
 plans that are not ready, a bounded slice in all, so the next chunk of each cast is known
@@ -46,31 +46,27 @@ from typing import TYPE_CHECKING
 
 from speechd.casts import (
     WORKERS_PREFIX,
-    CastHead,
     Eos,
-    Event,
     WorkerNotice,
     encode,
     eos_record,
-    read_head,
     worker_stream,
 )
 from speechd.durable import AppendRecord, Store
 from speechd.engine import FLUSH_S
 
+from ._admission import Admission
 from ._attempts import RECEIPTS, Attempts
-from ._cast import Admitted, JobRef
-from ._costs import ChunkTimes, chunk_quantum, plan_timing
+from ._cast import Admitted
+from ._costs import ChunkTimes
 from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
-from ._planning import Planning, predictions, whole_rest
+from ._planning import Planning, whole_rest
 from ._policy import (
     QUANTUM_S,
-    ActiveCast,
-    Candidate,
     DeadlinePolicy,
     Idle,
     Policy,
@@ -130,8 +126,6 @@ class Worker:
         self._store = store
         self._engine = engine
         self._chunk_policy = chunk_policy
-        self._max_active = max_active
-        self._quantum_s = quantum_s
         self._heartbeat_s = heartbeat_s
         self._stop_grace_s = stop_grace_s
         self._clock = clock
@@ -172,8 +166,20 @@ class Worker:
             clock=clock,
             previous_life=lambda: self._previous_life,
         )
-        # The head of the line's cast as read before it had to wait for room.
-        self._waiting_head: tuple[int, CastHead] | None = None
+        self._admission = Admission(
+            store,
+            self._intake,
+            self._ownership,
+            self._attempts,
+            self._active,
+            policy=lambda: self.policy,
+            times=lambda: self.times,
+            sample_rate=engine.sample_rate,
+            max_active=max_active,
+            quantum_s=quantum_s,
+            clock=clock,
+            stop=lambda: self._stop,
+        )
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
         # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
@@ -183,8 +189,10 @@ class Worker:
 
     @property
     def active(self) -> list[str]:
-        """The casts admitted now, in line order."""
-        return [c.id for c in sorted(self._active.values(), key=lambda c: c.job.offset)]
+        """The casts admitted now, in line order (not those parked ahead of their turn for
+        their first chunk: see `_admission`)."""
+        admitted = [c for c in self._active.values() if not c.parked]
+        return [c.id for c in sorted(admitted, key=lambda c: c.job.offset)]
 
     @property
     def waiting(self) -> int:
@@ -233,11 +241,12 @@ class Worker:
                     if task.done():
                         task.result()  # a side task died: let its error end the worker
                 self._wake.clear()
-                starved = await self._admit()
+                starved = await self._admission.admit()
                 if stop.is_set():
                     break
                 await self._plan_ahead()
-                decision = self.policy.choose(self._clock(), self._views(), starved=starved)
+                views = self._admission.views()
+                decision = self.policy.choose(self._clock(), views, starved=starved)
                 match decision:
                     case Run(cast_id):
                         await self._step(self._active[cast_id])
@@ -298,129 +307,15 @@ class Worker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    # -- admission ----------------------------------------------------------------------
-
-    async def _admit(self) -> bool:
-        """Admit waiting jobs while the policy allows; True if one waits for capacity."""
-        back = await self._ownership.recheck()
-        self._intake.pending.extendleft(reversed(back))
-        await self._intake.commit()
-        pending = self._intake.pending
-        while pending and not self._stop.is_set():
-            if self._max_active is not None and len(self._active) >= self._max_active:
-                return False
-            admitted = await self._consider(pending[0])
-            if admitted is None:
-                return True
-            pending.popleft()
-        return False
-
-    async def _consider(self, job: JobRef) -> bool | None:
-        """Start `job`'s cast, or settle the job otherwise; None: it must wait for room.
-
-        The cast is read once when its job reaches the head of the line, and again only when
-        there is room for it (it may have been started or ended by another worker meanwhile),
-        not on every turn of the loop while it waits.
-        """
-        if job.id in self._active:  # a duplicate job: the cast is being made
-            await self._intake.finish(job)
-            return False
-        waited = self._waiting_head is not None and self._waiting_head[0] == job.offset
-        if waited:
-            assert self._waiting_head is not None
-            head = self._waiting_head[1]
-        else:
-            found = await self._settle(job)
-            if found is None:
-                return False
-            head = found
-        assert head.meta is not None
-        whole = self.times.audio_for_chars(head.meta.text_chars, head.meta.speed)
-        candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
-        now, views = self._clock(), self._views(admission=True)
-        if not self.policy.admit(now, views, candidate, rtf=self.times.rtf):
-            self._waiting_head = (job.offset, head)
-            return None
-        self._waiting_head = None
-        if waited:
-            fresh = await self._settle(job)
-            if fresh is None:
-                return False
-            head = fresh
-        share = self.policy.share(now, views, candidate)
-        pending = self._intake.pending
-        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
-        quantum = self._quantum(now, views, job.id, behind, share)
-        timing = plan_timing(self.times, share=share, quantum_s=quantum)
-        await self._attempts.open(job, head, timing)
-        return True
-
-    def _quantum(
-        self,
-        now: float,
-        views: list[ActiveCast],
-        cast_id: str,
-        waiting: Candidate | None,
-        share: float,
-    ) -> float:
-        """The most compute one chunk of cast `cast_id` may take (0: no cap but the token
-        caps): the quantum while it protects someone (`Policy.protects`: another cast is
-        active, or `waiting`, the next cast in line, could be let in beside it); otherwise
-        past it (`chunk_quantum`: at most `MAX_LIFT` quanta on a device faster than real
-        time, the token caps alone on one slower than that)."""
-        protects = self.policy.protects(now, views, cast_id, waiting, rtf=self.times.rtf)
-        return chunk_quantum(self.times, quantum_s=self._quantum_s, protects=protects, share=share)
-
-    async def _settle(self, job: JobRef) -> CastHead | None:
-        """The cast's head if it is ours to start; None if its job was settled otherwise
-        (finished: no cast, ended, unreadable; or deferred: another owner holds its lease)."""
-        head = await read_head(self._store, job.id)
-        if head.tail == 0 or head.meta is None or head.event in (Event.EOS, Event.ERROR):
-            if head.tail and head.meta is None:
-                log.warning("cast %s has no readable meta; its job is skipped", job.id)
-            await self._intake.finish(job)
-            return None
-        if await self._ownership.held_by_another(job, head):
-            return None
-        return head
-
     # -- one chunk ----------------------------------------------------------------------
 
-    def _views(self, *, admission: bool = False) -> list[ActiveCast]:
-        """The runnable casts as the policy sees them: those whose next chunk is planned. A
-        live cast waiting for text is not among them, so it is neither run nor counted as
-        missing a deadline (its listener waits at the live edge; when text comes, its clock
-        goes on from there, see `Admitted.landed`).
-
-        For `admission`, also the casts admitted but not planned that far yet, with the
-        planner's estimate of their text: else a burst of casts would each be admitted
-        before the one before it was planned, as if the device had nothing to do."""
-        rate = self._engine.sample_rate
-        views = []
-        for cast in self._active.values():
-            plan = cast.plan
-            if not (plan.ready or (admission and not plan.waiting and not plan.finished)):
-                continue
-            chunks = predictions(cast, self.times)
-            if not chunks:
-                continue
-            views.append(
-                ActiveCast(
-                    id=cast.id,
-                    order=cast.job.offset,
-                    first_audio_s=cast.origin_s,
-                    audio_s=cast.samples / rate,
-                    chunks=chunks,
-                )
-            )
-        return views
-
     async def _plan_ahead(self) -> None:
-        """Follow the live casts' input, plan every cast a bounded slice ahead, and end
-        the casts whose plan is done without a chunk left to speak."""
+        """Follow the live casts' input, plan every cast a bounded slice ahead (but those
+        parked in line after their first chunk: they are cut for their share once admitted),
+        and end the casts whose plan is done without a chunk left to speak."""
         self._followers.sync(self._active)
-        self._retime()
-        failed = await self._planning.run(list(self._active.values()))
+        self._admission.retime()
+        failed = await self._planning.run(self._making())
         for cast, error in failed:
             await self._attempts.plan_failed(cast, error)
         for cast in [c for c in self._active.values() if c.plan.finished]:
@@ -429,30 +324,15 @@ class Worker:
     async def _rest(self, seconds: float) -> None:
         """Sleep as the policy says, unless planning has work to do (then go on at once);
         no longer than until a live cast's next chunk is due to be planned."""
-        active = list(self._active.values())
+        active = self._making()
         if self._planning.pending(active):
             return
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
 
-    def _retime(self) -> None:
-        """Each cast's chunks not cut yet keep to the quantum while it protects someone and
-        grow past it while it protects nobody (`_quantum`): a newcomer's arrival (in line or
-        admitted) brings the quantum back for them, and its end lifts it again
-        (`Planner.retime`; the chunks already cut stay as they are)."""
-        now, views = self._clock(), self._views(admission=True)
-        pending = self._intake.pending
-        waiting = Candidate(pending[0].id, 0.0) if pending else None
-        for cast in self._active.values():
-            plan = cast.plan
-            if plan.done:
-                continue  # nothing left to cut
-            share = cast.timing.share
-            quantum = self._quantum(now, views, cast.id, waiting, share)
-            if quantum == plan.quantum_s:
-                continue
-            plan.quantum_s = quantum
-            self._attempts.retime(cast, plan_timing(self.times, share=share, quantum_s=quantum))
+    def _making(self) -> list[Admitted]:
+        """The active casts but those parked in line after their first chunk."""
+        return [cast for cast in self._active.values() if not cast.waits]
 
     def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
         """(audio, compute) predicted for the chunks the cast has left after the one in hand
@@ -533,15 +413,18 @@ class Worker:
             return
         if self._telemetry is not None:
             self._telemetry.audio_made((samples - cast.samples) / rate)
+        # The hold is stated either way (a smooth listener joining later keeps to it), but the
+        # listeners of a cast whose creator wanted its first audio at once play from it.
+        held_ms = 0 if cast.job.at_once else hold_ms
         if cast.origin_ms == 0:
-            cast.origin_ms = landed + hold_ms  # the playable sequence's first audio, held
-            if hold_ms:
+            cast.origin_ms = landed + held_ms  # the playable sequence's first audio, held
+            if held_ms:
                 log.info(
                     "cast %s: its listeners start %.1f s after its first audio",
                     cast.id,
                     hold_ms / 1000,
                 )
-        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=hold_ms / 1000)
+        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=held_ms / 1000)
         cast.made += len(rendered.pieces)
         cast.gen_s += rendered.gen_s
         cast.plan.take()

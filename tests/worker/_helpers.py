@@ -38,7 +38,13 @@ from tests.support.streams import read_stream
 
 
 async def submit_text(
-    store: Store, text: str, *, speed: float = 1.0, voice: str = "af_heart", fmt: str = "pcm"
+    store: Store,
+    text: str,
+    *,
+    speed: float = 1.0,
+    voice: str = "af_heart",
+    fmt: str = "pcm",
+    at_once: bool = False,
 ) -> str:
     secret = await deployment_secret(store)
     cid = cast_id(secret, model="kokoro", voice=voice, speed=speed, format=fmt, text=text)
@@ -51,7 +57,7 @@ async def submit_text(
         title=text[:20],
         created_ms=int(time.time() * 1000),
     )
-    await submit(store, cid, recipe, sample_rate=24_000)
+    await submit(store, cid, recipe, sample_rate=24_000, at_once=at_once)
     return cid
 
 

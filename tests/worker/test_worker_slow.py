@@ -9,6 +9,7 @@ from speechd.worker import (
     LONE_OVERHEAD,
     MAX_LIFT,
     QUANTUM_S,
+    SLOW_LIFT,
     ActiveCast,
     Candidate,
     ChunkTimes,
@@ -126,10 +127,12 @@ def test_chunk_quantum_grows_past_the_quantum_only_when_nobody_is_protected() ->
     assert grown == pytest.approx(0.3 / LONE_OVERHEAD)  # the fixed price is 5% of a chunk
     assert chunk_quantum(times_of(0.4, 0.05), quantum_s=2.5, protects=False) == 2.5
     slow = times_of(1.3, 0.4)
-    assert chunk_quantum(slow, quantum_s=2.5, protects=False) == 0.0  # the token caps only
+    # SLOW_LIFT quanta, not the token caps: a newcomer wanting audio at once waits that long.
+    assert chunk_quantum(slow, quantum_s=2.5, protects=False) == SLOW_LIFT * 2.5
     assert chunk_quantum(slow, quantum_s=2.5, protects=True) == 2.5
     # Shared by two, a 0.6 device cannot keep the cast in real time either.
-    assert chunk_quantum(times_of(0.6, 0.3), quantum_s=2.5, protects=False, share=2.0) == 0.0
+    shared = chunk_quantum(times_of(0.6, 0.3), quantum_s=2.5, protects=False, share=2.0)
+    assert shared == SLOW_LIFT * 2.5
     assert chunk_quantum(fast, quantum_s=0.0, protects=True) == 0.0
     # Just faster than real time with a high price per call: no more than MAX_LIFT quanta.
     pricey = times_of(0.9, 0.7)
@@ -143,6 +146,28 @@ def test_a_held_listener_is_never_slept_into_a_stall() -> None:
     held = ActiveCast("a", 0, 90.0, 2.0, tuple(plan))
     policy = DeadlinePolicy(comfortable_lead_s=30.0)
     assert policy.choose(0.0, [held]) == Run("a")
+
+
+def test_a_newcomer_waits_while_its_first_chunk_would_stall_a_held_listener() -> None:
+    # A listener held back to play through just in time: its slack (about 1 s) is less than
+    # the newcomer's first chunk, though its next chunk alone is far from due.
+    plan = uniform(10, 10.0, rtf=1.3, overhead=0.4)
+    held = ActiveCast("held", 0, 35.0, 10.0, tuple(plan))
+    newcomer = ActiveCast("new", 1, None, 0.0, ((2.0, 3.0), (8.0, 10.8)))
+    policy = DeadlinePolicy()
+    assert policy.choose(0.0, [held, newcomer]) == Run("held")
+    # With more to spare than the newcomer's chunk, the newcomer goes first.
+    ahead = ActiveCast("held", 0, 38.0, 10.0, tuple(plan))
+    assert policy.choose(0.0, [ahead, newcomer]) == Run("new")
+
+
+def test_a_listener_that_stalls_anyway_lets_a_newcomer_go_first() -> None:
+    # First audio at once on a device slower than real time: the listener runs dry at its
+    # next chunk either way, so a newcomer's first chunk costs it no stall it would not hear.
+    plan = uniform(10, 10.0, rtf=1.3, overhead=0.4)
+    at_once = ActiveCast("at-once", 0, 0.0, 10.0, tuple(plan))
+    newcomer = ActiveCast("new", 1, None, 0.0, ((2.0, 3.0),))
+    assert DeadlinePolicy().choose(5.0, [at_once, newcomer]) == Run("new")
 
 
 # -- whole runs, planned lazily ------------------------------------------------------------
@@ -162,7 +187,8 @@ def test_a_lone_long_cast_on_a_slow_device_runs_at_the_engines_speed(overhead: f
     cast = SlowCast("long", 0.0, 40)
     run = simulate(DeadlinePolicy(), [cast], rtf=1.3, overhead=overhead)
     assert cast.audio / run.end >= 0.95 * raw
-    assert max(gen for _, _, gen in cast.chunks) > 2 * QUANTUM_S  # grown past the quantum
+    longest = max(gen for _, _, gen in cast.chunks)
+    assert 2 * QUANTUM_S < longest <= 1.05 * SLOW_LIFT * QUANTUM_S  # past the quantum, bounded
     assert cast.gaps() == []  # held back just long enough
     assert cast.hold > 0
     capped = SlowCast("long", 0.0, 40)

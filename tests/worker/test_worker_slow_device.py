@@ -7,9 +7,19 @@ from __future__ import annotations
 import asyncio
 import time
 
-from speechd.casts import H_HOLD, Event, Start, audio_chunk, cast_stream, decode, event_of
+from speechd.casts import (
+    H_HOLD,
+    JOBS,
+    Event,
+    Job,
+    Start,
+    audio_chunk,
+    cast_stream,
+    decode,
+    event_of,
+)
 from speechd.durable import Limits, Record, Store, record_size
-from speechd.worker import DeadlinePolicy
+from speechd.worker import QUANTUM_S, SLOW_LIFT, DeadlinePolicy
 from tests.support.engines import CostEngine, chunked_text
 
 from ._helpers import make_worker, playable, records, running, submit_text
@@ -62,8 +72,10 @@ async def test_a_slow_device_holds_its_listener_back_just_long_enough(store: Sto
     at_once = heard_silence_ms(stream, held=False)
     assert at_once > 0.5 * made
     assert heard_silence_ms(stream, held=True) < 0.25 * at_once
-    # Alone on a device that cannot keep it in real time, its chunks are not capped.
-    assert start_of(stream).max_chunk_s == 0.0
+    # Alone on a device that cannot keep it in real time, its chunks grow to SLOW_LIFT quanta
+    # (not to the token caps: a newcomer wanting its first audio at once waits for one).
+    cap, quantum = start_of(stream).max_chunk_s, QUANTUM_S / SLOW["rtf"]
+    assert 2 * quantum < cap <= 1.1 * SLOW_LIFT * quantum
 
 
 async def test_a_fast_device_holds_nobody_and_keeps_the_quantum(store: Store) -> None:
@@ -171,3 +183,90 @@ async def test_a_newcomer_brings_the_quantum_back_for_the_chunks_not_cut_yet(
     assert caps[back][0] < chunks
     again = [index for index, cap in caps[back:] if cap > 2 * caps[back][1]]
     assert again and again[0] < chunks
+
+
+# -- first audio at once, ahead of the line ------------------------------------------------
+
+LONG = chunked_text(14)
+SHORT = chunked_text(4).replace("word", "late")  # its own chunk texts (the engine logs them)
+
+
+async def first_audio_of(store: Store, cid: str, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not playable(await records(store, cast_stream(cid))):
+        assert time.monotonic() < deadline, f"cast {cid} made no audio in {within} s"
+        await asyncio.sleep(0.02)
+
+
+def made_once(stream: list[Record], engine: CostEngine, text: str) -> bool:
+    """One attempt, its audio records dense from 0, each chunk of `text` synthesized once."""
+    starts = [r for r in stream if event_of(r) == Event.START]
+    indexes = [audio_chunk(r).index for r in playable(stream)]
+    said = [t for t, _ in engine.calls if t.split()[0] in text.split()]
+    return len(starts) == 1 and indexes == list(range(len(indexes))) and len(said) == len(set(said))
+
+
+async def test_the_request_that_creates_a_cast_says_whether_it_wants_audio_at_once(
+    store: Store,
+) -> None:
+    await submit_text(store, SHORT, at_once=True)
+    await submit_text(store, SHORT)  # an identical request joins the cast: no job, no change
+    await submit_text(store, LONG)
+    jobs = (await store.read(JOBS, 0, max_records=10)).records
+    assert [decode(r.body, Job).at_once for r in jobs] == [True, False]
+
+
+async def test_an_at_once_cast_behind_a_long_one_on_a_slow_device_gets_its_first_chunk_ahead(
+    store: Store,
+) -> None:
+    engine = CostEngine(**SLOW)
+    worker = make_worker(store, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    long = await submit_text(store, LONG, at_once=True)
+    async with running(worker):
+        await first_audio_of(store, long)
+        short = await submit_text(store, SHORT, at_once=True)
+        two = await ended_stream(store, short)
+        one = await ended_stream(store, long)
+    asked = two[0].timestamp  # its meta, written as it was submitted
+    first, *rest = playable(two)
+    long_audio = playable(one)
+    # Its first audio came within the long cast's chunk in flight (and at most one more),
+    # long before the long cast ended ...
+    between = [r for r in long_audio if asked < r.timestamp <= first.timestamp]
+    assert len(between) <= 2
+    assert first.timestamp < one[-1].timestamp
+    assert len([r for r in long_audio if r.timestamp > first.timestamp]) > 2
+    # ... and the rest waited in line: on this device one cast is made at a time.
+    assert rest and rest[0].timestamp >= long_audio[-1].timestamp
+    assert made_once(two, engine, SHORT)
+    assert made_once(one, engine, LONG)
+
+
+async def test_an_at_once_newcomer_costs_a_held_listener_no_stall(store: Store) -> None:
+    engine = CostEngine(**SLOW)
+    worker = make_worker(store, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    long = await submit_text(store, LONG)  # smooth: its listener is held back
+    async with running(worker):
+        await first_audio_of(store, long)
+        short = await submit_text(store, SHORT, at_once=True)
+        one = await ended_stream(store, long)
+        two = await ended_stream(store, short)
+    assert audio_chunk(playable(one)[0]).hold_ms > 0
+    assert heard_silence_ms(one, held=True) < 0.25 * heard_silence_ms(one, held=False)
+    assert made_once(two, engine, SHORT)
+    assert sum(audio_chunk(r).duration_ms for r in playable(two)) > 0
+
+
+async def test_at_once_changes_nothing_on_a_fast_device(store: Store) -> None:
+    engine = CostEngine(**FAST)
+    worker = make_worker(store, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    long = await submit_text(store, LONG, at_once=True)
+    async with running(worker):
+        await first_audio_of(store, long)
+        short = await submit_text(store, SHORT, at_once=True)
+        one, two = await ended_stream(store, long), await ended_stream(store, short)
+    assert all(audio_chunk(r).hold_ms == 0 for r in playable(one) + playable(two))
+    assert made_once(one, engine, LONG) and made_once(two, engine, SHORT)
