@@ -191,11 +191,10 @@ class Planner:
 
     def estimate(self) -> list[int]:
         """The sizes (tokens) of the chunks the text not in a chunk yet is expected to make,
-        from where the plan stands (`ChunkPolicy.estimate` over `chars_left`, at about one
-        token per character): a lazily planned cast's rest, for its predictions."""
+        from where the plan stands (`ChunkPolicy.estimate` over `tokens_left`): a lazily
+        planned cast's rest, for its predictions and its listener's start hold."""
         chunker = self._chunker
-        tokens = max(round(self.chars_left * _TOKENS_PER_CHAR), chunker.window_tokens)
-        return self._policy.estimate(chunker.index, chunker.buffered_s, tokens)
+        return self._policy.estimate(chunker.index, chunker.buffered_s, round(self.tokens_left))
 
     # ------------------------------------------------------------------ output
 
@@ -264,10 +263,21 @@ class Planner:
         return max(self._received - done, 0)
 
     @property
+    def tokens_left(self) -> float:
+        """The tokens (phonemes) of the text not in a chunk yet: those of the units made and
+        waiting to be cut, counted, then about one a character of the text not read by the
+        G2P yet (its queued segments, normalised, and the raw text not sliced yet).
+
+        Not `chars_left`: inside a slice the G2P has not finished, that counts the whole
+        slice, the text already in chunks included (a 340-character text read as one slice
+        still counted all 340 once its first two chunks were cut)."""
+        unread = sum(len(s.text) for s in self._segments) + max(self._received - self._cursor, 0)
+        return self._chunker.window_tokens + unread * _TOKENS_PER_CHAR
+
+    @property
     def audio_left_s(self) -> float:
         """A rough estimate of the audio the rest of the text makes (English-like rates)."""
-        tokens = self.chars_left * _TOKENS_PER_CHAR
-        return tokens / self._policy.tokens_per_s / self._policy.speed
+        return self.tokens_left / self._policy.tokens_per_s / self._policy.speed
 
     # ------------------------------------------------------------------ internals
 
