@@ -168,11 +168,18 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ) -> list[int]:
         """The sizes (tokens) of the chunks `tokens` more phonemes are expected to make, from
         chunk `index` on with `buffered_s` buffered: each `fill` of its budget (a cut falls at
-        the best boundary within it, from half of it to all). At most `most` chunks: past
-        that, the rest is spread over them. What a lazily planned cast has left to plan."""
+        the best boundary within it, from half of it to all), but for the last: from the
+        third chunk on a chunk ends at the latest sentence end within its budget, so what
+        is left, if it fits, is one chunk (the text's end is a sentence end). At most `most`
+        chunks: past that, the rest is spread over them. What a lazily planned cast has left
+        to plan."""
         sizes: list[int] = []
         while tokens > 0 and len(sizes) < most:
-            size = min(max(int(self.budget(index, buffered_s) * fill), 1), tokens)
+            budget = self.budget(index, buffered_s)
+            if index >= 2 and tokens <= budget + 1:  # + 1: as `Chunker.cut` counts a window
+                size = tokens
+            else:
+                size = min(max(int(budget * fill), 1), tokens)
             sizes.append(size)
             buffered_s = self.after(index, buffered_s, size)
             index += 1

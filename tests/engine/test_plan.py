@@ -348,3 +348,8 @@ def test_the_estimate_of_the_rest_follows_the_budgets() -> None:
     assert len(many) == 50 and sum(many) == 10**6
     slow = ChunkPolicy().with_rtf(1.3, overhead_s=0.4)
     assert slow.estimate(2, 0.0, 1000)[0] == int(slow.max_tokens * 0.75)
+    # From the third chunk on, a rest that fits the budget is one chunk, as the chunker cuts
+    # it (its latest sentence end within the budget is the text's end); not before.
+    assert slow.estimate(2, 0.0, slow.max_tokens + 1) == [slow.max_tokens + 1]
+    assert len(slow.estimate(2, 0.0, slow.max_tokens + 2)) == 2
+    assert len(slow.estimate(1, 0.0, slow.sentence_tokens)) == 2
