@@ -19,9 +19,10 @@ audio already made runs out; and the first chunk is long enough to buy the buffe
 floor-sized second chunk needs.
 """
 
+import bisect
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Annotated, Final
@@ -164,21 +165,43 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return min(cap, self.limit_tokens)
 
     def estimate(
-        self, index: int, buffered_s: float, tokens: int, *, fill: float = 0.75, most: int = 4096
+        self,
+        index: int,
+        buffered_s: float,
+        tokens: int,
+        *,
+        ends: Sequence[int] = (),
+        fill: float = 0.75,
+        most: int = 4096,
     ) -> list[int]:
         """The sizes (tokens) of the chunks `tokens` more phonemes are expected to make, from
-        chunk `index` on with `buffered_s` buffered: each `fill` of its budget (a cut falls at
-        the best boundary within it, from half of it to all). At most `most` chunks: past
-        that, the rest is spread over them. What a lazily planned cast has left to plan."""
+        chunk `index` on with `buffered_s` buffered. `ends`: where sentences end in them
+        (token offsets, ascending; their own end is one). Cut as the chunker cuts: the
+        second chunk at the first sentence end within its budget, later ones at the latest
+        (none shorter than `min_tokens`), so a rest that fits is one chunk; where no
+        sentence end is in reach (and for the first chunk), at `fill` of the budget (a cut
+        falls at the best boundary within it, from half of it to all). At most `most`
+        chunks: past that, the rest is spread over them. What a lazily planned cast has left
+        to plan: its predictions, and a slow device's start hold, which waits for the last
+        chunk whole."""
+        marks = [e for e in ends if 0 < e < tokens]
+        marks.append(tokens)
         sizes: list[int] = []
-        while tokens > 0 and len(sizes) < most:
-            size = min(max(int(self.budget(index, buffered_s) * fill), 1), tokens)
+        at = 0  # tokens in the chunks sized so far
+        while at < tokens and len(sizes) < most:
+            budget = self.budget(index, buffered_s)
+            lo = bisect.bisect_left(marks, at + self.min_tokens)
+            hi = bisect.bisect_right(marks, at + budget + 1)  # + 1: as `Chunker.cut` counts
+            if index >= 1 and lo < hi:
+                size = marks[lo if index == 1 else hi - 1] - at
+            else:
+                size = min(max(int(budget * fill), 1), tokens - at)
             sizes.append(size)
             buffered_s = self.after(index, buffered_s, size)
             index += 1
-            tokens -= size
-        if tokens > 0:
-            extra, spill = divmod(tokens, len(sizes))
+            at += size
+        if at < tokens:
+            extra, spill = divmod(tokens - at, len(sizes))
             sizes = [s + extra + (1 if i < spill else 0) for i, s in enumerate(sizes)]
         return sizes
 
@@ -348,6 +371,23 @@ class Chunker:
     def push(self, unit: Unit) -> None:
         self.window.append(unit)
         self.window_tokens += len(unit.phonemes)
+
+    def sentence_ends(self) -> list[int]:
+        """Where sentences end in the window: the tokens up to each unit a sentence ends
+        after (the last unit's by its punctuation: what follows it is not known yet)."""
+        ends: list[int] = []
+        total = 0
+        window = self.window
+        for i, unit in enumerate(window):
+            total += len(unit.phonemes)
+            if i + 1 < len(window):
+                mark = _boundary(unit, window[i + 1])
+            else:
+                last = unit.text.rstrip().rstrip(_CLOSERS)[-1:]
+                mark = Boundary.SENTENCE if unit.block_end or last in _SENTENCE_END else None
+            if mark is Boundary.SENTENCE:
+                ends.append(total)
+        return ends
 
     @property
     def budget(self) -> int:

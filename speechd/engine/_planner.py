@@ -34,6 +34,7 @@ block arrived has no closing `.`.
 from __future__ import annotations
 
 import enum
+import re
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -51,6 +52,10 @@ __all__ = ["PlanStatus", "PlanStep", "Planner"]
 
 #: English reads about one phoneme (token) per character of normalised text.
 _TOKENS_PER_CHAR: Final = 1.0
+#: A sentence's end in text not read yet, for an estimate: its mark (and a closing quote or
+#: bracket) before a space or the piece's end; one character and a look ahead, so a scan is
+#: linear whatever the text.
+_SENTENCE_GAP: Final = re.compile("[.!?\u2026][\"')\\]}\u201d\u2019\u00bb]?(?=\\s|\\Z)")
 #: How long live input may pause mid-clause before what has arrived is spoken anyway.
 FLUSH_S: Final = 0.6
 _POSITION_VERSION: Final = 1
@@ -191,11 +196,19 @@ class Planner:
 
     def estimate(self) -> list[int]:
         """The sizes (tokens) of the chunks the text not in a chunk yet is expected to make,
-        from where the plan stands (`ChunkPolicy.estimate` over `chars_left`, at about one
-        token per character): a lazily planned cast's rest, for its predictions."""
+        from where the plan stands (`ChunkPolicy.estimate` over `tokens_left`, cut at the
+        sentence ends of the units made and, at about a token a character, of the text not
+        read yet): a lazily planned cast's rest, for its start hold. Reads all the text not
+        in a chunk yet (once per cast: a scan, no G2P)."""
         chunker = self._chunker
-        tokens = max(round(self.chars_left * _TOKENS_PER_CHAR), chunker.window_tokens)
-        return self._policy.estimate(chunker.index, chunker.buffered_s, tokens)
+        ends = chunker.sentence_ends()
+        at = float(chunker.window_tokens)
+        for text in self._unread():
+            found = _SENTENCE_GAP.finditer(text)
+            ends.extend(round(at + m.end() * _TOKENS_PER_CHAR) for m in found)
+            at += len(text) * _TOKENS_PER_CHAR
+        tokens = round(self.tokens_left)
+        return self._policy.estimate(chunker.index, chunker.buffered_s, tokens, ends=ends)
 
     # ------------------------------------------------------------------ output
 
@@ -264,10 +277,29 @@ class Planner:
         return max(self._received - done, 0)
 
     @property
+    def tokens_left(self) -> float:
+        """The tokens (phonemes) of the text not in a chunk yet: those of the units made and
+        waiting to be cut, counted, then about one a character of the text not read by the
+        G2P yet (its queued segments, normalised, and the raw text not sliced yet).
+
+        Not `chars_left`: inside a slice the G2P has not finished, that counts the whole
+        slice, the text already in chunks included (a 340-character text read as one slice
+        still counted all 340 once its first two chunks were cut)."""
+        unread = sum(len(s.text) for s in self._segments) + max(self._received - self._cursor, 0)
+        return self._chunker.window_tokens + unread * _TOKENS_PER_CHAR
+
+    def _unread(self) -> Iterator[str]:
+        """The text not read by the G2P yet, in order: its queued segments (normalised), then
+        the raw text not sliced yet."""
+        for segment in self._segments:
+            yield segment.text
+        yield self._buf[max(self._cursor - self._base, 0) :]
+        yield from self._pending
+
+    @property
     def audio_left_s(self) -> float:
         """A rough estimate of the audio the rest of the text makes (English-like rates)."""
-        tokens = self.chars_left * _TOKENS_PER_CHAR
-        return tokens / self._policy.tokens_per_s / self._policy.speed
+        return self.tokens_left / self._policy.tokens_per_s / self._policy.speed
 
     # ------------------------------------------------------------------ internals
 

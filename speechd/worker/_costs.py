@@ -113,10 +113,14 @@ class _Sample:
 class ChunkTimes:
     """Recent chunk measurements, and predictions from them by chunk length.
 
-    A chunk's length is its phoneme count (`units`). Its audio is predicted from the recent
-    audio per phoneme (at speed 1, divided by the speed), and its generation time from a
-    least-squares line `overhead + slope * audio` over the recent window, so short chunks
-    carry their fixed per-call cost. Until anything is measured, the priors answer.
+    A chunk's length is its phoneme count (`units`). Its audio is predicted from a
+    least-squares line `pad + per_unit * units` over the recent window (at speed 1, divided
+    by the speed), and its generation time from a line `overhead + slope * audio`: a chunk's
+    audio carries a fixed pad as its compute carries a fixed price per call, so a long chunk
+    is not priced at a short one's rate per phoneme (a window of short chunks put a slow
+    device's long last chunk 15% long, and a listener's start hold with it). Until the lines
+    are known (three chunks of different lengths), the mean rates answer, and before
+    anything is measured, the priors.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class ChunkTimes:
         self._prior_per_unit = prior_audio_per_unit
         self._prior_per_char = prior_audio_per_char
         self._fit: tuple[float, float] | None = None
+        self._audio_fit: tuple[float, float] | None = None
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -141,7 +146,7 @@ class ChunkTimes:
     ) -> None:
         """Record one synthesized chunk: its length, speed, compute time and audio."""
         self._samples.append(_Sample(units, chars, speed, gen_s, audio_s))
-        self._fit = None
+        self._fit = self._audio_fit = None
 
     @property
     def rtf(self) -> float:
@@ -153,12 +158,10 @@ class ChunkTimes:
 
     def audio_s(self, units: int, speed: float) -> float:
         """Predicted audio of a chunk of `units` phonemes at `speed`."""
-        units_total = sum(s.units for s in self._samples)
-        if units_total > 0:
-            per_unit = sum(s.audio_s * s.speed for s in self._samples) / units_total
-        else:
-            per_unit = self._prior_per_unit
-        return units * per_unit / speed
+        if self._audio_fit is None:
+            self._audio_fit = self._audio_line()
+        pad, per_unit = self._audio_fit
+        return (pad + units * per_unit) / speed
 
     def audio_for_chars(self, chars: int, speed: float) -> float:
         """Predicted audio of a whole text of `chars` characters at `speed`."""
@@ -187,19 +190,35 @@ class ChunkTimes:
         overhead, slope = self.line
         return max(gen_s - overhead, 0.0) / slope if slope > 0 else math.inf
 
-    def _line(self) -> tuple[float, float]:
-        rtf = self.rtf
+    def _audio_line(self) -> tuple[float, float]:
+        """(pad, per unit) at speed 1: the fit, or (0, the mean audio per unit)."""
         samples = self._samples
-        if len(samples) < 3:
-            return 0.0, rtf
-        n = len(samples)
-        mean_x = sum(s.audio_s for s in samples) / n
-        mean_y = sum(s.gen_s for s in samples) / n
-        var = sum((s.audio_s - mean_x) ** 2 for s in samples)
-        if var <= 1e-9 * max(mean_x * mean_x, 1e-9) * n:
-            return 0.0, rtf
-        slope = sum((s.audio_s - mean_x) * (s.gen_s - mean_y) for s in samples) / var
-        overhead = mean_y - slope * mean_x
-        if slope <= 0 or overhead < 0 or not math.isfinite(slope):
-            return 0.0, rtf
-        return overhead, slope
+        units_total = sum(s.units for s in samples)
+        if units_total <= 0:
+            return 0.0, self._prior_per_unit
+        mean = sum(s.audio_s * s.speed for s in samples) / units_total
+        fit = _fit([(s.units, s.audio_s * s.speed) for s in samples])
+        return fit if fit is not None else (0.0, mean)
+
+    def _line(self) -> tuple[float, float]:
+        fit = _fit([(s.audio_s, s.gen_s) for s in self._samples])
+        return fit if fit is not None else (0.0, self.rtf)
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of the least-squares line through `points`; None unless there are
+    three or more, of different x, and the line is a price: a positive slope and an
+    intercept of at least 0."""
+    n = len(points)
+    if n < 3:
+        return None
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    if var <= 1e-9 * max(mean_x * mean_x, 1e-9) * n:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var
+    intercept = mean_y - slope * mean_x
+    if slope <= 0 or intercept < 0 or not math.isfinite(slope):
+        return None
+    return intercept, slope

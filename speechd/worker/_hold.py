@@ -16,9 +16,14 @@ on a device faster than real time, so a fast device's first audio is unchanged),
 `(rtf - 1) * audio + the last chunk's compute` on a device slower than real time.
 
 Every cast is planned lazily: the worker knows its chunks planned ahead and an estimate of the
-rest, the chunk sizes its planner's budgets would cut from the text not in a chunk yet
-(`Planner.estimate`, `ChunkPolicy.estimate`; `_planning.whole_rest`), each priced by the
-measured cost line like any planned chunk. A live cast's rest is the text received so far.
+rest, the chunks its planner is expected to cut from the text not in a chunk yet
+(`Planner.estimate`, `ChunkPolicy.estimate`; `_planning.whole_rest`): its tokens counted from
+the units made and the text not read yet, cut at its sentence ends within each budget as the
+chunker cuts, each priced by the measured lines (`ChunkTimes`: audio from the phonemes, a pad
+plus a rate; compute from the audio, a price per call plus a rate) like any planned chunk.
+The last chunk weighs most (its listener waits for all of its compute, and for none of its
+audio), so where the rest is cut matters as much as its length. A live cast's rest is the text
+received so far.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ first chunk is planned at once, short, so first audio is fast.
 
 `predictions` turns a ready cast's plan into what the scheduling policy reads: its planned
 chunks, then the rest of its text as the planner estimates it, in chunks of the same size.
-`whole_rest` is all of it, in the sizes the planner's budgets would cut (`Planner.estimate`):
-what the start hold is worked out from.
+`whole_rest` is all of it, in the chunks the planner is expected to cut (`Planner.estimate`:
+at the rest's sentence ends, as the chunker cuts): what the start hold is worked out from.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def predictions(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float],
 def whole_rest(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float], ...]:
     """(audio, generation) seconds predicted per chunk the cast has left, to its end: its
     planned chunks, then the chunks its planner expects the rest of its text to make
-    (`Planner.estimate`: each as big as its budget lets it grow), however many."""
+    (`Planner.estimate`: cut at its sentence ends within each budget), however many."""
     speed = cast.recipe.speed
     chunks = []
     for planned in cast.plan.ahead:

@@ -348,3 +348,18 @@ def test_the_estimate_of_the_rest_follows_the_budgets() -> None:
     assert len(many) == 50 and sum(many) == 10**6
     slow = ChunkPolicy().with_rtf(1.3, overhead_s=0.4)
     assert slow.estimate(2, 0.0, 1000)[0] == int(slow.max_tokens * 0.75)
+    # Cut at sentence ends as the chunker cuts: the second chunk at the first within its
+    # budget, later ones at the latest (a rest that fits is one chunk: its end is one).
+    assert slow.estimate(2, 0.0, slow.max_tokens + 1) == [slow.max_tokens + 1]
+    assert len(slow.estimate(2, 0.0, slow.max_tokens + 2)) == 2
+    assert slow.estimate(1, 0.0, 400, ends=[4, 70, 110, 190, 240, 330]) == [70, 170, 160]
+    assert slow.estimate(2, 0.0, 400, ends=[120]) == [120, 187, 93]  # none within the 2nd: 3/4
+
+
+def test_the_chunker_knows_where_the_sentences_in_its_window_end() -> None:
+    chunker = Chunker(ChunkPolicy())
+    words = "One two. Three four, five. six Seven."
+    units = [Unit(w + " ", w.lower().strip(".,") + " ") for w in words.split()]
+    for unit in units:
+        chunker.push(unit)
+    assert chunker.sentence_ends() == [8, 34]  # "five." before a lowercase word is no end

@@ -135,7 +135,9 @@ def simulate(
         assert c.chunker is not None and c.next is not None
         audio = times.audio_s(c.next.tokens, 1.0)
         chunker = c.chunker
-        sizes = chunker.policy.estimate(chunker.index, chunker.buffered_s, chunker.window_tokens)
+        sizes = chunker.policy.estimate(
+            chunker.index, chunker.buffered_s, chunker.window_tokens, ends=chunker.sentence_ends()
+        )
         chunks = [(audio, times.gen_s(audio))]
         for tokens in sizes:
             estimated = times.audio_s(tokens, 1.0)

@@ -222,6 +222,17 @@ def test_chunk_times_learn_overhead_and_slope_by_length() -> None:
     assert times.audio_for_chars(30, 2.0) == pytest.approx(1.0)
 
 
+def test_chunk_times_learn_the_pad_of_a_chunks_audio() -> None:
+    # Kokoro's audio: a fixed pad plus a rate per phoneme. Priced at the mean rate of a
+    # window of short chunks, a long chunk would come out much longer than it is.
+    times = ChunkTimes()
+    for units in (10, 12, 30, 45, 240):
+        audio = 0.25 + units / 18
+        times.observe(units=units, chars=units, speed=1.0, gen_s=0.4 + 1.3 * audio, audio_s=audio)
+    assert times.audio_s(240, 1.0) == pytest.approx(0.25 + 240 / 18)
+    assert times.audio_s(10, 2.0) == pytest.approx((0.25 + 10 / 18) / 2)
+
+
 def test_chunk_times_forget_old_measurements() -> None:
     times = ChunkTimes(window=4)
     for _ in range(4):

@@ -4,6 +4,14 @@
 // from the record's start) make the captions read along: the word playing is highlighted,
 // and a click on a word seeks to it.
 //
+// A cast the device cannot make in real time states on its first audio record how long its
+// listeners wait before playing (`h`, ms), so that the rest plays through without a stall:
+// the player asks the cast's status how much of that hold is left (`plays_in_seconds`, the
+// server's clock), shows "Starts in N s" and starts then, gaplessly (play, pause and seek keep
+// to it: nothing sounds before it ends). Opened after the hold, it plays at once; opened as
+// /c/<id>?start=now (as `start: now` asks of the api), it plays from the first audio and
+// stalls where the device falls behind.
+//
 // The playable sequence (the rule is speechd/casts/_playable.py; this mirrors playable_spans):
 // the latest `start` lists the records it keeps from earlier attempts as [seq, index, count]
 // spans (`kept`), then come its own audio records; every record's `i` is its place in the
@@ -13,7 +21,7 @@
 // cast started over: another model, encoder or plan) resets the player to its kept records.
 //
 // Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
-// complete, attempt, restarts, error, captions, word, wordIndex, words};
+// complete, attempt, restarts, error, captions, word, wordIndex, words, holdS};
 // window.speechd.seek(chunkIndex).
 
 import { RecordDecoder, layoutOf } from "./decode.js";
@@ -24,6 +32,7 @@ const api = `/v1/casts/${encodeURIComponent(castId)}`;
 const $ = (id) => document.getElementById(id);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const POLL_WAIT_S = 20;
+const startNow = new URLSearchParams(location.search).get("start") === "now";
 
 let ctx = null;
 let timeline = null;
@@ -120,6 +129,7 @@ function snapshot() {
     word: word >= 0 ? words[word].text : null,
     wordIndex: word,
     words: words.length,
+    holdS: timeline ? timeline.heldS() : 0,
   };
 }
 
@@ -152,6 +162,8 @@ function statusLine(s) {
       return "Loading…";
     case "suspended":
       return "Ready: press Play to listen.";
+    case "held":
+      return `Starts in ${Math.ceil(s.holdS)} s, so that it plays through without a pause`;
     case "buffering":
       if (generating && isLive()) return `Live · ${chunks} parts so far, waiting for more text…`;
       return generating ? `Generating… ${chunks}${of} parts ready` : "Buffering…";
@@ -178,7 +190,7 @@ function update() {
   $("bar-played").style.width = `${estimate ? (100 * s.clock) / estimate : 0}%`;
   $("status").textContent = statusLine(s);
   $("play").disabled = !timeline || s.chunks === 0;
-  $("play").textContent = s.state === "playing" || s.state === "buffering" ? "Pause" : "Play";
+  $("play").textContent = sounding(s.state) ? "Pause" : "Play";
   document.body.dataset.state = s.state;
   if (s.caption !== shownCaption) {
     const items = $("captions").children;
@@ -298,11 +310,27 @@ function openAudio(m) {
   $("meta").textContent = details;
 }
 
+// The listener wants sound in these states (Play pauses them).
+const sounding = (s) => s === "playing" || s === "buffering" || s === "held";
+
+// How much of a stated start hold is left (0: none, or it has passed): the cast's status
+// says, on the server's clock.
+async function holdLeft() {
+  if (startNow) return 0;
+  try {
+    const status = await fetchJson(api);
+    return Number((status.progress || {}).plays_in_seconds) || 0;
+  } catch {
+    return 0; // no status: play at once rather than not at all
+  }
+}
+
 async function playAudio(record) {
   const h = headersOf(record);
   queued = false;
   const index = Number(h.i);
   if (index !== captions.length) return; // not the next record of the sequence: keep ours
+  if (index === 0 && Number(h.h) > 0) timeline.holdFor(await holdLeft());
   planned = Number(h.n) || planned;
   const at = Number(h.o) / 1000;
   const last = index === planned - 1;
@@ -450,7 +478,7 @@ $("play").addEventListener("click", () => {
   if (!timeline) return;
   ctx.resume();
   const s = state();
-  if (s === "playing" || s === "buffering") timeline.pause();
+  if (sounding(s)) timeline.pause();
   else timeline.play();
   update();
 });

@@ -4,6 +4,11 @@
 // Position is cast time in seconds. While running, position = ctx.currentTime - anchor.
 // When playback reaches the end of the audio received so far (the live edge) and more is
 // coming, the timeline stalls: the position freezes there, and the next chunk resumes it.
+//
+// A start hold (`holdFor`: a cast the device cannot make in real time states how long its
+// listener waits so that the rest plays through) keeps any start before it ends at its end:
+// the timeline is "held", position 0, its first chunks scheduled for then, and plays on
+// gaplessly from there.
 
 const LEAD_S = 0.06; // scheduling headroom when (re)starting
 const EDGE_S = 0.005;
@@ -20,6 +25,22 @@ export class Timeline {
     this.running = false; // sources are scheduled and the clock moves
     this.wanted = true; // the listener wants sound (autoplay until paused)
     this.complete = false; // no more chunks will come (eos)
+    this.holdEnd = 0; // performance.now() seconds before which nothing starts sounding
+  }
+
+  // Start no sooner than `seconds` from now (the hold left).
+  holdFor(seconds) {
+    this.holdEnd = performance.now() / 1000 + Math.max(0, seconds);
+    if (this.running) {
+      const at = this.position();
+      this._stop(at);
+      this._startAt(at);
+    }
+  }
+
+  // Seconds of the hold left (0: none).
+  heldS() {
+    return Math.max(0, this.holdEnd - performance.now() / 1000);
   }
 
   get end() {
@@ -34,7 +55,7 @@ export class Timeline {
   }
 
   get state() {
-    if (this.running) return "playing";
+    if (this.running) return this.heldS() > 0 ? "held" : "playing";
     if (!this.wanted) return "paused";
     if (this.complete && this.frozen >= this.end - EDGE_S) return "ended";
     return "buffering";
@@ -101,7 +122,7 @@ export class Timeline {
       this.frozen = Math.min(pos, this.end);
       return; // nothing to play yet: stalled at the live edge (or ended)
     }
-    this.anchor = this.ctx.currentTime + LEAD_S - pos;
+    this.anchor = this.ctx.currentTime + Math.max(LEAD_S, this.heldS()) - pos;
     this.frozen = pos;
     this.running = true;
     for (const chunk of this.chunks) {
