@@ -1,5 +1,6 @@
-"""The attempt lifecycle: opening an attempt, reopening one after a chunk fails, ending a cast,
-and the failure accounting.
+"""The attempt lifecycle: opening an attempt, reopening one after a chunk fails, deciding that a
+cast ends (its receipt or its terminal error are written by `_endings`), and the failure
+accounting.
 
 **Resume by reference.** A new attempt (after a crash, a takeover, a failed chunk or a retry
 asked after an `error`) keeps every chunk of the playable sequence already durable and makes
@@ -32,28 +33,19 @@ from dataclasses import dataclass
 import msgspec
 
 from speechd.casts import (
-    JOBS_DEAD,
-    PROGRESS_DONE,
     AudioChunk,
     CastHead,
-    DeadJob,
     Eos,
     Event,
-    Failure,
-    Receipt,
     Recipe,
     Start,
     WorkerNotice,
     audio_record,
     cast_stream,
     catalog_stream,
-    close_input,
     decode,
-    encode,
     eos_record,
-    error_record,
     kept_spans,
-    read_input_state,
     resume_point,
     start_record,
 )
@@ -61,28 +53,25 @@ from speechd.durable import (
     AppendRecord,
     RecordTooLarge,
     SeqMismatch,
-    SeqOutOfRange,
     Store,
 )
 
 from ._cast import Admitted, JobRef
 from ._costs import PlanTiming
+from ._endings import RECEIPTS, Endings
 from ._health import last_notice
-from ._intake import TRIM_EVERY, Intake
+from ._intake import Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._render import ChunkFailed, Resume, end_file, read_resume
 from ._thread import EngineThread
 
-__all__ = ["RECEIPTS", "Attempts"]
+__all__ = ["Attempts"]
 
 log = logging.getLogger("speechd.worker")
 
 _CHARS_PER_CHUNK = 200  # a rough mean over progressive chunks (short first, then sentences)
-
-
-RECEIPTS = 10_000  # receipts kept in `progress/done` (WorkerConfig.receipts)
 
 
 def _now_ms() -> int:
@@ -119,8 +108,7 @@ class Attempts:
         self._chunk_policy = chunk_policy
         self._encoders = encoders
         self._retries = retries
-        self._receipts = receipts
-        self._receipts_first = 0  # what we know of `progress/done`'s first seq
+        self._endings = Endings(store, intake, ownership, worker_id=worker_id, receipts=receipts)
         self._clock = clock
         self._previous_life = previous_life
 
@@ -138,7 +126,7 @@ class Attempts:
             recipe = await self._recipe(job.id)
         except (IndexError, msgspec.DecodeError):
             message = "the cast has no readable recipe"
-            await self.give_up(job, head.tail, head.attempt, message, head.start_seq)
+            await self._endings.give_up(job, head.tail, head.attempt, message, head.start_seq)
             return
         try:
             going = await self._continuation(job, head, recipe)
@@ -148,7 +136,7 @@ class Attempts:
         except Exception as exc:
             log.warning("cast %s cannot be planned: %s", job.id, exc)
             message = f"the text could not be planned: {exc}"
-            await self.give_up(job, head.tail, head.attempt, message, head.start_seq)
+            await self._endings.give_up(job, head.tail, head.attempt, message, head.start_seq)
             return
         plan, timing, keep, complete = going.plan, going.timing, going.keep, going.complete
         resume, encoder = going.resume, going.encoder
@@ -211,7 +199,7 @@ class Attempts:
             timing,
         )
         if complete:
-            await self._ended(cast, _eos(head, resume))
+            await self._endings.finished(cast, _eos(head, resume))
         else:  # planned by the loop, a bounded step at a time
             self._active[job.id] = cast
 
@@ -242,7 +230,7 @@ class Attempts:
         )
         if chunk_failures > self._retries and deaths >= 2:
             message = f"the worker died {deaths} times making record {head.length}"
-            await self.give_up(job, head.tail, latest.attempt, message, head.start_seq)
+            await self._endings.give_up(job, head.tail, latest.attempt, message, head.start_seq)
             return None
         return latest.failures + 1, chunk_failures, deaths
 
@@ -299,7 +287,7 @@ class Attempts:
         log.warning("cast %s cannot be planned: %r", cast.id, error)
         self._active.pop(cast.id, None)
         message = f"the text could not be planned: {error}"
-        await self.give_up(cast.job, cast.next_seq, cast.attempt, message, cast.start_seq)
+        await self._endings.give_up(cast.job, cast.next_seq, cast.attempt, message, cast.start_seq)
         await self._ownership.release(cast)
 
     async def _died_on(self, cast_id: str, owner: str, index: int) -> bool:
@@ -333,7 +321,9 @@ class Attempts:
         if chunk_failures > self._retries:
             self._active.pop(cast.id, None)
             message = f"chunk {chunk.index} failed {chunk_failures} times: {failed}"
-            await self.give_up(cast.job, cast.next_seq, cast.attempt, message, cast.start_seq)
+            await self._endings.give_up(
+                cast.job, cast.next_seq, cast.attempt, message, cast.start_seq
+            )
             await self._ownership.release(cast)
             return
         keep, kept = cast.index, cast.spans
@@ -396,34 +386,7 @@ class Attempts:
     async def done(self, cast: Admitted, eos: Eos) -> None:
         """The cast's eos is durable: its receipt, its job finished."""
         self._active.pop(cast.id, None)
-        await self._ended(cast, eos)
-
-    async def _trim_receipts(self, tail: int) -> None:
-        """Keep the last `receipts` records of `progress/done` (readers resume at its first
-        seq), and fewer than twice that: one trim per `min(receipts, TRIM_EVERY)` receipts."""
-        before = tail - self._receipts
-        if before - self._receipts_first < min(self._receipts, TRIM_EVERY):
-            return
-        try:
-            self._receipts_first = await self._store.trim(PROGRESS_DONE, before)
-        except SeqOutOfRange as exc:  # emptied under us: nothing to trim
-            self._receipts_first = exc.first
-
-    async def _ended(self, cast: Admitted, eos: Eos) -> None:
-        await self._ownership.release(cast)
-        receipt = Receipt(
-            id=cast.id,
-            attempt=cast.attempt,
-            worker=self._worker_id,
-            chunks=eos.chunks,
-            audio_ms=eos.audio_ms,
-            gen_ms=eos.gen_ms,
-            xrt=round(eos.audio_ms / max(eos.gen_ms, 1), 3),
-        )
-        ack = await self._store.append(PROGRESS_DONE, [AppendRecord(encode(receipt))])
-        await self._trim_receipts(ack.next_seq)
-        log.info("cast %s done: %d ms of audio in %d ms", cast.id, eos.audio_ms, eos.gen_ms)
-        await self._intake.finish(cast.job)
+        await self._endings.finished(cast, eos)
 
     async def end_file(self, cast: Admitted) -> None:
         """The plan is done and its last chunk did not end the file (a live cast's input
@@ -447,32 +410,6 @@ class Attempts:
         records = [audio_record(chunk), eos_record(cast.attempt, eos, cast.start_seq)]
         if await self.append(cast, records) is not None:
             await self.done(cast, eos)
-
-    async def give_up(
-        self, job: JobRef, seq: int, attempt: int, message: str, start_seq: int
-    ) -> None:
-        """End the cast with a terminal `error`, send its job to `jobs/dead`, finish it."""
-        log.error("cast %s failed for good: %s", job.id, message)
-        failure = Failure(message=message, attempts=max(attempt, 1))
-        try:
-            await self._store.append(
-                cast_stream(job.id),
-                [error_record(attempt, failure, start_seq)],
-                match_seq_num=seq,
-            )
-        except SeqMismatch as lost:
-            self._ownership.defer(job, lost.next_seq)
-            return
-        dead = DeadJob(id=job.id, error=message, attempts=max(attempt, 1))
-        await self._store.append(JOBS_DEAD, [AppendRecord(encode(dead))])
-        await self._abandon_input(job.id)
-        await self._intake.finish(job)
-
-    async def _abandon_input(self, cast_id: str) -> None:
-        """A live cast that failed takes no more input: its writer is told so (409)."""
-        state = await read_input_state(self._store, cast_id)
-        if state.tail and not state.closed:  # none: not a live cast (or nothing came yet)
-            await close_input(self._store, cast_id, state, "abandoned")
 
 
 @dataclass(frozen=True, slots=True)

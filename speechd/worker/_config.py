@@ -11,7 +11,7 @@ import msgspec
 
 from speechd.engine import EngineConfig  # torch-free: load_engine is what imports torch
 
-from ._attempts import RECEIPTS
+from ._endings import RECEIPTS
 from ._policy import COMFORTABLE_LEAD_S, QUANTUM_S
 
 __all__ = ["WorkerConfig", "default_worker_id"]

@@ -56,9 +56,10 @@ from speechd.durable import AppendRecord, Store
 from speechd.engine import FLUSH_S
 
 from ._admission import Admission
-from ._attempts import RECEIPTS, Attempts
+from ._attempts import Attempts
 from ._cast import Admitted
 from ._costs import ChunkTimes
+from ._endings import RECEIPTS
 from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
