@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from loadtest._results import ListenerResult, ScenarioRun
@@ -107,3 +108,22 @@ def test_the_report_judges_the_targets(tmp_path: Path) -> None:
     assert "| 30.0 / 30.0 | - |" in text
     assert "at once: first audio p50 at c=2 and c=4 <= whole-chunk serving's: c=2: 2.0 s" in text
     assert (tmp_path / "slow.json").exists()
+
+
+def test_the_report_says_how_short_the_hold_could_have_been(tmp_path: Path) -> None:
+    level = SlowLevel("slow-c1", 1, 40.0, 52.0, 4)
+    # Pieces as (seconds since submitted, buffered just before, just after): held 18.5 s, the
+    # least buffered at a later piece 1.5 s, so 17.0 s would have done; a listener that
+    # stalled says nothing about it.
+    smooth = msgspec.structs.replace(
+        _listener("a", ttfa=20.0, gap_ms=0.0, underruns=0, delay=18.5),
+        timeline=[(20.0, 0.0, 4.0), (22.0, 2.0, 6.0), (26.0, 1.5, 5.0), (30.0, 3.0, 3.5)],
+    )
+    stalled = msgspec.structs.replace(
+        _listener("b", ttfa=20.0, gap_ms=500.0, underruns=1, delay=18.5),
+        timeline=[(20.0, 0.0, 4.0), (24.5, 0.0, 2.0)],
+    )
+    runs = [ScenarioRun(level.scenario, "slow", "speechd", 1, 52.5, [smooth, stalled])]
+    report = SlowReport("now", True, 1.3, 0.4, "cpu", 2, "3.10", 0.5, [level], runs)
+    text = write_slow(report, tmp_path).read_text()
+    assert "| 18.5 s (least 17.0 s) |" in text
