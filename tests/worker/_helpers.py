@@ -118,6 +118,17 @@ async def wait_ended(store: Store, ids: list[str], within: float = 20.0) -> dict
         await asyncio.sleep(0.05)
 
 
+async def ended_stream(store: Store, cid: str, within: float = 60.0) -> list[Record]:
+    """The whole stream of cast `cid` once it has ended (eos or error)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        stream = await records(store, cast_stream(cid))
+        if event_of(stream[-1]) in (Event.EOS, Event.ERROR):
+            return stream
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"cast {cid} did not end in {within} s")
+
+
 async def cursor(store: Store) -> int:
     tail = await store.check_tail(JOBS_CURSOR)
     if tail == 0:

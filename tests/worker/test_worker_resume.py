@@ -46,7 +46,15 @@ from tests.support.engines import (
     expected_audio,
 )
 
-from ._helpers import check_layout, complete_audio, make_worker, playable, records, submit_text
+from ._helpers import (
+    check_layout,
+    complete_audio,
+    ended_stream,
+    make_worker,
+    playable,
+    records,
+    submit_text,
+)
 from ._helpers import running as running_worker
 from ._listen import made_twice, stall_across, stalls
 
@@ -95,16 +103,6 @@ async def listened_to(store: Store, cid: str, seconds: float, within: float = 30
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the cast never got going")
-
-
-async def ended_stream(store: Store, cid: str, within: float = 60.0) -> list[Record]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        stream = await records(store, cast_stream(cid))
-        if event_of(stream[-1]) in (Event.EOS, Event.ERROR):
-            return stream
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"cast {cid} did not end in {within} s")
 
 
 def starts(stream: list[Record]) -> list[tuple[Record, Start]]:

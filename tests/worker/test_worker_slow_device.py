@@ -32,22 +32,12 @@ from tests.support.engines import (
 )
 from tests.support.planner import WordG2P
 
-from ._helpers import make_worker, playable, records, running, submit_text
+from ._helpers import ended_stream, make_worker, playable, records, running, submit_text
 from .test_worker_records import Limited
 
 TEXT = chunked_text(8)
 SLOW = {"rtf": 2.0, "overhead_s": 0.02, "audio_per_char": 0.003}  # twice real time
 FAST = {"rtf": 0.05, "overhead_s": 0.005, "audio_per_char": 0.003}
-
-
-async def ended_stream(store: Store, cid: str, within: float = 60.0) -> list[Record]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        stream = await records(store, cast_stream(cid))
-        if event_of(stream[-1]) in (Event.EOS, Event.ERROR):
-            return stream
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"cast {cid} did not end in {within} s")
 
 
 def heard_silence_ms(stream: list[Record], *, held: bool) -> int:
