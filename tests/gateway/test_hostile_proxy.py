@@ -7,7 +7,7 @@ import httpx
 import pytest
 from gateway_support import serve, status_when, submit
 
-from speechd.app import gateway_settings
+from speechd.api.app import gateway_settings
 from speechd.casts import CastState
 from speechd.cli import build_parser
 from speechd.config import Settings, load_settings

@@ -14,10 +14,10 @@ import pytest
 from gateway_support import LiveServer, StepEngine, serve, status_when, submit, until
 
 from speechd import casts
+from speechd.api.gateway import GatewaySettings
 from speechd.casts import CastState
 from speechd.durable import Store
 from speechd.errors import ServerBusy, TooManyStreams
-from speechd.gateway import GatewaySettings
 from speechd.limits import StreamSlots
 from speechd.worker import Worker
 

@@ -42,9 +42,9 @@ from speechd.config import Settings
 from speechd.durable import DurableError
 from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable
 from speechd.limits import StreamSlots
-from speechd.live import LiveCast, LiveCasts
+from speechd.service import LiveCast, LiveCasts
 
-from ._errors import error_body, error_body_for, log_store_trouble
+from .._errors import error_body, error_body_for, log_store_trouble
 from ._live import create_live, input_url, key_ok
 from ._live_wire import (
     MAX_WS_MESSAGE_BYTES,

@@ -24,11 +24,11 @@ from litestar.params import FromPath
 
 from speechd.config import Settings
 from speechd.limits import StreamSlots
-from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
-from ._auth import require_api_key
-from ._bodies import BodyDecoder
+from .._auth import require_api_key
+from .._bodies import BodyDecoder
+from ..metrics import ApiMetrics
 from ._live import append_input
 from ._live_ws import speech_live
 from ._models import MODEL_NAMES, resolve_model

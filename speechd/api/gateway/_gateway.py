@@ -44,9 +44,10 @@ from speechd.limits import (
     ClientAddress,
     StreamSlots,
 )
-from speechd.openai_compat import error_body, log_store_trouble, resolve_model
 from speechd.service import CastRequest, CastService, SubmittedCast
 
+from .._errors import error_body, log_store_trouble
+from ..openai_compat import resolve_model
 from ._audio import (
     AudioLayout,
     ByteRange,

@@ -10,10 +10,10 @@ streams, and workers do the rest.
     GET /healthz     200 as soon as the api answers
     GET /readyz      200 once a worker has its model loaded (each worker's device named);
                      503 before
-    GET /metrics     Prometheus text (see `speechd.metrics` for what is measured where)
-    /v1/...          the OpenAI-compatible routes (`speechd.openai_compat`)
+    GET /metrics     Prometheus text (see `speechd.api.metrics` for what is measured where)
+    /v1/...          the OpenAI-compatible routes (`speechd.api.openai_compat`)
     /v1/casts, /, /c/<id>, /static/...
-                     the cast API, the public read path and the pages (`speechd.gateway`)
+                     the cast API, the public read path and the pages (`speechd.api.gateway`)
 
 A shutting-down server calls `close_streams(app)` before it waits on in-flight responses:
 followers of a cast still generating (SSE, long-polls, live audio, live-cast WebSockets)
@@ -41,12 +41,14 @@ from litestar.types import Message, Scope
 from speechd import casts
 from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
-from speechd.gateway import Gateway, GatewaySettings, gateway_router
 from speechd.limits import ClientAddress, StreamSlots, release_slots
-from speechd.live import LiveCasts
-from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
-from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
-from speechd.service import CastService
+from speechd.service import CastService, LiveCasts
+
+from ._auth import ApiKeys
+from ._errors import exception_handlers
+from .gateway import Gateway, GatewaySettings, gateway_router
+from .metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
+from .openai_compat import openai_router
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
