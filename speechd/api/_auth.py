@@ -1,4 +1,5 @@
-"""API keys: a Litestar guard for the routes that make casts.
+"""API keys: a Litestar guard for the routes that make casts; and the bearer token a live
+cast's input route reads (`bearer_token`).
 
 With no keys configured speechd is open (for local use). With keys, a guarded route needs
 `Authorization: Bearer <key>`; the model and voice lists stay open, since Open WebUI reads them
@@ -15,8 +16,9 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from speechd.errors import AuthenticationFailed
+from speechd.service import MAX_TOKEN_CHARS
 
-__all__ = ["ApiKeys", "require_api_key"]
+__all__ = ["ApiKeys", "bearer_token", "require_api_key"]
 
 
 class ApiKeys:
@@ -49,3 +51,15 @@ def require_api_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRoute
     """Guard: the request must carry one of `app.state.api_keys` (when any are set)."""
     keys: ApiKeys = connection.app.state.api_keys
     keys.check(connection.headers.get("authorization"))
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of `Authorization: Bearer <token>`, or None (absent, another scheme, or
+    longer than `MAX_TOKEN_CHARS`: never hashed)."""
+    if not authorization or len(authorization) > MAX_TOKEN_CHARS + 16:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_CHARS:
+        return None
+    return token

@@ -1,57 +1,44 @@
 """The cast service, HTTP-free: what every door (the HTTP api, the Wyoming server) calls to
 make and read casts.
 
-* `CastService` (`_casts`): submit a `CastRequest` (checked, voice resolved against the ready
-  workers, queue limit, claimed: a `SubmittedCast`), read a cast's status and audio, the
-  workers' health and voices.
+* `CastService` (`_casts`): `check` a request (text, format, speed, voice, queue: every
+  check, in one place), `submit` a `CastRequest` (checked, then claimed: a `SubmittedCast`),
+  read a cast's status and audio, the workers' health and voices.
 * `LiveCasts` (`_live`): live casts, whose text arrives over time (issue 16, DESIGN.md §6):
-  make one (`LiveRequest` -> `LiveCast`, a random id and an input token), append the pieces of
-  its input to `input/<id>` (`speechd.casts` holds the layout and the rules) and follow its
-  audio.
+  make one (`LiveRequest`, checked by the same `check`, -> `LiveCast`: a random id and an
+  input token), append the pieces of its input to `input/<id>` (`speechd.casts` holds the
+  layout and the rules) and follow its audio.
+* `_requests`: the request shapes, their bounds (`MAX_PIECE_CHARS`, `MAX_PIECES`,
+  `MAX_TOKEN_CHARS`; `MAX_LIVE_CHARS` in all) and the checks that read nothing but the
+  request.
 
 Nothing here imports the web framework, the worker or torch.
 """
 
 from __future__ import annotations
 
-from ._casts import (
-    MODEL,
-    UNREADY_GRACE_S,
-    CastRequest,
-    CastService,
-    SubmittedCast,
-    derive_title,
-    voice_label,
-)
-from ._live import (
-    DEFAULT_IDLE_S,
-    MAX_LIVE_CHARS,
+from ._casts import MODEL, CastService, SubmittedCast, voice_label
+from ._live import LiveCast, LiveCasts
+from ._requests import (
     MAX_PIECE_CHARS,
     MAX_PIECES,
     MAX_TOKEN_CHARS,
-    LiveCast,
-    LiveCasts,
+    CastRequest,
+    CheckedRequest,
     LiveRequest,
-    bearer_token,
-    check_piece,
 )
 
 __all__ = [
-    "DEFAULT_IDLE_S",
-    "MAX_LIVE_CHARS",
     "MAX_PIECES",
     "MAX_PIECE_CHARS",
     "MAX_TOKEN_CHARS",
     "MODEL",
-    "UNREADY_GRACE_S",
     "CastRequest",
     "CastService",
+    "CheckedRequest",
     "LiveCast",
     "LiveCasts",
     "LiveRequest",
     "SubmittedCast",
-    "bearer_token",
-    "check_piece",
-    "derive_title",
     "voice_label",
 ]

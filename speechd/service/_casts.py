@@ -1,12 +1,15 @@
-"""The cast service: what every route that makes or reads casts calls, HTTP-free.
+"""The cast service: what every door (each route, the Wyoming server) that makes or reads
+casts calls, HTTP-free.
 
-    request -> CastService.submit(CastRequest)       validate text, resolve the voice against
-                                                     the ready workers, check the queue, claim
-            -> SubmittedCast(id, created, recipe)    the cast (casts.submit): one cast, one job
+    request -> CastService.submit(CastRequest)       check it (`check`: text, format, speed,
+                                                     the voice against the ready workers, the
+                                                     queue), then claim the cast
+            -> SubmittedCast(id, created, recipe)    (casts.submit): one cast, one job
     reading -> CastService.audio(id) / .status(id)   the playable attempt, live
 
 `POST /v1/audio/speech` (openai_compat) and `POST /v1/casts` (gateway) both build a
-`CastRequest` and call `submit`; they differ only in their wire shapes and limits. The service
+`CastRequest` and call `submit`; they differ only in their wire shapes and limits. A live cast
+(`LiveCasts.create`) passes the same `check`. The service
 never loads the model: voices, the languages the workers cannot speak, readiness and why no
 worker is ready come from the workers' notices in the store (`worker_health`); the voice list
 falls back to the last known set (`config/voices`) while no worker is ready. The queue limit
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import NamedTuple, NoReturn
@@ -28,22 +30,26 @@ from typing import NamedTuple, NoReturn
 import msgspec
 
 from speechd import casts
-from speechd.audio import FORMATS, SAMPLE_RATE
+from speechd.audio import SAMPLE_RATE
 from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
 from speechd.durable import Store
-from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
-from speechd.errors import (
-    InvalidRequest,
-    ModelUnavailable,
-    QueueFull,
-    Unavailable,
-    VoiceUnavailable,
+from speechd.engine import LANGUAGES, VoiceBook, voice_language
+from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
+from speechd.limits import MAX_CAST_CHARS
+
+from ._requests import (
+    CastRequest,
+    CheckedRequest,
+    LiveRequest,
+    check_format,
+    check_piece,
+    check_speed,
+    check_text,
 )
 
 __all__ = [
     "MODEL",
     "UNREADY_GRACE_S",
-    "CastRequest",
     "CastService",
     "SubmittedCast",
     "derive_title",
@@ -62,23 +68,6 @@ _TITLE_CHARS = 80
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
-# C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
-_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A cast someone asked for, already shaped by its route (voice not yet resolved)."""
-
-    text: str
-    voice: str | None = None
-    """A voice name, an OpenAI name, or a blend like `af_heart(2)+am_adam(1)`; None = default."""
-    speed: float = 1.0
-    format: str = "mp3"
-    title: str | None = None
-    at_once: bool = False
-    """The caller wants its first audio at once (`start: now`): the worker may make the cast's
-    first chunk while it waits in line. Only a request that creates the cast (or makes a
-    failed one again) sets it for the cast; an identical request joining it changes nothing."""
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -106,21 +95,6 @@ def voice_label(voice: str) -> str:
     if not sep or len(prefix) != 2 or prefix[0] not in LANGUAGES or prefix[1] not in _GENDERS:
         return voice
     return f"{name.replace('_', ' ').title()} ({LANGUAGES[prefix[0]]}, {_GENDERS[prefix[1]]})"
-
-
-def _check_text(text: str, *, max_chars: int, param: str) -> str:
-    """`text` stripped, or `InvalidRequest` if it is empty, too long or not speakable text."""
-    if len(text) > max_chars:
-        raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
-    bad = _FORBIDDEN.search(text)
-    if bad is not None:
-        char = ord(bad.group())
-        what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
-        raise InvalidRequest(f"The input contains {what} U+{char:04X}.", param=param)
-    text = text.strip()
-    if not text:
-        raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
-    return text
 
 
 class CastService:
@@ -229,9 +203,8 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
-    async def resolve_voice(self, voice: str | None) -> str:
-        """The voice spec a cast asking for `voice` (None: the default) is made with; raises
-        what `submit` raises for a voice: `UnknownVoice`, `VoiceUnavailable`, `Unavailable`."""
+    async def _resolve_voice(self, voice: str | None) -> str:
+        """The voice spec a cast asking for `voice` (None: the default) is made with."""
         voices = self._voices(await self.require_workers())
         resolved = voices.book.resolve(voice or self._default_voice)
         reason = voices.unspeakable.get(voices.book.language(resolved))
@@ -241,14 +214,51 @@ class CastService:
 
     # -- making casts -------------------------------------------------------------------
 
-    async def check_queue(self) -> None:
-        """Raise `QueueFull` when a new cast would find the queue full (as `submit` does)."""
-        depth = await self.queue_depth()
-        if depth >= self._max_queue:
-            raise QueueFull(
-                f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
-                retry_after=self._retry_after(depth),
+    async def check(
+        self,
+        request: CastRequest | LiveRequest,
+        *,
+        max_chars: int = MAX_CAST_CHARS,
+        text_param: str = "input",
+    ) -> CheckedRequest:
+        """Every check a request to make a cast passes, in one place, before anything is
+        written; `submit` and `LiveCasts.create` call it, and so may any door that wants to
+        refuse a request before it answers.
+
+        In order: the text (a cast's: `check_text`, at most `max_chars`; a live cast's first
+        piece: `check_piece`; `text_param` names the field), the format, the speed, the voice
+        (resolved against the ready workers: `UnknownVoice`, `VoiceUnavailable` for a language
+        no worker can speak, `Unavailable` or `ModelUnavailable` while none is ready), and
+        room in the queue (`QueueFull`) for a cast that would join it: a live cast, a new
+        cast, or a failed one this request makes again; an identical request joining a cast
+        that exists takes no room. Reads the store, writes nothing.
+        """
+        if isinstance(request, LiveRequest):
+            check_piece(request.text, param=text_param)
+            text = request.text
+        else:
+            text = check_text(request.text, max_chars=max_chars, param=text_param)
+        check_format(request.format)
+        speed = check_speed(request.speed)
+        voice = await self._resolve_voice(request.voice)
+        cast_id = None
+        if isinstance(request, CastRequest):
+            cast_id = casts.cast_id(
+                self._secret,
+                model=MODEL,
+                voice=voice,
+                speed=speed,
+                format=request.format,
+                text=text,
             )
+        if cast_id is None or await self._joins_line(cast_id):
+            depth = await self.queue_depth()
+            if depth >= self._max_queue:
+                raise QueueFull(
+                    f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
+                    retry_after=self._retry_after(depth),
+                )
+        return CheckedRequest(text, voice, speed, request.format, cast_id)
 
     async def queue_depth(self) -> int:
         """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""
@@ -262,53 +272,23 @@ class CastService:
     async def submit(
         self, request: CastRequest, *, max_chars: int, text_param: str = "input"
     ) -> SubmittedCast:
-        """Validate `request`, then create its cast unless an identical one exists.
-
-        Raises `InvalidRequest` (bad text, format or speed), `UnknownVoice`,
-        `VoiceUnavailable` (a language no worker can speak), `Unavailable` or
-        `ModelUnavailable` (no ready worker) or `QueueFull`. Nothing is written to the store
-        unless all checks pass.
-        """
-        text = _check_text(request.text, max_chars=max_chars, param=text_param)
-        if request.format not in FORMATS:
-            raise InvalidRequest(
-                f"Unsupported format {request.format!r}; use one of {', '.join(FORMATS)}.",
-                param="response_format",
-            )
-        if not MIN_SPEED <= request.speed <= MAX_SPEED:
-            raise InvalidRequest(
-                f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
-            )
-        voices = self._voices(await self.require_workers())
-        voice = voices.book.resolve(request.voice or self._default_voice)
-        reason = voices.unspeakable.get(voices.book.language(voice))
-        if reason is not None:
-            raise VoiceUnavailable(reason)
-        speed = round(float(request.speed), 3)
-        cast_id = casts.cast_id(
-            self._secret, model=MODEL, voice=voice, speed=speed, format=request.format, text=text
-        )
+        """Check `request` (`check`), then create its cast unless an identical one exists.
+        Nothing is written to the store unless every check passes."""
+        checked = await self.check(request, max_chars=max_chars, text_param=text_param)
+        assert checked.id is not None  # a cast's id is its content address
         recipe = casts.Recipe(
-            text=text,
+            text=checked.text,
             model=MODEL,
-            voice=voice,
-            speed=speed,
-            format=request.format,
-            title=request.title or derive_title(text),
+            voice=checked.voice,
+            speed=checked.speed,
+            format=checked.format,
+            title=request.title or derive_title(checked.text),
             created_ms=self._now_ms(),
         )
-        # A new cast joins the line, and so does a failed one this request makes again.
-        if await self._joins_line(cast_id):
-            depth = await self.queue_depth()
-            if depth >= self._max_queue:
-                raise QueueFull(
-                    f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
-                    retry_after=self._retry_after(depth),
-                )
         submission = await casts.submit(
-            self.store, cast_id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
+            self.store, checked.id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
         )
-        return SubmittedCast(cast_id, submission.created, recipe)
+        return SubmittedCast(checked.id, submission.created, recipe)
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.

@@ -25,7 +25,6 @@ import collections
 import contextlib
 import hashlib
 import hmac
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -34,42 +33,29 @@ from typing import Final
 import msgspec
 
 from speechd import casts
-from speechd.audio import FORMATS, SAMPLE_RATE
+from speechd.audio import SAMPLE_RATE
 from speechd.durable import SeqMismatch, Store
-from speechd.engine import MAX_SPEED, MIN_SPEED
 from speechd.errors import (
     AuthenticationFailed,
     CastFailed,
     CastNotFound,
     CastNotLive,
     InvalidRequest,
-    PayloadTooLarge,
     SpeechdError,
 )
 
 from ._casts import MODEL, CastService
+from ._requests import (
+    MAX_LIVE_CHARS,
+    MAX_PIECE_CHARS,
+    MAX_PIECES,
+    MAX_TOKEN_CHARS,
+    LiveRequest,
+    check_piece,
+)
 
-__all__ = [
-    "DEFAULT_IDLE_S",
-    "MAX_LIVE_CHARS",
-    "MAX_PIECES",
-    "MAX_PIECE_CHARS",
-    "MAX_TOKEN_CHARS",
-    "LiveCast",
-    "LiveCasts",
-    "LiveRequest",
-    "bearer_token",
-    "check_piece",
-]
+__all__ = ["DEFAULT_IDLE_S", "LiveCast", "LiveCasts"]
 
-MAX_PIECE_CHARS: Final = 4096
-"""The longest piece one append takes (an LLM sends a few characters at a time)."""
-MAX_LIVE_CHARS: Final = 200_000
-"""The longest input a live cast takes in all: as much as `POST /v1/casts` takes at once."""
-MAX_PIECES: Final = 50_000
-"""The most pieces one input takes (each is a record the worker reads)."""
-MAX_TOKEN_CHARS: Final = 256
-"""A bearer token longer than this is refused before it is hashed or compared."""
 DEFAULT_IDLE_S: Final = 60.0
 """An input idle this long is closed as if `done` had come (`--live-idle-timeout`)."""
 
@@ -77,20 +63,6 @@ _TOKEN_BYTES = 32
 _ID_BYTES = 16
 _RECIPES = 1024  # recipes kept in memory (they never change); past it the oldest go
 _TITLE = "Live cast"
-# C0 and C1 control characters but tab, newline and carriage return; lone surrogates (as
-# `CastService.submit` refuses them).
-_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A live cast someone asked for (the route checked the field types)."""
-
-    voice: str | None = None
-    speed: float = 1.0
-    format: str = "mp3"
-    title: str | None = None
-    text: str = ""
-    """A first piece of the input (may be empty)."""
 
 
 class LiveCast(msgspec.Struct, frozen=True):
@@ -99,34 +71,6 @@ class LiveCast(msgspec.Struct, frozen=True):
     """The bearer token that writes the input; shown once, never stored."""
     recipe: casts.Recipe
     input: casts.InputState
-
-
-def check_piece(text: str, *, param: str = "text") -> None:
-    """Raise unless `text` may be a piece: at most `MAX_PIECE_CHARS`, no control characters
-    (but tab and newlines), no lone surrogates. Whitespace is kept as sent."""
-    if len(text) > MAX_PIECE_CHARS:
-        raise PayloadTooLarge(
-            f"A piece is at most {MAX_PIECE_CHARS} characters; this one has {len(text)} "
-            "(send it in several).",
-            param=param,
-        )
-    bad = _FORBIDDEN.search(text)
-    if bad is not None:
-        char = ord(bad.group())
-        what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
-        raise InvalidRequest(f"The text contains {what} U+{char:04X}.", param=param)
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of `Authorization: Bearer <token>`, or None (absent, another scheme, or
-    longer than `MAX_TOKEN_CHARS`: never hashed)."""
-    if not authorization or len(authorization) > MAX_TOKEN_CHARS + 16:
-        return None
-    scheme, _, token = authorization.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_CHARS:
-        return None
-    return token
 
 
 class LiveCasts:
@@ -165,28 +109,18 @@ class LiveCasts:
 
     async def create(self, request: LiveRequest) -> LiveCast:
         """Make a live cast, its input holding `request.text` (if any); raises what
-        `CastService.submit` raises for a bad format, speed or voice, or a full queue."""
-        if request.format not in FORMATS:
-            raise InvalidRequest(
-                f"Unsupported format {request.format!r}; use one of {', '.join(FORMATS)}.",
-                param="response_format",
-            )
-        if not MIN_SPEED <= request.speed <= MAX_SPEED:
-            raise InvalidRequest(
-                f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
-            )
-        check_piece(request.text, param="input")
-        voice = await self.service.resolve_voice(request.voice)
-        await self.service.check_queue()
+        `CastService.check` raises for a bad first piece, format, speed or voice, or a full
+        queue."""
+        checked = await self.service.check(request)
         cast_id = base64.urlsafe_b64encode(secrets.token_bytes(_ID_BYTES)).rstrip(b"=").decode()
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         now_ms = self._now_ms()
         recipe = casts.Recipe(
             text="",
             model=MODEL,
-            voice=voice,
-            speed=round(float(request.speed), 3),
-            format=request.format,
+            voice=checked.voice,
+            speed=checked.speed,
+            format=checked.format,
             title=request.title or _TITLE,  # its first piece may be a word or two
             created_ms=now_ms,
             live=True,
@@ -251,7 +185,7 @@ class LiveCasts:
         )
 
     def _check_token(self, recipe: casts.Recipe, token: str | None) -> None:
-        if token is None:
+        if token is None or len(token) > MAX_TOKEN_CHARS:  # never hashed
             raise AuthenticationFailed(
                 "Writing a live cast's input needs its input token: send "
                 "'Authorization: Bearer <input_token>'."

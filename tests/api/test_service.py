@@ -14,7 +14,8 @@ from speechd import casts
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import InvalidRequest, QueueFull, Unavailable, UnknownVoice
-from speechd.service import CastRequest, CastService, derive_title, voice_label
+from speechd.service import CastRequest, CastService, voice_label
+from speechd.service._casts import derive_title
 from tests.support.engines import VOICES
 
 

@@ -15,7 +15,7 @@ from speechd import casts
 from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore
-from speechd.service import MAX_LIVE_CHARS, MAX_PIECE_CHARS
+from speechd.service._requests import MAX_LIVE_CHARS, MAX_PIECE_CHARS
 from speechd.worker import Worker
 from tests.live.conftest import Clock
 

@@ -17,7 +17,6 @@ import httpx
 import pytest
 import websockets
 
-from speechd import service as live_limits
 from speechd.api import MAX_WS_MESSAGE_BYTES
 from speechd.api.openai_compat._live_wire import MAX_INPUT_BODY_BYTES
 from speechd.config import Settings
@@ -31,6 +30,7 @@ from speechd.durable import (
     Store,
     StreamInfo,
 )
+from speechd.service import _requests as live_limits
 from tests.live._support import LiveApp, serve, wait_done
 
 

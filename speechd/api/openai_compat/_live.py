@@ -20,9 +20,9 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from speechd.errors import AuthenticationFailed
-from speechd.service import LiveCast, LiveCasts, LiveRequest, bearer_token
+from speechd.service import LiveCast, LiveCasts, LiveRequest
 
-from .._auth import ApiKeys
+from .._auth import ApiKeys, bearer_token
 from .._bodies import BodyDecoder
 from ._live_wire import MAX_INPUT_BODY_BYTES, InputAccepted, InputPiece, LiveCastCreated
 from ._models import resolve_model

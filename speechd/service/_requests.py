@@ -1,0 +1,138 @@
+"""What someone asks a door for, the bounds on it, and the checks of it that need no store.
+
+`CastRequest` (a cast whose whole text comes with it) and `LiveRequest` (a live cast: its text
+comes later, a piece at a time) are shaped by their door (an HTTP route, the Wyoming server);
+`CastService.check` runs every check of either, in one place, and returns a `CheckedRequest`.
+The checks here are the parts that read nothing but the request: its text (`check_text` for a
+cast's, `check_piece` for a live piece), its format (`check_format`) and speed
+(`check_speed`). Messages name the request's field (`param`) as the OpenAI-shaped errors do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import msgspec
+
+from speechd.audio import FORMATS
+from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.errors import InvalidRequest, PayloadTooLarge
+
+__all__ = [
+    "MAX_LIVE_CHARS",
+    "MAX_PIECES",
+    "MAX_PIECE_CHARS",
+    "MAX_TOKEN_CHARS",
+    "CastRequest",
+    "CheckedRequest",
+    "LiveRequest",
+    "check_format",
+    "check_piece",
+    "check_speed",
+    "check_text",
+]
+
+MAX_PIECE_CHARS: Final = 4096
+"""The longest piece one append to a live cast's input takes (an LLM sends a few characters at
+a time)."""
+MAX_LIVE_CHARS: Final = 200_000
+"""The longest input a live cast takes in all: as much as `POST /v1/casts` takes at once."""
+MAX_PIECES: Final = 50_000
+"""The most pieces one input takes (each is a record the worker reads)."""
+MAX_TOKEN_CHARS: Final = 256
+"""A bearer token longer than this is refused before it is hashed or compared."""
+
+# C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A cast someone asked for, already shaped by its route (voice not yet resolved)."""
+
+    text: str
+    voice: str | None = None
+    """A voice name, an OpenAI name, or a blend like `af_heart(2)+am_adam(1)`; None = default."""
+    speed: float = 1.0
+    format: str = "mp3"
+    title: str | None = None
+    at_once: bool = False
+    """The caller wants its first audio at once (`start: now`): the worker may make the cast's
+    first chunk while it waits in line. Only a request that creates the cast (or makes a
+    failed one again) sets it for the cast; an identical request joining it changes nothing."""
+
+
+class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A live cast someone asked for (the route checked the field types)."""
+
+    voice: str | None = None
+    speed: float = 1.0
+    format: str = "mp3"
+    title: str | None = None
+    text: str = ""
+    """A first piece of the input (may be empty)."""
+
+
+class CheckedRequest(msgspec.Struct, frozen=True):
+    """A request that passed every check: its text (a cast's stripped; a live cast's first
+    piece as sent), the voice spec it is made with, its speed (rounded as the recipe keeps
+    it) and format, and a cast's id (its content address; None for a live cast, whose id is
+    random)."""
+
+    text: str
+    voice: str
+    speed: float
+    format: str
+    id: str | None = None
+
+
+def _speakable(text: str, *, noun: str, param: str) -> None:
+    bad = _FORBIDDEN.search(text)
+    if bad is not None:
+        char = ord(bad.group())
+        what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
+        raise InvalidRequest(f"The {noun} contains {what} U+{char:04X}.", param=param)
+
+
+def check_text(text: str, *, max_chars: int, param: str = "input") -> str:
+    """A cast's `text` stripped, or `InvalidRequest` if it is empty, longer than `max_chars`
+    or not speakable text (control characters but tab and newlines, lone surrogates)."""
+    if len(text) > max_chars:
+        raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
+    _speakable(text, noun="input", param=param)
+    text = text.strip()
+    if not text:
+        raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
+    return text
+
+
+def check_piece(text: str, *, param: str = "text") -> None:
+    """Raise unless `text` may be a piece of a live cast's input: at most `MAX_PIECE_CHARS`
+    (else `PayloadTooLarge`), speakable (else `InvalidRequest`). Whitespace is kept as sent;
+    an empty piece is allowed."""
+    if len(text) > MAX_PIECE_CHARS:
+        raise PayloadTooLarge(
+            f"A piece is at most {MAX_PIECE_CHARS} characters; this one has {len(text)} "
+            "(send it in several).",
+            param=param,
+        )
+    _speakable(text, noun="text", param=param)
+
+
+def check_format(fmt: str) -> None:
+    """Raise `InvalidRequest` unless `fmt` is one of the encoders' formats."""
+    if fmt not in FORMATS:
+        raise InvalidRequest(
+            f"Unsupported format {fmt!r}; use one of {', '.join(FORMATS)}.",
+            param="response_format",
+        )
+
+
+def check_speed(speed: float) -> float:
+    """`speed` as a recipe keeps it (3 decimals), or `InvalidRequest` outside the engine's
+    bounds."""
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise InvalidRequest(
+            f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
+        )
+    return round(float(speed), 3)
