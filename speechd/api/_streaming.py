@@ -9,20 +9,29 @@ closes (so shutdown never waits on a cast that is still generating). Here each s
 those signals and the client's disconnect; `AbortBody` raised by the body, or a stop without
 a farewell, ends the response without its final chunk, and the server closes the connection
 (uvicorn notes that in one line: "ASGI callable returned without completing response").
-`AppResponse` hands such an app to Litestar as a handler's response.
+`AppResponse` hands such an app to Litestar as a handler's response; `aborting` wraps an audio
+body so that a failure under it (the cast's, the store's) ends it that way, with one log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from litestar import Response
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["AbortBody", "AppResponse", "StreamApp"]
+from speechd.durable import DurableError
+from speechd.errors import SpeechdError
+
+from ._errors import log_store_trouble
+
+__all__ = ["AbortBody", "AppResponse", "StreamApp", "aborting"]
+
+log = logging.getLogger("speechd.api")
 
 
 class AbortBody(Exception):
@@ -104,3 +113,20 @@ class AppResponse(Response[bytes]):
 
     def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIApp:  # type: ignore[override]
         return self._app
+
+
+async def aborting(body: AsyncGenerator[bytes, None], doing: str) -> AsyncGenerator[bytes, None]:
+    """`body`, ended incomplete (`AbortBody`) if its cast fails under it (`SpeechdError`: one
+    warning) or the store does (`DurableError`: `log_store_trouble`'s one line, `doing` saying
+    what was going on). An audio file has no in-band error: its client must see an incomplete
+    body, never a short file that looks whole."""
+    async with contextlib.aclosing(body):
+        try:
+            async for piece in body:
+                yield piece
+        except SpeechdError as exc:
+            log.warning("a cast failed mid-stream, aborting the response: %s", exc)
+            raise AbortBody(str(exc)) from exc
+        except DurableError as exc:
+            log_store_trouble(f"{doing} (aborted)", exc)
+            raise AbortBody(str(exc)) from exc

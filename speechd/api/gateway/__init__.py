@@ -17,7 +17,7 @@ its `settings` and `metrics`):
 
 Casts are submitted by `CastService.submit`, as `/v1/audio/speech` submits them (up to
 `MAX_CAST_CHARS`; the route has its own body limit, `MAX_CAST_BODY_BYTES`); writes take
-`openai_compat.require_api_key`, reads are public (a cast's link is its capability) and rate
+`speechd.api`'s `require_api_key`, reads are public (a cast's link is its capability) and rate
 limited per client; the long-lived ones (SSE, long-polls that wait, live audio) each hold one
 of the client's stream slots (`speechd.limits.StreamSlots`, shared with speech requests).
 Only `pub/casts/<id>` streams are ever read, and only after `is_cast_id(id)`. Every bound

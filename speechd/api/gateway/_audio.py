@@ -16,17 +16,13 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
-from speechd.casts import cast_audio, cast_stream, read_head
+from speechd.casts import cast_stream, read_head
 from speechd.durable import Store
-from speechd.errors import CastFailed
-
-from ._streaming import AbortBody
 
 __all__ = [
     "AudioLayout",
     "ByteRange",
     "Layouts",
-    "live_body",
     "parse_range",
     "range_body",
 ]
@@ -152,12 +148,3 @@ async def range_body(
             body = record.body
             yield body[max(0, span.start - begin) : span.stop - begin]
             chunk += 1
-
-
-async def live_body(store: Store, cast_id: str) -> AsyncGenerator[bytes, None]:
-    """A generating cast's audio as it is appended; ends incomplete if the cast fails."""
-    try:
-        async for data in cast_audio(store, cast_id):
-            yield data
-    except CastFailed as exc:
-        raise AbortBody(str(exc)) from exc

@@ -30,6 +30,7 @@ from speechd.casts import (
     CastState,
     CastStatus,
     Meta,
+    cast_audio,
     cast_captions,
     cast_stream,
     decode,
@@ -48,12 +49,12 @@ from speechd.service import CastRequest, CastService, SubmittedCast
 from .._clients import ClientAddress
 from .._errors import error_body, log_store_trouble
 from .._slots import ClientSlots
+from .._streaming import StreamApp, aborting
 from ..openai_compat import resolve_model
 from ._audio import (
     AudioLayout,
     ByteRange,
     Layouts,
-    live_body,
     parse_range,
     range_body,
 )
@@ -61,7 +62,6 @@ from ._captions import CaptionCache
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
-from ._streaming import AbortBody, StreamApp
 from ._wire import MAX_CAST_CHARS, CastView, NewCast, RecordsPage, cast_view
 from ._wire import record_view as _record_view
 
@@ -102,19 +102,6 @@ async def _whole_file(
         async for piece in body:
             yield finished_bytes(fmt, piece, offset=offset, size=size)
             offset += len(piece)
-
-
-async def _store_trouble_aborts(
-    body: AsyncGenerator[bytes, None], doing: str
-) -> AsyncGenerator[bytes, None]:
-    """`body`, ended incomplete (one log line) if the store fails under it."""
-    async with contextlib.aclosing(body):
-        try:
-            async for piece in body:
-                yield piece
-        except DurableError as exc:
-            log_store_trouble(doing, exc)
-            raise AbortBody("the store failed") from exc
 
 
 def _bounded(header: str | None, limit: int) -> str | None:
@@ -382,7 +369,7 @@ class Gateway:
             self._hold_stream(request)
             headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
             return StreamApp(
-                _store_trouble_aborts(live_body(self.store, cast_id), "streaming live audio"),
+                aborting(cast_audio(self.store, cast_id), "streaming live audio"),
                 headers=_encode(headers),
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
@@ -438,7 +425,7 @@ class Gateway:
             start=span_[0],
             size=size,
         )
-        body = _store_trouble_aborts(body, "serving a cast's audio file")
+        body = aborting(body, "serving a cast's audio file")
         return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
 
 

@@ -22,18 +22,13 @@ from speechd.service import LiveCasts
 
 from .._auth import require_api_key
 from .._bodies import BodyDecoder
+from .._links import cast_headers, cast_url, public_base_url
+from .._streaming import AppResponse, StreamApp
 from ..metrics import ApiMetrics
-from ..openai_compat import (
-    cast_headers,
-    cast_url,
-    create_live,
-    live_created,
-    public_base_url,
-)
+from ..openai_compat import create_live, live_created
 from ._captions import srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
-from ._streaming import AppResponse, StreamApp
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
@@ -78,11 +73,12 @@ async def create_cast(
         return live_created(made, public_base_url(settings, request))
     cast, state = await gateway.create(data)
     metrics.submitted(cast.created)
-    created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
+    base_url = public_base_url(settings, request)
+    created = CastCreated(cast.id, cast_url(base_url, cast.id), state.value)
     return Response(
         created,
         status_code=201 if cast.created else 200,
-        headers=cast_headers(settings, request, cast.id),
+        headers=cast_headers(base_url, cast.id),
     )
 
 

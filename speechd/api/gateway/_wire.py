@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
 from speechd.casts import H_RESUME, CastStatus
 from speechd.durable import Record
-from speechd.engine import MAX_SPEED, MIN_SPEED
 from speechd.limits import (
     MAX_CAST_BODY_BYTES,
     MAX_CAST_CHARS,
     MAX_NAME_CHARS,
-    MAX_TITLE_CHARS,
     MAX_VOICE_CHARS,
 )
+
+from .._fields import AudioFormat, Speed, Title
+from .._links import cast_api_url, cast_url
 
 __all__ = [
     "MAX_CAST_BODY_BYTES",
@@ -31,9 +32,6 @@ __all__ = [
     "record_view",
 ]
 
-AudioFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]  # speechd.audio.FORMATS
-
-
 class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     """`POST /v1/casts`. A missing title is derived from the text (`derive_title`). Every
     field is bounded on decode (`speechd.limits`), before the route runs. With `live`, the
@@ -43,10 +41,10 @@ class NewCast(msgspec.Struct, frozen=True, kw_only=True):
 
     input: Annotated[str, msgspec.Meta(max_length=MAX_CAST_CHARS)] = ""
     voice: Annotated[str, msgspec.Meta(max_length=MAX_VOICE_CHARS)] | None = None
-    speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
+    speed: Speed = 1.0
     response_format: AudioFormat = "mp3"
     model: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)] | None = None
-    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] | None = None
+    title: Title | None = None
     live: bool = False
 
 
@@ -129,10 +127,10 @@ def record_view(record: Record) -> RecordView:
 
 def cast_view(status: CastStatus, base_url: str) -> CastView:
     meta = status.meta
-    api = f"{base_url}/v1/casts/{status.id}"
+    api = cast_api_url(base_url, status.id)
     return CastView(
         id=status.id,
-        url=f"{base_url}/c/{status.id}",
+        url=cast_url(base_url, status.id),
         status=status.state.value,
         title=meta.title,
         voice=meta.voice,

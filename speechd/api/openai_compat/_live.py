@@ -24,10 +24,11 @@ from speechd.service import LiveCast, LiveCasts, LiveRequest
 
 from .._auth import ApiKeys, bearer_token
 from .._bodies import BodyDecoder
+from .._links import cast_url, input_url
 from ._live_wire import MAX_INPUT_BODY_BYTES, InputAccepted, InputPiece, LiveCastCreated
 from ._models import resolve_model
 
-__all__ = ["append_input", "create_live", "input_url", "key_ok", "live_created"]
+__all__ = ["append_input", "create_live", "key_ok", "live_created"]
 
 _INPUT_BODY = BodyDecoder(InputPiece)
 
@@ -43,10 +44,6 @@ def key_ok(connection: ASGIConnection[Any, Any, Any, Any], authorization: str | 
     except AuthenticationFailed:
         return False
     return True
-
-
-def input_url(base_url: str, cast_id: str) -> str:
-    return f"{base_url}/v1/casts/{cast_id}/input"
 
 
 async def create_live(
@@ -70,7 +67,7 @@ def live_created(cast: LiveCast, base_url: str) -> Response[LiveCastCreated]:
     """The 201 answer naming a new live cast and its input."""
     created = LiveCastCreated(
         id=cast.id,
-        url=f"{base_url}/c/{cast.id}",
+        url=cast_url(base_url, cast.id),
         status="queued",
         input_url=input_url(base_url, cast.id),
         input_token=cast.token,

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import MAX_SPEED, MIN_SPEED
-from speechd.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS, MAX_VOICE_CHARS
 from speechd.service import MAX_PIECE_CHARS, MAX_PIECES
+
+from .._fields import AudioFormat, Name, Speed, Title, Voice
 
 __all__ = [
     "MAX_INPUT_BODY_BYTES",
@@ -44,9 +44,6 @@ MAX_WS_MESSAGE_BYTES = 12 * MAX_PIECE_CHARS + 4096
 too, so a longer one is refused before it is read)."""
 
 Seq = Annotated[int, Meta(ge=0, le=MAX_PIECES)]
-Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
-Voice = Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)]
-ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
 class InputPiece(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,10 +82,10 @@ class LiveStart(msgspec.Struct, frozen=True, kw_only=True):
     type: Literal["session.start"] | None = None
     model: Name | None = None
     voice: Voice | None = None
-    speed: Annotated[float, Meta(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
-    response_format: ResponseFormat | None = None
+    speed: Speed | None = None
+    response_format: AudioFormat | None = None
     stream_format: Literal["audio", "json"] | None = None
-    title: Annotated[str, Meta(max_length=MAX_TITLE_CHARS)] | None = None
+    title: Title | None = None
     input: str = ""
 
 

@@ -44,8 +44,9 @@ from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, S
 from speechd.service import LiveCast, LiveCasts
 
 from .._errors import error_body, error_body_for, log_store_trouble
+from .._links import cast_url, input_url, public_base_url
 from .._slots import ClientSlots
-from ._live import create_live, input_url, key_ok
+from ._live import create_live, key_ok
 from ._live_wire import (
     MAX_WS_MESSAGE_BYTES,
     CaptionMessage,
@@ -155,7 +156,7 @@ class _Session:
         await self.send(
             LiveCastMessage(
                 id=cast.id,
-                url=f"{self.base_url}/c/{cast.id}",
+                url=cast_url(self.base_url, cast.id),
                 input_url=input_url(self.base_url, cast.id),
                 input_token=cast.token,
             )
@@ -293,8 +294,4 @@ async def speech_live(
 ) -> None:
     """A live cast over one WebSocket (see this module's docstring)."""
     await socket.accept()
-    base_url = settings.public_url or str(socket.base_url)
-    if not settings.public_url:  # links are for browsers and HTTP clients: ws -> http
-        base_url = "http" + base_url.removeprefix("ws") if base_url.startswith("ws") else base_url
-    base_url = base_url.rstrip("/")
-    await _Session(socket, live_casts, slots, base_url).run()
+    await _Session(socket, live_casts, slots, public_base_url(settings, socket)).run()

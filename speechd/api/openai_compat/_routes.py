@@ -27,6 +27,7 @@ from speechd.service import CastRequest, CastService, voice_label
 
 from .._auth import require_api_key
 from .._bodies import BodyDecoder
+from .._links import cast_headers, public_base_url
 from .._slots import ClientSlots
 from ..metrics import ApiMetrics
 from ._live import append_input
@@ -44,32 +45,10 @@ from ._schemas import (
 )
 from ._speech import Mode, speech_response
 
-__all__ = ["cast_headers", "cast_url", "openai_router", "public_base_url"]
+__all__ = ["openai_router"]
 
 _MODEL_CREATED = 1737936000  # Kokoro-82M v1.0, 2025-01-27
 _SPEECH_BODY = BodyDecoder(SpeechRequest)
-
-
-def public_base_url(settings: Settings, request: Request[Any, Any, Any]) -> str:
-    """The base of the links speechd hands out (`--public-url`, else this request's host),
-    without a trailing slash."""
-    return (settings.public_url or str(request.base_url)).rstrip("/")
-
-
-def cast_url(settings: Settings, request: Request[Any, Any, Any], cast_id: str) -> str:
-    """The absolute link to a cast's player page."""
-    return f"{public_base_url(settings, request)}/c/{cast_id}"
-
-
-def cast_headers(
-    settings: Settings, request: Request[Any, Any, Any], cast_id: str
-) -> dict[str, str]:
-    """Headers that name a cast, so any client's audio response becomes a shareable link."""
-    return {
-        "X-Cast-Id": cast_id,
-        "X-Cast-Url": cast_url(settings, request, cast_id),
-        "Link": f'</c/{cast_id}>; rel="alternate", </v1/casts/{cast_id}/audio>; rel="enclosure"',
-    }
 
 
 @post("/audio/speech", guards=[require_api_key], status_code=200)
@@ -106,7 +85,7 @@ async def create_speech(
         cast,
         mode=mode,
         started=started,
-        headers=cast_headers(settings, request, cast.id),
+        headers=cast_headers(public_base_url(settings, request), cast.id),
         receive=request.receive,
         words=bool(data.word_timestamps),
         start=start,

@@ -15,8 +15,9 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import MAX_SPEED, MIN_SPEED
-from speechd.limits import MAX_INPUT_CHARS, MAX_NAME_CHARS, MAX_VOICE_CHARS
+from speechd.limits import MAX_INPUT_CHARS
+
+from .._fields import AudioFormat, Name, Speed, Voice
 
 __all__ = [
     "MAX_INPUT_CHARS",
@@ -30,11 +31,6 @@ __all__ = [
     "VoiceRef",
 ]
 
-Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
-Voice = Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)]
-ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
-
-
 class VoiceRef(msgspec.Struct, frozen=True):
     """OpenAI's object form of a voice: `{"id": "..."}`."""
 
@@ -47,8 +43,8 @@ class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     voice: Voice | VoiceRef | None = None
     instructions: Annotated[str, Meta(max_length=MAX_INPUT_CHARS)] | None = None
     """Accepted for compatibility and ignored: Kokoro takes no style prompt."""
-    response_format: ResponseFormat | None = None
-    speed: Annotated[float, Meta(ge=MIN_SPEED, le=MAX_SPEED)] | None = None
+    response_format: AudioFormat | None = None
+    speed: Speed | None = None
     stream_format: Literal["audio", "sse"] | None = None
     stream: bool | None = None
     word_timestamps: bool | None = None

@@ -58,7 +58,7 @@ from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.service import CastService, SubmittedCast
 
 from .._errors import error_body, error_body_for, log_store_trouble
-from .._streaming import AbortBody, AppResponse, StreamApp
+from .._streaming import AppResponse, StreamApp, aborting
 from ..metrics import ApiMetrics
 
 __all__ = ["OUTPUT_TOKENS_PER_SECOND", "START_DELAY_HEADER", "Mode", "Start", "speech_response"]
@@ -174,21 +174,6 @@ async def _rest(
             vigil.close()
 
 
-async def _raw(chunks: Chunks) -> AsyncGenerator[bytes, None]:
-    async with aclosing(chunks):
-        try:
-            async for chunk in chunks:
-                yield chunk
-        except SpeechdError as exc:
-            # Ending without the terminating chunk: the client sees an incomplete body, not a
-            # short file that looks whole.
-            log.warning("a cast failed mid-stream, aborting the response: %s", exc)
-            raise AbortBody(str(exc)) from exc
-        except DurableError as exc:
-            log_store_trouble("streaming a speech response (aborted)", exc)
-            raise AbortBody(str(exc)) from exc
-
-
 def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + _json.encode(payload) + b"\n\n"
 
@@ -291,4 +276,5 @@ async def speech_response(
     raw_headers = [(b"content-type", media_type.encode("latin-1"))] + [
         (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
     ]
-    return AppResponse(StreamApp(_raw(rest), headers=raw_headers))  # type: ignore[arg-type]
+    body = aborting(rest, "streaming a speech response")  # type: ignore[arg-type]
+    return AppResponse(StreamApp(body, headers=raw_headers))

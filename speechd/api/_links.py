@@ -1,0 +1,49 @@
+"""The links speechd hands out, built in one place: a cast's player page, its API, its live
+input; the base they hang off; and the headers that name a cast in any response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.connection import ASGIConnection
+
+from speechd.config import Settings
+
+__all__ = ["cast_api_url", "cast_headers", "cast_url", "input_url", "public_base_url"]
+
+
+def public_base_url(settings: Settings, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """The base of the links speechd hands out (`--public-url`, else this request's host; a
+    WebSocket's `ws`/`wss` read as `http`/`https`, since links are for browsers and HTTP
+    clients), without a trailing slash."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    base = str(connection.base_url)
+    if base.startswith("ws"):
+        base = "http" + base.removeprefix("ws")
+    return base.rstrip("/")
+
+
+def cast_url(base_url: str, cast_id: str) -> str:
+    """A cast's player page (`base_url` "" gives the path alone)."""
+    return f"{base_url}/c/{cast_id}"
+
+
+def cast_api_url(base_url: str, cast_id: str) -> str:
+    """A cast's API (`GET` its status; its reads hang below it)."""
+    return f"{base_url}/v1/casts/{cast_id}"
+
+
+def input_url(base_url: str, cast_id: str) -> str:
+    """Where a live cast's input is written."""
+    return f"{cast_api_url(base_url, cast_id)}/input"
+
+
+def cast_headers(base_url: str, cast_id: str) -> dict[str, str]:
+    """Headers that name a cast, so any client's audio response becomes a shareable link."""
+    player, audio = cast_url("", cast_id), cast_api_url("", cast_id) + "/audio"
+    return {
+        "X-Cast-Id": cast_id,
+        "X-Cast-Url": cast_url(base_url, cast_id),
+        "Link": f'<{player}>; rel="alternate", <{audio}>; rel="enclosure"',
+    }
