@@ -91,61 +91,43 @@ async def cast_status(store: Store, cast_id: str, *, now_ms: int) -> CastStatus:
     """Where a cast stands, from a few record reads (never its whole audio)."""
     head = await _head(store, cast_id)
     assert head.meta is not None
-    done = head.length
-    final = head.final
-    planned = final.planned if final is not None else None
-    if planned is None and head.start is not None:
-        planned = head.start.chunks
-    lead = None
-    if head.origin_ms is not None and head.event in (Event.START, Event.AUDIO):
-        lead = head.audio_ms - (now_ms - head.origin_ms)
+    done, planned, audio_ms = head.length, None, head.audio_ms
+    lead = plays_in = error = None
+    hold_ms = head.hold_ms
     if head.event == Event.EOS:
-        eos = decode(head.last.body, Eos) if head.last is not None else None
-        total = eos.chunks if eos is not None else done
-        audio_ms = eos.audio_ms if eos is not None else head.audio_ms
         state = CastState.DONE
-        return CastStatus(
-            cast_id,
-            state,
-            head.meta,
-            head.attempt,
-            total,
-            total,
-            audio_ms,
-            None,
-            hold_ms=head.hold_ms,
-        )
-    if head.event == Event.ERROR:
-        message = head.failure.message if head.failure is not None else "unknown"
-        return CastStatus(
-            cast_id,
-            CastState.FAILED,
-            head.meta,
-            head.attempt,
-            done,
-            planned,
-            head.audio_ms,
-            None,
-            error=message,
-            retryable=True,
-        )
-    if head.start is None or head.event == Event.RETRY:
-        return CastStatus(
-            cast_id, CastState.QUEUED, head.meta, head.attempt, done, planned, head.audio_ms, None
-        )
-    plays_in = None
-    if head.origin_ms is not None and head.origin_ms > now_ms:
-        plays_in = head.origin_ms - now_ms
+        eos = decode(head.last.body, Eos) if head.last is not None else None
+        if eos is not None:
+            done, audio_ms = eos.chunks, eos.audio_ms
+        planned = done
+    else:
+        final = head.final
+        planned = final.planned if final is not None else None
+        if planned is None and head.start is not None:
+            planned = head.start.chunks
+        if head.event == Event.ERROR:
+            state, hold_ms = CastState.FAILED, 0
+            error = head.failure.message if head.failure is not None else "unknown"
+        elif head.start is None or head.event == Event.RETRY:
+            state, hold_ms = CastState.QUEUED, 0
+        else:
+            state = CastState.GENERATING
+            if head.origin_ms is not None and head.event in (Event.START, Event.AUDIO):
+                lead = head.audio_ms - (now_ms - head.origin_ms)
+            if head.origin_ms is not None and head.origin_ms > now_ms:
+                plays_in = head.origin_ms - now_ms
     return CastStatus(
         cast_id,
-        CastState.GENERATING,
+        state,
         head.meta,
         head.attempt,
         done,
         planned,
-        head.audio_ms,
+        audio_ms,
         lead,
-        hold_ms=head.hold_ms,
+        error=error,
+        retryable=state == CastState.FAILED,
+        hold_ms=hold_ms,
         plays_in_ms=plays_in,
     )
 
