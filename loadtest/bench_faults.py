@@ -41,7 +41,15 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from speechd.casts import Event, Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
+from speechd.casts.schema import (
+    Event,
+    Start,
+    WorkerNotice,
+    cast_stream,
+    decode,
+    event_of,
+    worker_stream,
+)
 from speechd.durable import DurableError, Record, Store, open_store
 from speechd.engine import parse_device
 

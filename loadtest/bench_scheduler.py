@@ -35,18 +35,8 @@ from typing import Any
 import msgspec
 
 from speechd.audio import new_encoder
-from speechd.casts import (
-    PROGRESS_DONE,
-    AudioChunk,
-    Eos,
-    Failure,
-    Receipt,
-    Recipe,
-    cast_id,
-    decode,
-    follow_cast,
-    submit,
-)
+from speechd.casts import cast_id, follow_cast, submit
+from speechd.casts.schema import PROGRESS_DONE, AudioChunk, Eos, Failure, Receipt, Recipe, decode
 from speechd.durable import Store, open_store
 from speechd.worker import (
     COMFORTABLE_LEAD_S,

@@ -44,7 +44,8 @@ from typing import Any
 
 import msgspec
 
-from speechd.casts import (
+from speechd.casts import cast_id, deployment_secret, ready_workers, submit
+from speechd.casts.schema import (
     CAST_PREFIX,
     CATALOG_PREFIX,
     H_EVENT,
@@ -56,13 +57,9 @@ from speechd.casts import (
     Cursor,
     Event,
     Recipe,
-    cast_id,
     cast_stream,
     decode,
-    deployment_secret,
     event_of,
-    ready_workers,
-    submit,
 )
 from speechd.durable import (
     MAX_BATCH_BYTES,

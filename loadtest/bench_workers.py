@@ -54,16 +54,8 @@ from typing import Any
 
 import msgspec
 
-from speechd.casts import (
-    H_EVENT,
-    PROGRESS_DONE,
-    WORKERS_PREFIX,
-    Recipe,
-    cast_id,
-    deployment_secret,
-    ready_workers,
-    submit,
-)
+from speechd.casts import cast_id, deployment_secret, ready_workers, submit
+from speechd.casts.schema import H_EVENT, PROGRESS_DONE, WORKERS_PREFIX, Recipe
 from speechd.durable import (
     MAX_BATCH_BYTES,
     AppendAck,

@@ -41,6 +41,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.types import Message, Scope
 
 from speechd import casts
+from speechd.casts import schema
 from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
 from speechd.limits import StreamSlots
@@ -57,10 +58,10 @@ from .openai_compat import openai_router
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
 RETAINED_PREFIXES = (
-    casts.CAST_PREFIX,
-    casts.CATALOG_PREFIX,
-    casts.LEASES_PREFIX,
-    casts.INPUT_PREFIX,
+    schema.CAST_PREFIX,
+    schema.CATALOG_PREFIX,
+    schema.LEASES_PREFIX,
+    schema.INPUT_PREFIX,
 )
 
 

@@ -59,6 +59,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from speechd import casts
+from speechd.casts import schema
 from speechd.durable import SeqOutOfRange, Store
 from speechd.errors import CastNotFound
 from speechd.service import CastService
@@ -126,8 +127,8 @@ class _TelemetryCollector(Collector):
         yield from telemetry_families(self.workers)
 
 
-async def _latest_notice(store: Store, worker_id: str) -> casts.WorkerNotice | None:
-    stream = casts.worker_stream(worker_id)
+async def _latest_notice(store: Store, worker_id: str) -> schema.WorkerNotice | None:
+    stream = schema.worker_stream(worker_id)
     try:
         tail = await store.check_tail(stream)
         batch = await store.read(stream, tail - 1, max_records=1) if tail else None
@@ -136,7 +137,7 @@ async def _latest_notice(store: Store, worker_id: str) -> casts.WorkerNotice | N
     if batch is None or not batch.records:
         return None
     try:
-        notice = casts.decode(batch.records[0].body, casts.WorkerNotice)
+        notice = schema.decode(batch.records[0].body, schema.WorkerNotice)
     except msgspec.DecodeError:
         return None
     return notice if notice.kind != "stopped" else None
@@ -318,14 +319,14 @@ class ApiMetrics:
     async def _read_receipts(self, store: Store) -> None:
         while True:
             try:
-                batch = await store.read(casts.PROGRESS_DONE, self._receipts_next)
+                batch = await store.read(schema.PROGRESS_DONE, self._receipts_next)
             except SeqOutOfRange as exc:
                 # Trimmed below the worker's window (those receipts were never counted here:
                 # the counters count the receipts this process saw), or emptied under us.
                 self._receipts_next = exc.first
                 continue
             for record in batch.records:
-                receipt = casts.decode(record.body, casts.Receipt)
+                receipt = schema.decode(record.body, schema.Receipt)
                 self._completed.inc()
                 self._chunks.inc(receipt.chunks)
                 self._audio_s.inc(receipt.audio_ms / 1000)

@@ -1,15 +1,24 @@
-"""Casts: ids, the record schema, submitting (claims), reading a cast's playable sequence (one
-rule for every reader, in `_playable`), and its word timings (per record and for the whole
-cast)."""
+"""Casts: what every reader and writer of the store agrees on.
+
+* ids (`_ids`): a cast's content address (`cast_id`), keyed with the deployment secret;
+* submitting (`_submit`): the claims that make one cast and one job (`submit`);
+* reading (`_playable`, `_reader`): the playable sequence, one rule for every reader
+  (`read_head`, `playable_spans`, `kept_spans`, `resume_point`), a cast's status, audio and
+  events (`cast_status`, `cast_audio`, `follow_cast`, `playable_chunks`);
+* words (`_captions`): each record's timed words and the whole cast's (`cast_captions`);
+* live input (`_input`): a live cast's pieces and their rules (`append_input`, ...);
+* workers and the line (`_health`, `_queue`): worker notices and health, the voices last
+  known, the line of waiting casts (`QueueLine`), read from the store alone.
+
+The store's schema (stream names, record shapes, codecs, header names, notice states) is the
+public module `speechd.casts.schema`; tests reach the rest through the private modules.
+"""
 
 from __future__ import annotations
 
+from . import schema
 from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._health import (
-    LOADING,
-    READY,
-    STOPPED,
-    UNAVAILABLE,
     WorkerHealth,
     known_voices,
     last_notice,
@@ -20,191 +29,50 @@ from ._health import (
 )
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
-    InputEnd,
     InputState,
     append_input,
     close_input,
-    end_record,
     idle_expired,
-    input_event,
-    piece_record,
     read_input_state,
 )
 from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
-from ._queue import QueueLine, QueuePlace, committed_offset, queue_depth, queue_position
-from ._reader import (
-    CastEvent,
-    CastState,
-    CastStatus,
-    cast_audio,
-    cast_status,
-    follow_cast,
-    playable_chunks,
-)
-from ._records import (
-    H_ATTEMPT,
-    H_CHARS,
-    H_DURATION,
-    H_EVENT,
-    H_HOLD,
-    H_INDEX,
-    H_OFFSET,
-    H_PLAN,
-    H_PLANNED,
-    H_RESUME,
-    H_START,
-    H_TEXT,
-    H_UNIT,
-    H_WORDS,
-    AudioChunk,
-    Cursor,
-    DeadJob,
-    Eos,
-    Event,
-    Failure,
-    Job,
-    Lease,
-    Meta,
-    Receipt,
-    Recipe,
-    RecordSpan,
-    Retry,
-    Start,
-    Word,
-    WorkerNotice,
-    audio_chunk,
-    audio_record,
-    decode,
-    encode,
-    eos_record,
-    error_record,
-    event_of,
-    meta_record,
-    retry_record,
-    start_record,
-)
-from ._streams import (
-    CAST_PREFIX,
-    CATALOG_PREFIX,
-    INPUT_PREFIX,
-    JOBS,
-    JOBS_CURSOR,
-    JOBS_DEAD,
-    KNOWN_VOICES,
-    LEASES_PREFIX,
-    PROGRESS_DONE,
-    SECRET,
-    WORKERS_PREFIX,
-    cast_stream,
-    catalog_stream,
-    input_stream,
-    lease_stream,
-    worker_stream,
-)
-from ._submit import STALE_QUEUED_S, Submission, submit
+from ._queue import QueueLine, committed_offset
+from ._reader import CastState, CastStatus, cast_audio, cast_status, follow_cast, playable_chunks
+from ._submit import submit
 
 __all__ = [
-    "CAST_PREFIX",
-    "CATALOG_PREFIX",
-    "H_ATTEMPT",
-    "H_CHARS",
-    "H_DURATION",
-    "H_EVENT",
-    "H_HOLD",
-    "H_INDEX",
-    "H_OFFSET",
-    "H_PLAN",
-    "H_PLANNED",
-    "H_RESUME",
-    "H_START",
-    "H_TEXT",
-    "H_UNIT",
-    "H_WORDS",
-    "INPUT_PREFIX",
-    "JOBS",
-    "JOBS_CURSOR",
-    "JOBS_DEAD",
-    "KNOWN_VOICES",
-    "LEASES_PREFIX",
-    "LOADING",
-    "PROGRESS_DONE",
-    "READY",
-    "SECRET",
-    "STALE_QUEUED_S",
-    "STOPPED",
-    "UNAVAILABLE",
-    "WORKERS_PREFIX",
-    "AudioChunk",
     "CastCaptions",
-    "CastEvent",
     "CastHead",
     "CastState",
     "CastStatus",
     "CastWord",
-    "Cursor",
-    "DeadJob",
-    "Eos",
-    "Event",
-    "Failure",
-    "InputEnd",
     "InputState",
-    "Job",
-    "Lease",
-    "Meta",
     "QueueLine",
-    "QueuePlace",
-    "Receipt",
-    "Recipe",
-    "RecordSpan",
-    "Retry",
-    "Start",
-    "Submission",
-    "Word",
     "WorkerHealth",
-    "WorkerNotice",
     "append_input",
-    "audio_chunk",
-    "audio_record",
     "cast_audio",
     "cast_captions",
     "cast_id",
     "cast_status",
-    "cast_stream",
-    "catalog_stream",
     "close_input",
     "committed_offset",
-    "decode",
     "deployment_secret",
-    "encode",
-    "end_record",
-    "eos_record",
-    "error_record",
-    "event_of",
     "follow_cast",
     "idle_expired",
-    "input_event",
-    "input_stream",
     "is_cast_id",
     "kept_spans",
     "known_voices",
     "last_notice",
-    "lease_stream",
-    "meta_record",
-    "piece_record",
     "playable_chunks",
     "playable_spans",
-    "queue_depth",
-    "queue_position",
     "read_head",
     "read_input_state",
     "ready_workers",
     "record_words",
     "remember_voices",
     "resume_point",
-    "retry_record",
-    "start_record",
+    "schema",
     "submit",
     "worker_alive",
     "worker_health",
-    "worker_stream",
 ]

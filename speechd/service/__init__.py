@@ -24,7 +24,6 @@ from ._requests import (
     MAX_PIECES,
     MAX_TOKEN_CHARS,
     CastRequest,
-    CheckedRequest,
     LiveRequest,
 )
 
@@ -35,7 +34,6 @@ __all__ = [
     "MODEL",
     "CastRequest",
     "CastService",
-    "CheckedRequest",
     "LiveCast",
     "LiveCasts",
     "LiveRequest",

@@ -31,7 +31,7 @@ import msgspec
 
 from speechd import casts
 from speechd.audio import SAMPLE_RATE
-from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
+from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import Store
 from speechd.engine import LANGUAGES, VoiceBook, voice_language
 from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
@@ -74,7 +74,7 @@ class SubmittedCast(msgspec.Struct, frozen=True):
     id: str
     created: bool
     """False when an identical request made this cast first (it may be done already)."""
-    recipe: casts.Recipe
+    recipe: schema.Recipe
 
 
 def derive_title(text: str) -> str:
@@ -141,11 +141,11 @@ class CastService:
             self._health = (now, health)
             return health
 
-    async def workers(self) -> list[casts.WorkerNotice]:
+    async def workers(self) -> list[schema.WorkerNotice]:
         """The workers whose model is loaded and whose heartbeat is fresh."""
         return (await self.health()).ready
 
-    async def require_workers(self) -> list[casts.WorkerNotice]:
+    async def require_workers(self) -> list[schema.WorkerNotice]:
         """The ready workers; raises why there is none (`ModelUnavailable` with the worker's
         error when the model could not be loaded, else `Unavailable`)."""
         health = await self.health()
@@ -190,7 +190,7 @@ class CastService:
         voices = self._voices(notices)
         return [v for v in voices.book.installed if voice_language(v) not in voices.unspeakable]
 
-    def _voices(self, workers: Sequence[casts.WorkerNotice]) -> _Voices:
+    def _voices(self, workers: Sequence[schema.WorkerNotice]) -> _Voices:
         """The voice book over the workers' voices, and the languages any of them cannot speak
         (any worker may take any job, so one that cannot speak a language rules it out)."""
         installed = tuple(sorted({v for w in workers for v in w.voices}))
@@ -276,7 +276,7 @@ class CastService:
         Nothing is written to the store unless every check passes."""
         checked = await self.check(request, max_chars=max_chars, text_param=text_param)
         assert checked.id is not None  # a cast's id is its content address
-        recipe = casts.Recipe(
+        recipe = schema.Recipe(
             text=checked.text,
             model=MODEL,
             voice=checked.voice,
@@ -292,12 +292,12 @@ class CastService:
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.
-        stream = casts.cast_stream(cast_id)
+        stream = schema.cast_stream(cast_id)
         tail = await self.store.check_tail(stream)
         if tail == 0:
             return True
         last = (await self.store.read(stream, tail - 1, max_records=1)).records
-        return bool(last) and casts.event_of(last[0]) == casts.Event.ERROR
+        return bool(last) and schema.event_of(last[0]) == schema.Event.ERROR
 
     def _retry_after(self, depth: int) -> int:
         # A cast takes seconds to render; suggest a wait that grows with the backlog.

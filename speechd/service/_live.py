@@ -34,6 +34,7 @@ import msgspec
 
 from speechd import casts
 from speechd.audio import SAMPLE_RATE
+from speechd.casts import schema
 from speechd.durable import SeqMismatch, Store
 from speechd.errors import (
     AuthenticationFailed,
@@ -69,7 +70,7 @@ class LiveCast(msgspec.Struct, frozen=True):
     id: str
     token: str
     """The bearer token that writes the input; shown once, never stored."""
-    recipe: casts.Recipe
+    recipe: schema.Recipe
     input: casts.InputState
 
 
@@ -89,7 +90,7 @@ class LiveCasts:
         self.idle_s = idle_s
         self._secret = secret
         self._clock = clock
-        self._recipes: collections.OrderedDict[str, casts.Recipe] = collections.OrderedDict()
+        self._recipes: collections.OrderedDict[str, schema.Recipe] = collections.OrderedDict()
         self.closing = asyncio.Event()
         """Set when the server shuts down: live sessions end."""
 
@@ -115,7 +116,7 @@ class LiveCasts:
         cast_id = base64.urlsafe_b64encode(secrets.token_bytes(_ID_BYTES)).rstrip(b"=").decode()
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         now_ms = self._now_ms()
-        recipe = casts.Recipe(
+        recipe = schema.Recipe(
             text="",
             model=MODEL,
             voice=checked.voice,
@@ -130,8 +131,8 @@ class LiveCasts:
         state = casts.InputState(0, 0, None, 0, 0)
         if request.text:
             # Before the job exists, so the worker finds the first piece at once.
-            piece = casts.piece_record(request.text, len(request.text))
-            stream = casts.input_stream(cast_id)
+            piece = schema.piece_record(request.text, len(request.text))
+            stream = schema.input_stream(cast_id)
             try:
                 ack = await self.store.append(stream, [piece], match_seq_num=0)
             except SeqMismatch as exc:  # 128 random bits collided: never, in practice
@@ -184,7 +185,7 @@ class LiveCasts:
             max_pieces=MAX_PIECES,
         )
 
-    def _check_token(self, recipe: casts.Recipe, token: str | None) -> None:
+    def _check_token(self, recipe: schema.Recipe, token: str | None) -> None:
         if token is None or len(token) > MAX_TOKEN_CHARS:  # never hashed
             raise AuthenticationFailed(
                 "Writing a live cast's input needs its input token: send "
@@ -193,21 +194,21 @@ class LiveCasts:
         if not hmac.compare_digest(self._token_key(token), recipe.input_key):
             raise AuthenticationFailed("Incorrect input token for this live cast.")
 
-    async def _recipe(self, cast_id: str) -> casts.Recipe:
+    async def _recipe(self, cast_id: str) -> schema.Recipe:
         recipe = self._recipes.get(cast_id)
         if recipe is not None:
             self._recipes.move_to_end(cast_id)
             return recipe
-        batch = await self.store.read(casts.catalog_stream(cast_id), 0, max_records=1)
+        batch = await self.store.read(schema.catalog_stream(cast_id), 0, max_records=1)
         if not batch.records:
             raise CastNotFound(f"No cast with id {cast_id!r}.", param="id")
-        recipe = casts.decode(batch.records[0].body, casts.Recipe)
+        recipe = schema.decode(batch.records[0].body, schema.Recipe)
         if not recipe.live:
             raise CastNotLive("This cast is not live: its whole text came with it.")
         self._remember(cast_id, recipe)
         return recipe
 
-    def _remember(self, cast_id: str, recipe: casts.Recipe) -> None:
+    def _remember(self, cast_id: str, recipe: schema.Recipe) -> None:
         self._recipes[cast_id] = recipe
         while len(self._recipes) > _RECIPES:
             self._recipes.popitem(last=False)
@@ -217,19 +218,19 @@ class LiveCasts:
 
     # -- following its audio ------------------------------------------------------------
 
-    async def events(self, cast_id: str) -> AsyncIterator[casts.AudioChunk | casts.Eos]:
+    async def events(self, cast_id: str) -> AsyncIterator[schema.AudioChunk | schema.Eos]:
         """The cast's playable audio records in order, live, then its `Eos`; raises
         `CastFailed` if it fails (after the audio before the failure)."""
         sent = 0
         follow = casts.follow_cast(self.store, cast_id)
         async with contextlib.aclosing(follow):  # type: ignore[type-var]
             async for event in follow:
-                if isinstance(event, casts.AudioChunk):
+                if isinstance(event, schema.AudioChunk):
                     if event.index == sent:
                         sent += 1
                         yield event
-                elif isinstance(event, casts.Eos):
+                elif isinstance(event, schema.Eos):
                     yield event
                     return
-                elif isinstance(event, casts.Failure):
+                elif isinstance(event, schema.Failure):
                     raise CastFailed(f"The cast could not be synthesized: {event.message}")

@@ -30,7 +30,8 @@ import itertools
 import logging
 from collections.abc import Callable, MutableMapping
 
-from speechd.casts import CastHead, Event, read_head
+from speechd.casts import CastHead, read_head
+from speechd.casts.schema import Event
 from speechd.durable import Store
 
 from ._attempts import Attempts

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import msgspec
 
-from speechd.casts import (
+from speechd.casts import CastHead, kept_spans, last_notice, resume_point
+from speechd.casts.schema import (
     AudioChunk,
-    CastHead,
     Eos,
     Event,
     Recipe,
@@ -45,9 +45,6 @@ from speechd.casts import (
     catalog_stream,
     decode,
     eos_record,
-    kept_spans,
-    last_notice,
-    resume_point,
     start_record,
 )
 from speechd.durable import (

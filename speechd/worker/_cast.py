@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from speechd.casts import Recipe, RecordSpan, Start, cast_stream, playable_spans
+from speechd.casts import playable_spans
+from speechd.casts.schema import Recipe, RecordSpan, Start, cast_stream
 from speechd.durable import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from speechd.casts import (
+from speechd.casts import close_input, read_input_state
+from speechd.casts.schema import (
     JOBS_DEAD,
     PROGRESS_DONE,
     DeadJob,
@@ -16,10 +17,8 @@ from speechd.casts import (
     Failure,
     Receipt,
     cast_stream,
-    close_input,
     encode,
     error_record,
-    read_input_state,
 )
 from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 

@@ -21,15 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from speechd.casts import (
-    InputEnd,
-    Recipe,
-    close_input,
-    idle_expired,
-    input_event,
-    input_stream,
-    read_input_state,
-)
+from speechd.casts import close_input, idle_expired, read_input_state
+from speechd.casts.schema import InputEnd, Recipe, input_event, input_stream
 from speechd.durable import Store
 
 from ._cast import Admitted

@@ -26,7 +26,8 @@ from collections import deque
 
 import msgspec
 
-from speechd.casts import JOBS, JOBS_CURSOR, Cursor, Job, committed_offset, decode, encode
+from speechd.casts import committed_offset
+from speechd.casts.schema import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
 from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import JobRef

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import msgspec
 
-from speechd.casts import CastHead, Event, Lease, decode, lease_stream, worker_alive
+from speechd.casts import CastHead, worker_alive
+from speechd.casts.schema import Event, Lease, decode, lease_stream
 from speechd.durable import SeqOutOfRange, Store
 
 __all__ = ["LEASE_SKEW_MS", "lease_held"]

@@ -14,16 +14,8 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 
-from speechd.casts import (
-    CastHead,
-    Event,
-    Lease,
-    cast_stream,
-    encode,
-    event_of,
-    lease_stream,
-    read_head,
-)
+from speechd.casts import CastHead, read_head
+from speechd.casts.schema import Event, Lease, cast_stream, encode, event_of, lease_stream
 from speechd.durable import AppendRecord, SeqOutOfRange, Store
 
 from ._cast import Admitted, JobRef

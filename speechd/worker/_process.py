@@ -25,15 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from speechd.casts import (
+from speechd.casts import last_notice, remember_voices
+from speechd.casts.schema import (
     LOADING,
     READY,
     STOPPED,
     UNAVAILABLE,
     WorkerNotice,
     encode,
-    last_notice,
-    remember_voices,
     worker_stream,
 )
 from speechd.durable import AppendRecord, DurableError, Store, open_store

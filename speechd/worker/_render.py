@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from speechd.casts import AudioChunk, audio_record, record_words
+from speechd.casts import record_words
+from speechd.casts.schema import AudioChunk, audio_record
 from speechd.durable import AppendRecord, Limits, RecordTooLarge
 
 from ._costs import ChunkTimes

@@ -44,13 +44,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speechd.casts import (
+from speechd.casts import last_notice
+from speechd.casts.schema import (
     WORKERS_PREFIX,
     Eos,
     WorkerNotice,
     encode,
     eos_record,
-    last_notice,
     worker_stream,
 )
 from speechd.durable import AppendRecord, Store

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from litestar.testing import AsyncTestClient
 
-from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
 from speechd.config import Settings
 from speechd.durable import Store
 from speechd.worker import Worker
@@ -51,13 +51,13 @@ async def test_retention_removes_casts_nobody_touched(
     async with AsyncTestClient(create_app(settings)) as client:
         response = await client.post("/v1/audio/speech", json={"input": "Short-lived."})
         cast_id = response.headers["x-cast-id"]
-        assert await store.check_tail(casts.cast_stream(cast_id)) > 0
+        assert await store.check_tail(schema.cast_stream(cast_id)) > 0
         for _ in range(100):  # swept within a few sweep intervals of going quiet
-            if await store.check_tail(casts.cast_stream(cast_id)) == 0:
+            if await store.check_tail(schema.cast_stream(cast_id)) == 0:
                 break
             await asyncio.sleep(0.1)
-        assert await store.check_tail(casts.cast_stream(cast_id)) == 0
-        assert await store.check_tail(casts.catalog_stream(cast_id)) == 0
+        assert await store.check_tail(schema.cast_stream(cast_id)) == 0
+        assert await store.check_tail(schema.catalog_stream(cast_id)) == 0
         # The same request makes the cast afresh.
         again = await client.post("/v1/audio/speech", json={"input": "Short-lived."})
         assert again.status_code == 200 and again.headers["x-cast-id"] == cast_id

@@ -15,6 +15,7 @@ from litestar.testing import AsyncTestClient
 
 from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
@@ -77,9 +78,9 @@ BAD_BODIES = [
 
 async def assert_still_serving_and_no_cast(client: AsyncTestClient, store: Store) -> None:
     assert (await client.get("/healthz")).status_code == 200
-    assert await store.list(casts.CAST_PREFIX) == []
-    assert await store.list(casts.CATALOG_PREFIX) == []
-    assert await store.check_tail(casts.JOBS) == 0
+    assert await store.list(schema.CAST_PREFIX) == []
+    assert await store.list(schema.CATALOG_PREFIX) == []
+    assert await store.check_tail(schema.JOBS) == 0
 
 
 @pytest.mark.parametrize(("body", "status", "param", "code"), BAD_INPUTS)
@@ -140,7 +141,7 @@ async def test_no_ready_worker_is_503(settings: Settings, store: Store) -> None:
         response = await client.post("/v1/audio/speech", json=GOOD)
         assert_error(response, 503, type="server_error", code="no_worker_ready")
         assert (await client.get("/healthz")).status_code == 200
-    assert await store.list(casts.CAST_PREFIX) == []
+    assert await store.list(schema.CAST_PREFIX) == []
 
 
 @pytest.fixture
@@ -177,8 +178,8 @@ async def test_a_good_key_passes_and_the_lists_stay_open(keyed_client: AsyncTest
 async def test_queue_full_is_429_with_retry_after(store_dir: Path, store: Store) -> None:
     # A worker that announced itself but works no jobs: the queue only grows.
     now_ms = int(time.time() * 1000)
-    notice = casts.WorkerNotice(kind="ready", worker="idle", time_ms=now_ms, voices=["af_heart"])
-    await store.append(casts.worker_stream("idle"), [AppendRecord(casts.encode(notice))])
+    notice = schema.WorkerNotice(kind="ready", worker="idle", time_ms=now_ms, voices=["af_heart"])
+    await store.append(schema.worker_stream("idle"), [AppendRecord(schema.encode(notice))])
     secret = await casts.deployment_secret(store)
     engine = EngineConfig()
     service = CastService(
@@ -190,4 +191,4 @@ async def test_queue_full_is_429_with_retry_after(store_dir: Path, store: Store)
         response = await client.post("/v1/audio/speech", json={**GOOD, "input": "second"})
         assert_error(response, 429, type="rate_limit_exceeded", code="queue_full")
         assert int(response.headers["retry-after"]) >= 1
-    assert len(await store.list(casts.CAST_PREFIX)) == 1
+    assert len(await store.list(schema.CAST_PREFIX)) == 1

@@ -20,9 +20,8 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from litestar.types import Message
 
-from speechd import casts
 from speechd.api.app import create_app
-from speechd.casts import worker_health
+from speechd.casts import schema, worker_health
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
@@ -61,7 +60,7 @@ async def announce(
 ) -> None:
     """Write a worker's notice by hand: a worker that says it is ready and then does nothing,
     or one that says what went wrong."""
-    notice = casts.WorkerNotice(
+    notice = schema.WorkerNotice(
         kind=kind,
         worker=worker,
         time_ms=now_ms(),
@@ -69,7 +68,7 @@ async def announce(
         heartbeat_ms=heartbeat_ms,
         **fields,
     )
-    await store.append(casts.worker_stream(worker), [AppendRecord(casts.encode(notice))])
+    await store.append(schema.worker_stream(worker), [AppendRecord(schema.encode(notice))])
 
 
 @asynccontextmanager
@@ -86,7 +85,7 @@ async def served(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 async def wait_for_job(store: Store, count: int = 1) -> None:
     """Until `count` jobs are in line (the caller is then waiting on its cast)."""
     deadline = time.monotonic() + 30
-    while await store.check_tail(casts.JOBS) < count:
+    while await store.check_tail(schema.JOBS) < count:
         assert time.monotonic() < deadline, "the cast was never submitted"
         await asyncio.sleep(0.02)
 
@@ -117,7 +116,7 @@ async def test_a_model_that_cannot_load_is_a_503_with_the_reason_everywhere(
         ):
             error = assert_error(response, 503, type="server_error", code="model_unavailable")
             assert error["message"] == reason
-    assert await store.list(casts.CAST_PREFIX) == []
+    assert await store.list(schema.CAST_PREFIX) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -270,7 +269,7 @@ async def test_a_disconnect_before_the_first_byte_frees_the_request(
         sent = await asyncio.wait_for(request, 10)
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 499
     # Its cast stays in line for anyone else who asks.
-    (info,) = await store.list(casts.CAST_PREFIX)
+    (info,) = await store.list(schema.CAST_PREFIX)
     assert info.next_seq == 1
 
 
@@ -343,7 +342,7 @@ async def test_a_voice_whose_language_cannot_be_spoken_is_refused_and_not_listed
             response = await client.post(path, json={"input": "Konnichiwa.", "voice": "jf_alpha"})
             error = assert_error(response, 400, param="voice", code="voice_unavailable")
             assert error["message"] == JAPANESE
-        assert await store.list(casts.CAST_PREFIX) == []
+        assert await store.list(schema.CAST_PREFIX) == []
         # A blend is spoken in its first voice's language: English G2P, a Japanese timbre.
         response = await client.post(
             "/v1/casts", json={"input": "Hello.", "voice": "af_heart(2)+jf_alpha(1)"}

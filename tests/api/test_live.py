@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from speechd import casts
+from speechd.casts import schema
 from speechd.durable import EmbeddedStore, Store
 from tests.api._live import LiveServer, start_server, wait_until
 from tests.api._workers import expected, worker_process
@@ -205,7 +206,7 @@ def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
             results.append(client.post(live.v1 + "/audio/speech", json=payload))
 
     async def jobs_tail(store: Store) -> int:
-        return await store.check_tail(casts.JOBS)
+        return await store.check_tail(schema.JOBS)
 
     # Jobs the workers are done with are trimmed, so count what these requests appended.
     before = on_store(live_dir, jobs_tail)
@@ -219,9 +220,9 @@ def test_32_identical_concurrent_requests_make_one_cast_and_one_job(
     assert {r.content for r in results} == {expected(cast_id, payload["input"])}
 
     async def count(store: Store) -> tuple[int, int]:
-        stream = (await store.read(casts.cast_stream(cast_id), 0)).records
-        metas = [r for r in stream if casts.event_of(r) == casts.Event.META]
-        return await store.check_tail(casts.JOBS) - before, len(metas)
+        stream = (await store.read(schema.cast_stream(cast_id), 0)).records
+        metas = [r for r in stream if schema.event_of(r) == schema.Event.META]
+        return await store.check_tail(schema.JOBS) - before, len(metas)
 
     assert on_store(live_dir, count) == (1, 1)
 

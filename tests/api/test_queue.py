@@ -9,8 +9,8 @@ from pathlib import Path
 
 from litestar.testing import AsyncTestClient
 
-from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from tests.api.test_errors import assert_error
@@ -18,14 +18,14 @@ from tests.api.test_health import announce
 
 
 async def start(store: Store, cast_id: str) -> None:
-    start = casts.Start(attempt=1, worker="w1", chunks=2)
-    await store.append(casts.cast_stream(cast_id), [casts.start_record(start)])
+    start = schema.Start(attempt=1, worker="w1", chunks=2)
+    await store.append(schema.cast_stream(cast_id), [schema.start_record(start)])
 
 
 async def finish(store: Store, cast_id: str) -> None:
     await start(store, cast_id)
-    eos = casts.Eos(chunks=1, audio_ms=1500, gen_ms=30)
-    await store.append(casts.cast_stream(cast_id), [casts.eos_record(1, eos)])
+    eos = schema.Eos(chunks=1, audio_ms=1500, gen_ms=30)
+    await store.append(schema.cast_stream(cast_id), [schema.eos_record(1, eos)])
 
 
 async def test_a_long_cast_at_the_head_of_the_line_does_not_fill_the_queue(
@@ -52,7 +52,7 @@ async def test_a_long_cast_at_the_head_of_the_line_does_not_fill_the_queue(
             assert time.monotonic() < deadline, "finished casts still fill the queue"
             await asyncio.sleep(0.1)
         assert response.status_code == 201, response.text
-        assert await store.check_tail(casts.JOBS) - await cursor(store) == 4
+        assert await store.check_tail(schema.JOBS) - await cursor(store) == 4
 
 
 async def test_a_failed_cast_made_again_takes_a_place_in_line_like_a_new_one(
@@ -64,8 +64,8 @@ async def test_a_failed_cast_made_again_takes_a_place_in_line_like_a_new_one(
         failed = (await client.post("/v1/casts", json={"input": "One."})).json()["id"]
         await client.post("/v1/casts", json={"input": "Two."})
         await start(store, failed)
-        failure = casts.Failure(message="the engine failed", attempts=1)
-        await store.append(casts.cast_stream(failed), [casts.error_record(1, failure)])
+        failure = schema.Failure(message="the engine failed", attempts=1)
+        await store.append(schema.cast_stream(failed), [schema.error_record(1, failure)])
         deadline = time.monotonic() + 10  # what was looked at is cached half a second
         while (
             response := await client.post("/v1/casts", json={"input": "Three."})
@@ -76,25 +76,25 @@ async def test_a_failed_cast_made_again_takes_a_place_in_line_like_a_new_one(
         # Two wait now: asking for the failed one again would make a third.
         again = await client.post("/v1/casts", json={"input": "One."})
         assert_error(again, 429, type="rate_limit_exceeded", code="queue_full")
-        assert (await store.check_tail(casts.cast_stream(failed))) == 3  # no retry appended
+        assert (await store.check_tail(schema.cast_stream(failed))) == 3  # no retry appended
 
 
 async def cursor(store: Store) -> int:
-    tail = await store.check_tail(casts.JOBS_CURSOR)
+    tail = await store.check_tail(schema.JOBS_CURSOR)
     if tail == 0:
         return 0
-    batch = await store.read(casts.JOBS_CURSOR, tail - 1)
-    return casts.decode(batch.records[0].body, casts.Cursor).offset
+    batch = await store.read(schema.JOBS_CURSOR, tail - 1)
+    return schema.decode(batch.records[0].body, schema.Cursor).offset
 
 
 async def test_a_queued_cast_shows_its_place_in_line_and_estimated_start(
     settings: Settings, store: Store
 ) -> None:
     await announce(store)
-    receipt = casts.Receipt(
+    receipt = schema.Receipt(
         id="x", attempt=1, worker="w1", chunks=1, audio_ms=1000, gen_ms=500, xrt=2.0
     )
-    await store.append(casts.PROGRESS_DONE, [AppendRecord(casts.encode(receipt))])
+    await store.append(schema.PROGRESS_DONE, [AppendRecord(schema.encode(receipt))])
     async with AsyncTestClient(create_app(settings)) as client:
         ids = []
         for text in ("Being made now.", "First in line.", "Second in line."):

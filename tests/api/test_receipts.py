@@ -9,16 +9,16 @@ from pathlib import Path
 
 from litestar.testing import AsyncTestClient
 
-from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
 from speechd.config import Settings, load_settings
 from speechd.durable import AppendRecord, Store
 
 
 async def receipts(store: Store, count: int) -> None:
     for n in range(count):
-        receipt = casts.Receipt(f"c{n}", 1, "w1", 2, 1000, 100, 10.0)
-        await store.append(casts.PROGRESS_DONE, [AppendRecord(casts.encode(receipt))])
+        receipt = schema.Receipt(f"c{n}", 1, "w1", 2, 1000, 100, 10.0)
+        await store.append(schema.PROGRESS_DONE, [AppendRecord(schema.encode(receipt))])
 
 
 def completed(metrics: str) -> float:
@@ -28,13 +28,13 @@ def completed(metrics: str) -> float:
 
 async def test_metrics_read_on_past_trimmed_receipts(store_dir: Path, store: Store) -> None:
     await receipts(store, 10)
-    await store.trim(casts.PROGRESS_DONE, 4)  # before the first scrape: six are there
+    await store.trim(schema.PROGRESS_DONE, 4)  # before the first scrape: six are there
     async with AsyncTestClient(create_app(Settings(data_dir=str(store_dir)))) as client:
         first = await client.get("/metrics")
         assert first.status_code == 200
         assert completed(first.text) == 6
         await receipts(store, 10)
-        await store.trim(casts.PROGRESS_DONE, 15)  # past where the last scrape stopped
+        await store.trim(schema.PROGRESS_DONE, 15)  # past where the last scrape stopped
         # /metrics reads the store at most once a second: scrape until it has read again.
         deadline = time.monotonic() + 10
         while completed((second := await client.get("/metrics")).text) == 6:

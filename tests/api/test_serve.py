@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from speechd import casts
+from speechd.casts import schema
 from speechd.durable import EmbeddedStore
 from tests.api._live import LiveServer, start_server
 from tests.support.devices import DEVICE
@@ -90,9 +90,9 @@ def test_sigterm_mid_cast_exits_0_and_the_next_start_finishes_the_cast(data_dir:
     async def check_well_formed() -> None:
         store = await EmbeddedStore.open(data_dir)
         try:
-            records = (await store.read(casts.cast_stream(cast_id), 0)).records
-            assert casts.event_of(records[0]) == casts.Event.META
-            assert all(casts.event_of(r) in set(casts.Event) for r in records)
+            records = (await store.read(schema.cast_stream(cast_id), 0)).records
+            assert schema.event_of(records[0]) == schema.Event.META
+            assert all(schema.event_of(r) in set(schema.Event) for r in records)
         finally:
             await store.close()
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from speechd import casts
+from speechd.casts import schema
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import InvalidRequest, QueueFull, Unavailable, UnknownVoice
@@ -20,10 +21,10 @@ from tests.support.engines import VOICES
 
 
 async def announce(store: Store, *, worker: str = "w1", voices: Sequence[str] = VOICES) -> None:
-    notice = casts.WorkerNotice(
+    notice = schema.WorkerNotice(
         kind="ready", worker=worker, time_ms=int(time.time() * 1000), voices=list(voices)
     )
-    await store.append(casts.worker_stream(worker), [AppendRecord(casts.encode(notice))])
+    await store.append(schema.worker_stream(worker), [AppendRecord(schema.encode(notice))])
 
 
 async def service_on(store: Store, *, max_queue: int = 4, skew_s: float = 0) -> CastService:
@@ -39,7 +40,7 @@ async def service_on(store: Store, *, max_queue: int = 4, skew_s: float = 0) -> 
 
 
 async def cast_streams(store: Store) -> list[str]:
-    return [info.name for info in await store.list(casts.CAST_PREFIX)]
+    return [info.name for info in await store.list(schema.CAST_PREFIX)]
 
 
 async def test_no_ready_worker_means_unavailable_and_nothing_written(store: Store) -> None:
@@ -96,8 +97,8 @@ async def test_identical_requests_share_one_cast_and_one_job(store: Store) -> No
     assert len({r.id for r in results}) == 1
     assert sum(r.created for r in results) == 1
     assert results[0].recipe.text == "Hello there."
-    jobs = (await store.read(casts.JOBS, 0)).records
-    assert [casts.decode(r.body, casts.Job).id for r in jobs] == [results[0].id]
+    jobs = (await store.read(schema.JOBS, 0)).records
+    assert [schema.decode(r.body, schema.Job).id for r in jobs] == [results[0].id]
     # Leading/trailing space does not make another cast; another speed does.
     again = await service.submit(CastRequest(text="Hello there.", voice="af_bella"), max_chars=100)
     faster = await service.submit(
@@ -119,7 +120,7 @@ async def test_queue_over_its_depth_is_refused_but_existing_casts_still_answer(
     assert caught.value.retry_after >= 1
     assert (await service.submit(CastRequest(text="one"), max_chars=100)).id == first.id
     # A worker that commits its cursor past the first job frees a place.
-    await store.append(casts.JOBS_CURSOR, [AppendRecord(casts.encode(casts.Cursor(1)))])
+    await store.append(schema.JOBS_CURSOR, [AppendRecord(schema.encode(schema.Cursor(1)))])
     assert await service.queue_depth() == 1
     assert await service.pending_casts(limit=10) == [
         (await service.submit(CastRequest(text="two"), max_chars=100)).id
@@ -131,8 +132,8 @@ async def test_voice_list_is_the_union_of_ready_workers(store: Store) -> None:
     await announce(store, worker="w1")
     await announce(store, worker="w2", voices=["ff_siwis"])
     # A later heartbeat keeps w2 fresh; the voices are its ready notice's.
-    beat = casts.WorkerNotice(kind="heartbeat", worker="w2", time_ms=int(time.time() * 1000))
-    await store.append(casts.worker_stream("w2"), [AppendRecord(casts.encode(beat))])
+    beat = schema.WorkerNotice(kind="heartbeat", worker="w2", time_ms=int(time.time() * 1000))
+    await store.append(schema.worker_stream("w2"), [AppendRecord(schema.encode(beat))])
     service = await service_on(store)
     assert sorted(await service.voices()) == sorted([*VOICES, "ff_siwis"])
 

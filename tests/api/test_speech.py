@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from speechd import casts
 from speechd.api.openai_compat import MODEL_NAMES
+from speechd.casts import schema
 from speechd.durable import Store
 from tests.api._workers import WORKER_ID, expected
 from tests.support.engines import VOICES, CostEngine, FakeChunkPolicy, chunked_text
@@ -156,7 +157,7 @@ async def test_identical_requests_and_model_aliases_share_one_cast(
             assert response.status_code == 200
             ids.add(response.headers["x-cast-id"])
     assert len(ids) == 1
-    assert await store.check_tail(casts.JOBS) == 1
+    assert await store.check_tail(schema.JOBS) == 1
     other = await client.post(
         "/v1/audio/speech", json={"input": "Same text.", "voice": "af_heart", "speed": 1.25}
     )

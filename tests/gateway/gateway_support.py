@@ -22,15 +22,9 @@ from litestar import Litestar
 from speechd.api.app import close_streams, create_app
 from speechd.api.gateway import Gateway, GatewaySettings
 from speechd.audio import SAMPLE_RATE, new_encoder
-from speechd.casts import (
-    CastStatus,
-    Event,
-    Start,
-    audio_chunk,
-    cast_status,
-    decode,
-    event_of,
-)
+from speechd.casts import CastStatus, cast_status
+from speechd.casts._records import audio_chunk
+from speechd.casts.schema import Event, Start, decode, event_of
 from speechd.config import Settings
 from speechd.durable import Store
 from speechd.worker import EncoderFactory, FifoPolicy, Worker

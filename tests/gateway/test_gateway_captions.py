@@ -29,7 +29,8 @@ from speechd.api.gateway import _routes as gateway_routes
 from speechd.api.gateway._captions import srt
 from speechd.api.gateway._captions import webvtt as render_vtt
 from speechd.audio import SAMPLE_RATE
-from speechd.casts import CastCaptions, CastState, CastWord, catalog_stream
+from speechd.casts import CastCaptions, CastState, CastWord
+from speechd.casts.schema import catalog_stream
 from speechd.durable import Store
 from tests.support.engines import fake_words
 

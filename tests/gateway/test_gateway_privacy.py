@@ -14,15 +14,14 @@ import httpx
 import pytest
 from gateway_support import LiveServer, RawResponse, StepEngine, raw_get, status_when, submit
 
-from speechd.casts import (
+from speechd.casts import CastState, deployment_secret
+from speechd.casts.schema import (
     JOBS,
     JOBS_CURSOR,
     PROGRESS_DONE,
-    CastState,
     Receipt,
     WorkerNotice,
     catalog_stream,
-    deployment_secret,
     encode,
     worker_stream,
 )

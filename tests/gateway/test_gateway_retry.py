@@ -11,7 +11,8 @@ import pytest
 from gateway_support import StepEngine, read_all, status_when, submit
 
 from speechd.audio import new_encoder
-from speechd.casts import Event, Retry, Start, audio_chunk, decode, event_of
+from speechd.casts._records import Retry, audio_chunk
+from speechd.casts.schema import Event, Start, decode, event_of
 from speechd.durable import Store
 from tests.support.engines import FakeChunk, FakeSynthesis, expected_audio
 

@@ -21,10 +21,9 @@ from gateway_support import (
     until,
 )
 
-from speechd import casts
 from speechd.api.app import create_app
 from speechd.api.gateway import GatewaySettings
-from speechd.casts import CastState
+from speechd.casts import CastState, schema
 from speechd.config import Settings
 from speechd.durable import Store
 from speechd.errors import ServerBusy, TooManyStreams
@@ -113,7 +112,7 @@ async def test_long_lived_reads_are_capped_per_client_and_in_all(
             "/v1/audio/speech", json={"input": "Never submitted."}, headers=who("c")
         )
         assert_capped(speech, 503, "server_busy")
-        assert len(await store.list(casts.CAST_PREFIX)) == 1
+        assert len(await store.list(schema.CAST_PREFIX)) == 1
         # One of a's streams ends: its slot is back, and c's live audio is served.
         await held.aclose()
         await until(lambda: slots.in_use == 1)

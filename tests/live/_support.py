@@ -20,7 +20,8 @@ from litestar import Litestar
 from speechd.api import MAX_WS_MESSAGE_BYTES
 from speechd.api.app import close_streams, create_app
 from speechd.audio import new_encoder
-from speechd.casts import AudioChunk, Event, event_of, follow_cast
+from speechd.casts import follow_cast
+from speechd.casts.schema import AudioChunk, Event, event_of
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.engine import FLUSH_S

@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore
 from speechd.service._requests import MAX_LIVE_CHARS, MAX_PIECE_CHARS
@@ -42,10 +43,10 @@ def _error(response: Any, status: int, code: str | None = None) -> dict[str, Any
     return error
 
 
-async def _input(store_dir: Path, cast_id: str) -> tuple[list[str | casts.InputEnd], int]:
+async def _input(store_dir: Path, cast_id: str) -> tuple[list[str | schema.InputEnd], int]:
     async with await EmbeddedStore.open(store_dir) as store:
-        batch = await store.read(casts.input_stream(cast_id), 0)
-        return [casts.input_event(r) for r in batch.records], batch.tail
+        batch = await store.read(schema.input_stream(cast_id), 0)
+        return [schema.input_event(r) for r in batch.records], batch.tail
 
 
 async def test_a_live_cast_answers_with_its_input_link_and_token(client: AsyncTestClient) -> None:
@@ -84,7 +85,7 @@ async def test_pieces_append_in_order_and_done_closes_the_input(
         "type": None,
     }
     events, _ = await _input(store_dir, cast["id"])
-    assert events == ["Hello", " there,", " friend", ".", casts.InputEnd("done", 4, 20)]
+    assert events == ["Hello", " there,", " friend", ".", schema.InputEnd("done", 4, 20)]
 
 
 async def test_a_retry_with_a_stale_seq_is_refused_with_the_seq_to_send(
@@ -180,7 +181,7 @@ async def test_an_idle_input_is_closed_by_its_timeout(
     error = _error(await _append(client, cast, text=" More."), 409, "input_closed")
     assert "idle" in error["message"] and error["seq"] == 1
     events, _ = await _input(store_dir, cast["id"])
-    assert events == ["Hello.", casts.InputEnd("idle", 1, 6)]
+    assert events == ["Hello.", schema.InputEnd("idle", 1, 6)]
 
 
 async def test_the_idle_timeout_is_a_setting_each_cast_keeps(

@@ -15,8 +15,9 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from speechd import casts
 from speechd.api.app import create_app
+from speechd.casts import schema
+from speechd.casts._records import audio_chunk
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore, Store
 from tests.api._workers import worker_process
@@ -51,9 +52,9 @@ async def _captions_when(
     deadline = time.monotonic() + within_s
     while True:
         found = [
-            casts.audio_chunk(r).text
-            for r in (await store.read(casts.cast_stream(cast_id), 0)).records
-            if casts.event_of(r) == casts.Event.AUDIO
+            audio_chunk(r).text
+            for r in (await store.read(schema.cast_stream(cast_id), 0)).records
+            if schema.event_of(r) == schema.Event.AUDIO
         ]
         if len(found) >= count:
             return found
@@ -98,9 +99,9 @@ async def test_the_worker_closes_an_input_idle_past_its_timeout(store: Store) ->
     ):
         cast = await _live(http, input="Nothing follows this.", response_format="mp3")
         records = await wait_done(store, cast["id"])  # nobody said done: the timeout did
-        assert casts.event_of(records[-1]) == casts.Event.EOS
-        batch = await store.read(casts.input_stream(cast["id"]), 0)
-        assert casts.input_event(batch.records[-1]) == casts.InputEnd("idle", 1, 21)
+        assert schema.event_of(records[-1]) == schema.Event.EOS
+        batch = await store.read(schema.input_stream(cast["id"]), 0)
+        assert schema.input_event(batch.records[-1]) == schema.InputEnd("idle", 1, 21)
         late = await http.post(
             cast["input_url"],
             json={"text": " Too late."},
@@ -217,9 +218,9 @@ def test_kill_9_mid_input_resumes_from_what_arrived(tmp_path: Path) -> None:
                 records = await wait_done(store, cast["id"], within_s=120)
                 chunks = await playable(store, cast["id"])
                 starts = [
-                    casts.decode(r.body, casts.Start)
+                    schema.decode(r.body, schema.Start)
                     for r in records
-                    if casts.event_of(r) == casts.Event.START
+                    if schema.event_of(r) == schema.Event.START
                 ]
                 assert len(starts) >= 2 and starts[-1].keep >= 2  # it went on from them
                 spoken = " ".join(c.text for c in chunks if c.text)

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from speechd.casts import Start, cast_stream, decode, ready_workers
+from speechd.casts import ready_workers
+from speechd.casts.schema import Start, cast_stream, decode
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.worker import EncoderFactory, WorkerConfig, run_worker

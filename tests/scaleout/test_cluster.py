@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from speechd.casts import cast_stream
+from speechd.casts.schema import cast_stream
 from speechd.durable import open_store
 from tests.durable.test_nats_cluster import leader_of
 from tests.nats_support import NatsCluster

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from speechd.casts import Start, cast_stream, decode
+from speechd.casts.schema import Start, cast_stream, decode
 from speechd.durable import open_store
 from tests.support.engines import expected_audio
 from tests.worker._helpers import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from speechd.casts import cast_stream
+from speechd.casts.schema import cast_stream
 from speechd.durable import Record, Store
 
 __all__ = ["read_cast", "read_stream"]

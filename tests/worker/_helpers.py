@@ -8,20 +8,18 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from speechd.casts import (
+from speechd.casts import cast_id, deployment_secret, submit
+from speechd.casts._records import audio_chunk
+from speechd.casts.schema import (
     JOBS_CURSOR,
     Cursor,
     Eos,
     Event,
     Recipe,
     Start,
-    audio_chunk,
-    cast_id,
     cast_stream,
     decode,
-    deployment_secret,
     event_of,
-    submit,
 )
 from speechd.durable import (
     AppendAck,

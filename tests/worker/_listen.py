@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from speechd.casts import audio_chunk
+from speechd.casts._records import audio_chunk
 from speechd.durable import Record
 
 from ._helpers import playable

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from speechd.casts import Event, Failure, Start, cast_audio, cast_stream, decode, event_of
+from speechd.casts import cast_audio
+from speechd.casts.schema import Event, Failure, Start, cast_stream, decode, event_of
 from speechd.durable import AppendAck, AppendRecord, DurableError, Store
 from speechd.errors import CastFailed
 from tests.support.engines import CostEngine, FakeChunkPolicy, chunked_text, expected_audio

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from speechd.audio import FORMATS, new_encoder
-from speechd.casts import cast_audio, cast_stream
+from speechd.casts import cast_audio
+from speechd.casts.schema import cast_stream
 from speechd.durable import Store
 from speechd.worker import MAX_RECORD_S
 from tests.support.engines import CostEngine, expected_audio

@@ -7,7 +7,9 @@ import asyncio
 import threading
 import time
 
-from speechd.casts import (
+from speechd.casts import read_head
+from speechd.casts._records import meta_record
+from speechd.casts.schema import (
     LEASES_PREFIX,
     Lease,
     Start,
@@ -15,11 +17,9 @@ from speechd.casts import (
     decode,
     encode,
     lease_stream,
-    meta_record,
-    read_head,
     start_record,
 )
-from speechd.casts import Meta as CastMeta
+from speechd.casts.schema import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
 from speechd.worker import LEASE_SKEW_MS, DeadlinePolicy, lease_held
 from tests.support.engines import GatedEngine, expected_audio

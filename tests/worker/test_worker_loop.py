@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from speechd.casts import (
+from speechd.casts import cast_audio
+from speechd.casts._records import audio_chunk
+from speechd.casts.schema import (
     JOBS,
     JOBS_DEAD,
     PROGRESS_DONE,
@@ -15,8 +17,6 @@ from speechd.casts import (
     Receipt,
     RecordSpan,
     Start,
-    audio_chunk,
-    cast_audio,
     cast_stream,
     decode,
     encode,

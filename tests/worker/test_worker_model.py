@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from speechd.audio import new_encoder
-from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, decode, event_of
+from speechd.casts import cast_audio
+from speechd.casts._records import audio_chunk
+from speechd.casts.schema import Eos, Start, cast_stream, decode, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
 from speechd.worker import Worker

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from speechd.casts import (
-    KNOWN_VOICES,
-    WorkerHealth,
-    WorkerNotice,
-    decode,
-    encode,
-    known_voices,
-    worker_health,
-    worker_stream,
-)
+from speechd.casts import WorkerHealth, known_voices, worker_health
+from speechd.casts._streams import KNOWN_VOICES
+from speechd.casts.schema import WorkerNotice, decode, encode, worker_stream
 from speechd.durable import AppendRecord, Store, open_store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable, Unavailable

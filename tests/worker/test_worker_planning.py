@@ -7,7 +7,8 @@ import asyncio
 import threading
 import time
 
-from speechd.casts import Event, audio_chunk, cast_stream, event_of
+from speechd.casts._records import audio_chunk
+from speechd.casts.schema import Event, cast_stream, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, Planner
 from speechd.worker import FifoPolicy

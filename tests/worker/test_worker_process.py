@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from speechd.casts import (
+from speechd.casts import ready_workers
+from speechd.casts.schema import (
     JOBS,
     JOBS_DEAD,
     DeadJob,
@@ -21,7 +22,6 @@ from speechd.casts import (
     cast_stream,
     decode,
     event_of,
-    ready_workers,
     worker_stream,
 )
 from speechd.durable import Store

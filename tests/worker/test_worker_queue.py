@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from speechd.casts import (
+from speechd.casts import QueueLine
+from speechd.casts._queue import QueuePlace, queue_depth
+from speechd.casts.schema import (
     JOBS,
     PROGRESS_DONE,
     AudioChunk,
     Eos,
     Failure,
-    QueueLine,
-    QueuePlace,
     Receipt,
     Start,
     audio_record,
@@ -21,7 +21,6 @@ from speechd.casts import (
     encode,
     eos_record,
     error_record,
-    queue_depth,
     start_record,
 )
 from speechd.durable import AppendRecord, Store
@@ -103,7 +102,7 @@ async def test_a_failed_cast_asked_for_again_waits_in_line(store: Store) -> None
 
 
 def encode_job(cid: str) -> bytes:
-    from speechd.casts import Job
+    from speechd.casts.schema import Job
 
     return encode(Job(cid))
 

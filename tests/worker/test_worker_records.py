@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from speechd.audio import new_encoder
-from speechd.casts import Failure, cast_audio, cast_captions, cast_stream, decode
+from speechd.casts import cast_audio, cast_captions
+from speechd.casts.schema import Failure, cast_stream, decode
 from speechd.durable import (
     AppendAck,
     AppendRecord,

@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 
 from speechd.audio import FORMATS, new_encoder
-from speechd.casts import (
+from speechd.casts import cast_audio, cast_status
+from speechd.casts.schema import (
     Event,
     Start,
     WorkerNotice,
-    cast_audio,
-    cast_status,
     cast_stream,
     decode,
     event_of,

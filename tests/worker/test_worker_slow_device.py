@@ -7,17 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from speechd.casts import (
-    H_HOLD,
-    JOBS,
-    Event,
-    Job,
-    Start,
-    audio_chunk,
-    cast_stream,
-    decode,
-    event_of,
-)
+from speechd.casts._records import H_HOLD, audio_chunk
+from speechd.casts.schema import JOBS, Event, Job, Start, cast_stream, decode, event_of
 from speechd.durable import Limits, Record, Store, record_size
 from speechd.engine import FLUSH_S, ChunkPolicy, Planner
 from speechd.worker import QUANTUM_S, SLOW_LIFT, DeadlinePolicy

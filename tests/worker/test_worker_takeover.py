@@ -7,7 +7,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from speechd.casts import LEASES_PREFIX, Start, cast_stream, decode
+from speechd.casts.schema import LEASES_PREFIX, Start, cast_stream, decode
 from speechd.durable import Store, open_store
 from tests.support.engines import CostEngine, GatedEngine, expected_audio
 

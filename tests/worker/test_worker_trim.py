@@ -8,15 +8,8 @@ import time
 
 import pytest
 
-from speechd.casts import (
-    JOBS,
-    JOBS_CURSOR,
-    PROGRESS_DONE,
-    QueueLine,
-    Receipt,
-    decode,
-    encode,
-)
+from speechd.casts import QueueLine
+from speechd.casts.schema import JOBS, JOBS_CURSOR, PROGRESS_DONE, Receipt, decode, encode
 from speechd.durable import AppendRecord, SeqOutOfRange, Store
 
 from ._helpers import cursor, ended, make_worker, running, submit_text, wait_cursor, wait_ended

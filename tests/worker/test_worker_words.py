@@ -5,17 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from speechd.casts import (
-    H_UNIT,
-    H_WORDS,
-    AudioChunk,
-    Word,
-    audio_chunk,
-    audio_record,
-    cast_captions,
-    cast_stream,
-    record_words,
-)
+from speechd.casts import cast_captions, record_words
+from speechd.casts._records import H_UNIT, H_WORDS, Word, audio_chunk
+from speechd.casts.schema import AudioChunk, audio_record, cast_stream
 from speechd.durable import Record, Store
 from speechd.engine import WordTiming
 from tests.support.engines import SAMPLE_RATE, CostEngine, FakeChunkPolicy, fake_words

@@ -16,7 +16,8 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
-from speechd.casts import cast_stream, read_head
+from speechd.casts import read_head
+from speechd.casts.schema import cast_stream
 from speechd.durable import Store
 
 __all__ = [

@@ -24,18 +24,8 @@ import msgspec
 from litestar import Request
 
 from speechd.audio import FORMATS, content_type, finished_bytes
-from speechd.casts import (
-    H_EVENT,
-    CastCaptions,
-    CastState,
-    CastStatus,
-    Meta,
-    cast_audio,
-    cast_captions,
-    cast_stream,
-    decode,
-    is_cast_id,
-)
+from speechd.casts import CastCaptions, CastState, CastStatus, cast_audio, cast_captions, is_cast_id
+from speechd.casts.schema import H_EVENT, Meta, cast_stream, decode
 from speechd.durable import DurableError, SeqOutOfRange
 from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, StoreUnavailable
 from speechd.limits import (

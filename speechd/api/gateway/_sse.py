@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from speechd.casts import H_EVENT, cast_stream
+from speechd.casts.schema import H_EVENT, cast_stream
 from speechd.durable import DurableError, Record, Store
 
 from .._errors import log_store_trouble

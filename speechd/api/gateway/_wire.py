@@ -7,7 +7,8 @@ from typing import Annotated
 
 import msgspec
 
-from speechd.casts import H_RESUME, CastStatus
+from speechd.casts import CastStatus
+from speechd.casts.schema import H_RESUME
 from speechd.durable import Record
 from speechd.limits import (
     MAX_CAST_BODY_BYTES,

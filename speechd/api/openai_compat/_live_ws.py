@@ -37,7 +37,7 @@ import msgspec
 from litestar import WebSocket, websocket
 from litestar.di import NamedDependency
 
-from speechd.casts import AudioChunk
+from speechd.casts.schema import AudioChunk
 from speechd.config import Settings
 from speechd.durable import DurableError
 from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable

@@ -52,7 +52,8 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from speechd.audio import content_type, finished_bytes
-from speechd.casts import AudioChunk, playable_chunks
+from speechd.casts import playable_chunks
+from speechd.casts.schema import AudioChunk
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.service import CastService, SubmittedCast

@@ -1,0 +1,108 @@
+"""The store's schema, as its users outside `speechd.casts` need it (DESIGN.md §1): the
+streams' names, the records they hold (msgspec Structs, the event a cast record carries, its
+documented header names), how a record is encoded, decoded and written, and the states a
+worker's notice says.
+
+    from speechd.casts import schema
+    schema.cast_stream(cast_id)            # "pub/casts/<id>"
+    schema.decode(record.body, schema.Job)
+
+The rules that read and write these records (claims, the playable sequence, live input,
+worker health, the line of waiting casts) are `speechd.casts`'s own surface. Every name here is
+defined in one of the package's private modules (`_streams`, `_records`, `_input`,
+`_health`), which document the layout; the header names not listed are read only inside the
+package.
+"""
+
+from __future__ import annotations
+
+from ._health import LOADING, READY, STOPPED, UNAVAILABLE
+from ._input import InputEnd, input_event, piece_record
+from ._records import (
+    H_EVENT,
+    H_RESUME,
+    AudioChunk,
+    Cursor,
+    DeadJob,
+    Eos,
+    Event,
+    Failure,
+    Job,
+    Lease,
+    Meta,
+    Receipt,
+    Recipe,
+    RecordSpan,
+    Start,
+    WorkerNotice,
+    audio_record,
+    decode,
+    encode,
+    eos_record,
+    error_record,
+    event_of,
+    start_record,
+)
+from ._streams import (
+    CAST_PREFIX,
+    CATALOG_PREFIX,
+    INPUT_PREFIX,
+    JOBS,
+    JOBS_CURSOR,
+    JOBS_DEAD,
+    LEASES_PREFIX,
+    PROGRESS_DONE,
+    WORKERS_PREFIX,
+    cast_stream,
+    catalog_stream,
+    input_stream,
+    lease_stream,
+    worker_stream,
+)
+
+__all__ = [
+    "CAST_PREFIX",
+    "CATALOG_PREFIX",
+    "H_EVENT",
+    "H_RESUME",
+    "INPUT_PREFIX",
+    "JOBS",
+    "JOBS_CURSOR",
+    "JOBS_DEAD",
+    "LEASES_PREFIX",
+    "LOADING",
+    "PROGRESS_DONE",
+    "READY",
+    "STOPPED",
+    "UNAVAILABLE",
+    "WORKERS_PREFIX",
+    "AudioChunk",
+    "Cursor",
+    "DeadJob",
+    "Eos",
+    "Event",
+    "Failure",
+    "InputEnd",
+    "Job",
+    "Lease",
+    "Meta",
+    "Receipt",
+    "Recipe",
+    "RecordSpan",
+    "Start",
+    "WorkerNotice",
+    "audio_record",
+    "cast_stream",
+    "catalog_stream",
+    "decode",
+    "encode",
+    "eos_record",
+    "error_record",
+    "event_of",
+    "input_event",
+    "input_stream",
+    "lease_stream",
+    "piece_record",
+    "start_record",
+    "worker_stream",
+]
