@@ -3,6 +3,7 @@
     speechd serve    the api, a supervised worker and the embedded store, in one command
     speechd api      the api alone, against a store that workers share
     speechd worker   one worker alone (it loads the model), against the same store
+    speechd wyoming  the Wyoming server (Home Assistant) alone, against the same store
     speechd top      the workers, their devices and the casts in flight, live from /metrics
 
 Every flag has a `SPEECHD_*` environment variable (see `speechd.config`). SIGTERM or SIGINT
@@ -102,6 +103,43 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _wyoming_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("wyoming (Home Assistant)")
+    group.add_argument(
+        "--wyoming-uri",
+        help="serve the Wyoming protocol on tcp://host:port or unix:///path, e.g. "
+        "tcp://0.0.0.0:10200 (default: off)",
+    )
+    group.add_argument(
+        "--wyoming-zeroconf",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="advertise the Wyoming server over mDNS as NAME (default speechd-<host>), so "
+        "Home Assistant discovers it",
+    )
+
+
+def _wyoming_command_flags(parser: argparse.ArgumentParser) -> None:
+    """The api's settings a Wyoming server run apart reads too (help as for `speechd api`)."""
+    group = parser.add_argument_group("casts")
+    group.add_argument("--max-queue", type=int, help="queued casts before a full queue (64)")
+    group.add_argument(
+        "--live-idle-timeout", help="close a streamed synthesis's input idle this long (60s)"
+    )
+    group.add_argument(
+        "--start",
+        choices=["smooth", "now"],
+        help="hold a synthesis's first audio until it can play through (smooth), or send it "
+        "at once (now) (smooth)",
+    )
+    group.add_argument("--public-url", help="the api's base URL, for cast links in audio-start")
+    group.add_argument("--max-streams", type=int, help="connections held in all (512)")
+    group.add_argument(
+        "--max-client-streams", type=int, help="connections one client holds (64)"
+    )
+
+
 def _voice_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-voice", help="voice used when a request names none (af_heart)")
 
@@ -152,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
         _api_flags(sub)
     for sub in (serve, worker):
         _worker_flags(sub)
+    wyoming = commands.add_parser(
+        "wyoming", help="the Wyoming server (Home Assistant) alone, against a shared store"
+    )
+    _store_flags(wyoming)
+    _voice_flag(wyoming)
+    _wyoming_command_flags(wyoming)
+    for sub in (serve, api, wyoming):
+        _wyoming_flags(sub)
     top = commands.add_parser("top", help="workers, devices and casts, live from an api")
     top.add_argument(
         "--url",
@@ -276,6 +322,16 @@ def _worker(settings: Settings) -> int:
     return run_worker(worker_config(settings))
 
 
+def _wyoming(settings: Settings) -> int:
+    from speechd.wyoming import run_wyoming
+
+    failure = _store_error(settings.store_url)
+    if failure is not None:
+        log.error("cannot open the store: %s", failure)
+        return 1
+    return run_wyoming(settings)
+
+
 def _top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import os
 
@@ -302,8 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(flags)
     except SettingsError as exc:
         parser.error(str(exc))
+    if args.command == "wyoming" and settings.wyoming_uri is None:
+        parser.error("speechd wyoming needs --wyoming-uri (SPEECHD_WYOMING_URI), e.g. tcp://0.0.0.0:10200")
     _configure_logging(settings)
-    command = {"serve": _serve, "api": run_api, "worker": _worker}[args.command]
+    command = {"serve": _serve, "api": run_api, "worker": _worker, "wyoming": _wyoming}[
+        args.command
+    ]
     return command(settings)
 
 
