@@ -15,6 +15,7 @@ the worker and exits 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import signal
@@ -29,7 +30,9 @@ from speechd.engine import DEVICE_HELP
 
 if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
+    from speechd.limits import StreamSlots
     from speechd.worker import WorkerConfig
+    from speechd.wyoming import WyomingDoor
 
 __all__ = ["build_parser", "main", "run_api", "worker_config"]
 
@@ -246,8 +249,6 @@ def _signals_end_the_server() -> Iterator[None]:
 def _store_error(url: str) -> str | None:
     """Why the store at `url` cannot be opened, or None: checked before serving, so a wrong
     `--store` (an unreachable NATS, say) is one line instead of a failed startup's traceback."""
-    import asyncio
-
     from speechd.durable import DurableError, open_store
 
     async def probe() -> None:
@@ -273,12 +274,15 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         log.error("cannot open the store: %s", failure)
         return 1
     app = create_app(settings, supervisor=supervisor)
+    doors: list[WyomingDoor] = []
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # uvicorn waits on in-flight responses before the app's own shutdown runs; a
             # listener following a cast still generating must not hold that wait up.
             await close_streams(app)
+            for door in doors:
+                await door.close()
             await super().shutdown(sockets)
 
     config = uvicorn.Config(
@@ -306,8 +310,30 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         f"{len(settings.api_keys)} API key(s)" if settings.api_keys else "open (no API keys)",
     )
     with _signals_end_the_server():
-        server.run()
+        if settings.wyoming_uri is None:
+            server.run()
+        elif not asyncio.run(_serve_with_wyoming(server, settings, app.state.slots, doors)):
+            return 1
     return 0 if server.started else 1
+
+
+async def _serve_with_wyoming(
+    server: Any, settings: Settings, slots: StreamSlots, doors: list[WyomingDoor]
+) -> bool:
+    """Serve the api with the Wyoming server beside it, in one event loop: its connections
+    hold the api's own stream slots, so `--max-streams` and `--max-client-streams` count
+    both doors. False when the Wyoming address cannot be listened on (the api never starts)."""
+    from speechd.wyoming import wyoming_door
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            door = await stack.enter_async_context(wyoming_door(settings, slots=slots))
+        except OSError as exc:
+            log.error("cannot serve Wyoming on %s: %s", settings.wyoming_uri, exc)
+            return False
+        doors.append(door)
+        await server.serve()
+    return True
 
 
 def _serve(settings: Settings) -> int:
