@@ -12,6 +12,7 @@ never loads the model.
 from __future__ import annotations
 
 from ._bounds import (
+    AFTER_ERROR_IDLE_S,
     AUDIO_CHUNK_SAMPLES,
     IDLE_S,
     MAX_HEADER_BYTES,
@@ -25,6 +26,7 @@ from ._info import LANGUAGE_TAGS, PROGRAM, describe
 from ._zeroconf import SERVICE_TYPE
 
 __all__ = [
+    "AFTER_ERROR_IDLE_S",
     "AUDIO_CHUNK_SAMPLES",
     "IDLE_S",
     "LANGUAGE_TAGS",

@@ -14,6 +14,7 @@ from typing import Final
 from speechd.limits import MAX_INPUT_CHARS, MAX_VOICE_CHARS
 
 __all__ = [
+    "AFTER_ERROR_IDLE_S",
     "AUDIO_CHUNK_SAMPLES",
     "IDLE_S",
     "MAX_HEADER_BYTES",
@@ -39,6 +40,11 @@ text takes a live cast's limits (a piece per `synthesize-chunk`, the whole input
 IDLE_S: Final = 60.0
 """How long a connection may wait between events it sends (a dropped one mid-stream leaves
 its cast to finish the text that came)."""
+
+AFTER_ERROR_IDLE_S: Final = 5.0
+"""How long a connection waits for its next event after an `error`: a client that goes on
+sends it at once, and one that waits for audio (Home Assistant reads until `audio-stop` or
+the socket closes) is let go in seconds."""
 
 SEND_TIMEOUT_S: Final = 30.0
 """How long one event may wait for the client to read: past it the client is dropped (a

@@ -17,9 +17,9 @@ only a malformed event (one whose framing cannot be trusted) ends it, after its 
 
 The connection holds one of the api's stream slots while it is open (past the caps it gets
 the 429/503 error and is closed before anything is read), waits at most `IDLE_S` for each
-event, and drops a client that does not read an event within `SEND_TIMEOUT_S`. A connection
-that ends mid-stream, however it ends, closes its live cast's input: the cast speaks the text
-that came, to its end, and its link replays it.
+event (`AFTER_ERROR_IDLE_S` after a refusal), and drops a client that does not read an event
+within `SEND_TIMEOUT_S`. A connection that ends mid-stream, however it ends, closes its live
+cast's input: the cast speaks the text that came, to its end, and its link replays it.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from speechd.service import CastRequest
 
 from . import _wire
 from ._audio import play
-from ._bounds import MAX_SYNTHESIZE_CHARS
+from ._bounds import AFTER_ERROR_IDLE_S, MAX_SYNTHESIZE_CHARS
 from ._info import describe, language_tag
 from ._reader import BoundedReader
 
@@ -95,6 +95,7 @@ class Connection(AsyncEventHandler):
         self._door = door
         self._send_lock = asyncio.Lock()
         self._stream: _Stream | None = None
+        self._refused = False  # the last event was answered with an error
 
     # -- the socket ---------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class Connection(AsyncEventHandler):
 
     async def error(self, exc: SpeechdError) -> None:
         """Send `exc` as an `error` event: its message, and its code (or its type)."""
+        self._refused = True
         await self.send(Error(text=exc.message, code=exc.code or exc.type).event())
 
     # -- the connection -----------------------------------------------------------------
@@ -157,7 +159,7 @@ class Connection(AsyncEventHandler):
         while not self._door.closing.is_set():
             try:
                 reading = async_read_event(self._events)  # type: ignore[arg-type]
-                event = await asyncio.wait_for(reading, self._door.idle_s)
+                event = await asyncio.wait_for(reading, self._idle_s())
             except asyncio.TimeoutError:
                 return
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -174,6 +176,14 @@ class Connection(AsyncEventHandler):
                 await self.error(InvalidRequest("An event needs a string type and object data."))
                 continue
             await self.handle_event(event)
+
+    def _idle_s(self) -> float:
+        """How long to wait for the next event: `idle_s`, but after a refusal only
+        `AFTER_ERROR_IDLE_S`. A client that goes on sends its next request at once; one that
+        reads on for audio that will not come (Home Assistant waits for `audio-stop` or the
+        socket to close) learns of the failure in seconds, not at the idle timeout."""
+        refused, self._refused = self._refused, False
+        return min(self._door.idle_s, AFTER_ERROR_IDLE_S) if refused else self._door.idle_s
 
     async def handle_event(self, event: Event) -> bool:
         kind = event.type

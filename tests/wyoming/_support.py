@@ -139,12 +139,14 @@ class Heard:
         return next(t for t, e in self.events if e.type == kind)
 
 
-async def hear(client: AsyncClient, *, until: str = AudioStop().event().type) -> Heard:
+async def hear(
+    client: AsyncClient, *, until: str = AudioStop().event().type, read_s: float = READ_S
+) -> Heard:
     """Read events until one of kind `until` (or an `error` while no audio started), or the
-    connection closes."""
+    connection closes; `read_s`: the failsafe for each event."""
     heard = Heard()
     while True:
-        event = await asyncio.wait_for(client.read_event(), READ_S)
+        event = await asyncio.wait_for(client.read_event(), read_s)
         if event is None:
             return heard
         heard.events.append((time.monotonic(), event))

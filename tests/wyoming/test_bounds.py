@@ -187,3 +187,16 @@ async def test_a_dropped_stream_closes_its_input_and_the_cast_speaks_what_came(
         casts.audio_chunk(r).text for r in records if casts.event_of(r) == casts.Event.AUDIO
     )
     assert spoken == "Every word that came is spoken, to the end."
+
+
+async def test_after_a_refusal_a_client_that_only_waits_is_let_go_in_seconds(
+    store: Store, tmp_path: Path
+) -> None:
+    async with served(store, tmp_path, idle_s=600) as door, door.client() as client:
+        await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice("nope")).event())
+        refused = await hear(client)
+        # Home Assistant reads on until audio-stop or the socket closes: it closes.
+        waited = time.monotonic()
+        closed = await asyncio.wait_for(client.read_event(), FAILSAFE_S)
+    assert refused.kinds == ["error"] and closed is None
+    assert time.monotonic() - waited < 60  # AFTER_ERROR_IDLE_S, not the 600 s idle timeout
