@@ -103,9 +103,13 @@ class WyomingDoor:
             if parsed.scheme != "tcp":
                 log.warning("zeroconf advertises tcp:// servers only; %s is not", self.uri)
             else:
-                advert = Advertisement(self._zeroconf, parsed.hostname or "", parsed.port or 0)
-                await advert.start()
-                self._advert = advert
+                try:
+                    advert = Advertisement(self._zeroconf, parsed.hostname or "", parsed.port or 0)
+                    await advert.start()
+                except (OSError, ValueError) as exc:  # serving goes on, undiscovered
+                    log.warning("cannot advertise %s over zeroconf: %s", self.uri, exc)
+                else:
+                    self._advert = advert
         log.info("speechd Wyoming server on %s", self.uri)
 
     def _connection(

@@ -148,6 +148,10 @@ class Connection(AsyncEventHandler):
                 await self._serve()
             except _Gone:
                 pass
+            except Exception:  # a bug ends this connection, with one line, never the server
+                log.exception("a Wyoming connection failed")
+                with contextlib.suppress(_Gone):
+                    await self.error(SpeechdError("The server had an error on this connection."))
             finally:
                 slot.release()
                 await self._end_stream()

@@ -1,9 +1,9 @@
 """Zeroconf: the Wyoming server advertised as `_wyoming._tcp.local.`, so Home Assistant
 discovers it by itself (as wyoming-piper does, with python-zeroconf).
 
-The address advertised is the one the server listens on, or, when it listens on every
-address (`0.0.0.0`), the one this host reaches the mDNS group from. The service is withdrawn
-when the server stops.
+The address advertised is the one the server listens on, announced on that interface only,
+or, when it listens on every address (`0.0.0.0`), the one this host reaches the mDNS group
+from, announced on every interface. The service is withdrawn when the server stops.
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 __all__ = ["SERVICE_TYPE", "Advertisement", "default_name"]
 
@@ -37,15 +41,19 @@ class Advertisement:
     """The server's mDNS record, registered by `start` and withdrawn by `close`."""
 
     def __init__(self, name: str, host: str, port: int) -> None:
-        if host in ("", "0.0.0.0", "::"):
-            host = _outward_address()
-        self.address = str(ipaddress.IPv4Address(socket.gethostbyname(host)))
+        everywhere = host in ("", "0.0.0.0", "::")
+        self.address = str(
+            ipaddress.IPv4Address(_outward_address() if everywhere else socket.gethostbyname(host))
+        )
+        self.everywhere = everywhere
+        """Whether it is announced on every interface (else on the listening address's)."""
         self.name = name or default_name()
         self.port = port
-        self._zeroconf: object | None = None
-        self._info: object | None = None
+        self._zeroconf: AsyncZeroconf | None = None
+        self._info: AsyncServiceInfo | None = None
 
     async def start(self) -> None:
+        from zeroconf import InterfaceChoice
         from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
         info = AsyncServiceInfo(
@@ -55,7 +63,9 @@ class Advertisement:
             port=self.port,
             server=f"{self.name}.local.",
         )
-        zeroconf = AsyncZeroconf()
+        zeroconf = AsyncZeroconf(
+            interfaces=InterfaceChoice.All if self.everywhere else [self.address]
+        )
         try:
             await zeroconf.async_register_service(info)
         except BaseException:
@@ -69,5 +79,6 @@ class Advertisement:
         self._zeroconf = self._info = None
         if zeroconf is None:
             return
-        await zeroconf.async_unregister_service(info)  # type: ignore[attr-defined]
-        await zeroconf.async_close()  # type: ignore[attr-defined]
+        if info is not None:
+            await zeroconf.async_unregister_service(info)
+        await zeroconf.async_close()
