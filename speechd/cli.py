@@ -99,7 +99,8 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "--max-streams",
         type=int,
         help="long-lived reads (SSE, long-polls, live audio, "
-        "waiting speech, live-cast WebSockets) the api holds before 503 (512)",
+        "waiting speech, live-cast WebSockets, Wyoming connections) the api holds before 503 "
+        "(512)",
     )
     group.add_argument(
         "--max-client-streams", type=int, help="long-lived reads one client holds before 429 (64)"

@@ -88,8 +88,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     the one the outermost trusted proxy wrote. None: the connection's peer address."""
     trusted_proxies: PositiveInt = 1
     """How many reverse proxies in front of speechd append to `client_header`."""
-    # Long-lived reads: SSE, long-polls, live audio, speech requests that wait and live-cast
-    # WebSockets.
+    # Long-lived reads: SSE, long-polls, live audio, speech requests that wait, live-cast
+    # WebSockets and Wyoming connections.
     max_streams: PositiveInt = 512
     """Long-lived reads the api holds at once; past it new ones get 503 with `Retry-After`."""
     max_client_streams: PositiveInt = 64

@@ -200,3 +200,17 @@ async def test_after_a_refusal_a_client_that_only_waits_is_let_go_in_seconds(
         closed = await asyncio.wait_for(client.read_event(), FAILSAFE_S)
     assert refused.kinds == ["error"] and closed is None
     assert time.monotonic() - waited < 60  # AFTER_ERROR_IDLE_S, not the 600 s idle timeout
+
+
+def test_the_manual_lists_each_wyoming_limit_as_the_code_has_it() -> None:
+    from speechd import wyoming
+
+    page = (Path(__file__).resolve().parents[2] / "docs/operations/limits.md").read_text()
+    section = page[page.index("## Wyoming") :]
+    for name in wyoming.__all__:
+        value = getattr(wyoming, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        assert f"`{name}`" in section, f"{name} is not in the manual's limits"
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        assert shown in section, f"{name} = {shown} is not in the manual's limits"
