@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
 from speechd.engine import DEVICE_HELP
+from speechd.limits import StreamSlots
 
 if TYPE_CHECKING:
-    from speechd.app import WorkerSupervisor
-    from speechd.limits import StreamSlots
+    from speechd.api import WorkerSupervisor
     from speechd.worker import WorkerConfig
     from speechd.wyoming import WyomingDoor
 
@@ -267,14 +267,15 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
     import uvicorn
 
-    from speechd.app import close_streams, create_app
-    from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
+    from speechd.api import MAX_WS_MESSAGE_BYTES, close_streams, create_app
 
     failure = _store_error(settings.store_url)
     if failure is not None:
         log.error("cannot open the store: %s", failure)
         return 1
-    app = create_app(settings, supervisor=supervisor)
+    # One stream-slot table for both doors: Wyoming connections count in the api's caps.
+    slots = StreamSlots(settings.max_streams, settings.max_client_streams)
+    app = create_app(settings, supervisor=supervisor, slots=slots)
     doors: list[WyomingDoor] = []
 
     class Server(uvicorn.Server):
@@ -313,7 +314,7 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     with _signals_end_the_server():
         if settings.wyoming_uri is None:
             server.run()
-        elif not asyncio.run(_serve_with_wyoming(server, settings, app.state.slots, doors)):
+        elif not asyncio.run(_serve_with_wyoming(server, settings, slots, doors)):
             return 1
     return 0 if server.started else 1
 

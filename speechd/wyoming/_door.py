@@ -30,9 +30,8 @@ from wyoming.server import AsyncServer
 from speechd import casts
 from speechd.config import Settings, engine_config
 from speechd.durable import Store, open_store
-from speechd.limits import ClientAddress, StreamSlots
-from speechd.live import LiveCasts
-from speechd.service import CastService
+from speechd.limits import StreamSlots
+from speechd.service import CastService, LiveCasts
 
 from ._bounds import IDLE_S, SEND_TIMEOUT_S
 from ._session import Connection
@@ -184,8 +183,4 @@ async def wyoming_door(
 def stream_slots(settings: Settings) -> StreamSlots:
     """Stream slots with the api's caps from `settings` (`--max-streams`,
     `--max-client-streams`), for a door that runs without the api."""
-    return StreamSlots(
-        settings.max_streams,
-        settings.max_client_streams,
-        clients=ClientAddress(settings.client_header, trusted_proxies=settings.trusted_proxies),
-    )
+    return StreamSlots(settings.max_streams, settings.max_client_streams)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -50,8 +51,8 @@ from speechd.errors import (
     SpeechdError,
     StoreUnavailable,
 )
-from speechd.live import LiveCast, LiveRequest
-from speechd.service import CastRequest
+from speechd.limits import MAX_CLIENT_KEY_CHARS
+from speechd.service import CastRequest, LiveCast, LiveRequest
 
 from . import _wire
 from ._audio import play
@@ -100,9 +101,17 @@ class Connection(AsyncEventHandler):
     # -- the socket ---------------------------------------------------------------------
 
     def _client(self) -> str:
+        """The key the stream caps count this client by: its address, written as the api
+        writes a peer's, so one client's HTTP reads and Wyoming connections count together
+        (a unix socket's clients are one: `local`)."""
         peer = self.writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) and peer else None
-        return self._door.slots.clients.key((), host or "local")
+        if not isinstance(host, str):
+            return "local"
+        try:
+            return str(ipaddress.ip_address(host))
+        except ValueError:
+            return host[:MAX_CLIENT_KEY_CHARS]
 
     async def send(self, event: Event) -> None:
         """Write `event`; raises `_Gone` when the client has left or does not read it within

@@ -23,8 +23,7 @@ from speechd.audio import new_encoder
 from speechd.config import Settings, engine_config
 from speechd.durable import Store
 from speechd.limits import StreamSlots
-from speechd.live import LiveCasts
-from speechd.service import CastService
+from speechd.service import CastService, LiveCasts
 from speechd.worker import Worker
 from speechd.wyoming import WyomingDoor
 from tests.support.engines import CostEngine, FakeChunkPolicy

@@ -31,8 +31,7 @@ from hypothesis import strategies as st
 from speechd import casts
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore
-from speechd.live import LiveCasts
-from speechd.service import CastService
+from speechd.service import CastService, LiveCasts
 from speechd.wyoming import MAX_PART_BYTES, WyomingDoor
 from tests.live._support import serve
 
@@ -85,7 +84,7 @@ class _Server:
                     f"tcp://127.0.0.1:{port}",
                     service=service,
                     live=LiveCasts(service, secret, idle_s=5),
-                    slots=live.app.state.slots,
+                    slots=live.app.state.slots.slots,  # the api's table, as serve shares it
                     default_voice="af_heart",
                     voice_map={},
                     idle_s=5,
