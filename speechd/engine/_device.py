@@ -15,7 +15,7 @@ import logging
 import platform
 import re
 import time
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final, Protocol
 
 import msgspec
 
@@ -23,12 +23,10 @@ from speechd.errors import ModelUnavailable
 
 from ._plan import ChunkPolicy
 
-if TYPE_CHECKING:
-    from ._engine import Engine
-
 __all__ = [
     "DEVICE_HELP",
     "Device",
+    "Warmable",
     "device_name",
     "parse_device",
     "resolve_device",
@@ -136,7 +134,28 @@ _WARM_TEXT = " ".join(
 )
 
 
-def warm_cuda(engine: Engine) -> float:
+class Warmable(Protocol):
+    """What the warm-up uses of an `Engine`. Typed by its shape, not by `Engine` itself: the
+    engine is built on this module (its config and runtimes name devices here), so importing
+    it back would draw a circle."""
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def voices(self) -> Any: ...
+
+    def plan(self, text: str, voice: str, policy: ChunkPolicy | None = None) -> list[Any]: ...
+
+    def synthesize(
+        self, chunk: Any, voice: str, speed: float = 1.0, *, seed: int | None = None
+    ) -> Any: ...
+
+
+def warm_cuda(engine: Warmable) -> float:
     """On a CUDA engine: synthesize the longest chunk the default plan makes and a short one,
     and wait for the device; returns the seconds it took. CUDA loads kernels lazily and its
     caching allocator grows on demand, so without this the first long chunk of the first cast
