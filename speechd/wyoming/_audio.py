@@ -25,8 +25,8 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 
 from speechd.audio import SAMPLE_RATE
-from speechd.casts import AudioChunk as CastChunk
 from speechd.casts import playable_chunks
+from speechd.casts.schema import AudioChunk as CastChunk
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable, Unavailable
 from speechd.service import CastService

@@ -14,6 +14,8 @@ from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeVoice
 
 from speechd import casts
+from speechd.casts import schema
+from speechd.casts._records import audio_chunk
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.wyoming import MAX_PART_BYTES
@@ -167,7 +169,7 @@ async def test_a_reader_that_stops_reading_is_dropped_and_its_cast_goes_on(
             secret, model="kokoro", voice="af_heart", speed=1.0, format="pcm", text=text.strip()
         )
         records = await wait_done(store, cast_id)
-        assert casts.event_of(records[-1]) == casts.Event.EOS
+        assert schema.event_of(records[-1]) == schema.Event.EOS
         await _still_serves(door)
 
 
@@ -182,9 +184,9 @@ async def test_a_dropped_stream_closes_its_input_and_the_cast_speaks_what_came(
             heard = await hear(client, until="audio-chunk")
         cast_id = heard.of("audio-start")[0].data["cast_id"]
         records = await wait_done(store, cast_id)
-    assert casts.event_of(records[-1]) == casts.Event.EOS
+    assert schema.event_of(records[-1]) == schema.Event.EOS
     spoken = " ".join(
-        casts.audio_chunk(r).text for r in records if casts.event_of(r) == casts.Event.AUDIO
+        audio_chunk(r).text for r in records if schema.event_of(r) == schema.Event.AUDIO
     )
     assert spoken == "Every word that came is spoken, to the end."
 

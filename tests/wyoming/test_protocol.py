@@ -19,6 +19,7 @@ from wyoming.tts import (
 )
 
 from speechd import casts
+from speechd.casts import schema
 from speechd.durable import Store
 from speechd.wyoming import PROGRAM
 from tests.live._support import playable, wait_done
@@ -146,7 +147,7 @@ async def test_a_streamed_synthesis_is_a_live_cast_speaking_before_its_stop(
     assert kinds.count("audio-start") == 1 and kinds.count("audio-stop") == 1
     cast_id = first.of("audio-start")[0].data["cast_id"]
     records = await wait_done(store, cast_id)
-    assert casts.event_of(records[-1]) == casts.Event.EOS
+    assert schema.event_of(records[-1]) == schema.Event.EOS
     audio = first.audio + rest.audio
     assert audio == b"".join(r.body for r in await playable(store, cast_id))
     spoken = " ".join(r.text for r in await playable(store, cast_id))
