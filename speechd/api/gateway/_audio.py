@@ -4,26 +4,38 @@ A finished cast is immutable, so its file is described once by a *layout*: which
 its playable sequence (`speechd.casts`: the latest attempt's kept records, then its own) in
 order, and where each starts in the file. The layout gives `Content-Length`, a strong `ETag`
 and byte ranges without holding any audio in memory; a range is served by reading records
-from the first one it touches.
+from the first one it touches. `file_reply` answers a request for a done cast's file: 304 for
+a matching `If-None-Match`, 416 for a range outside it, else its bytes (whole, or a range once
+`If-Range` matches).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
+import msgspec
+
+from speechd.audio import finished_bytes
 from speechd.casts import read_head
 from speechd.casts.schema import cast_stream
 from speechd.durable import Store
 
+from .._errors import error_body
+
 __all__ = [
     "AudioLayout",
+    "AudioReply",
     "ByteRange",
+    "FileBody",
     "Layouts",
+    "encode_headers",
+    "file_reply",
     "parse_range",
     "range_body",
 ]
@@ -149,3 +161,88 @@ async def range_body(
             body = record.body
             yield body[max(0, span.start - begin) : span.stop - begin]
             chunk += 1
+
+
+class AudioReply(msgspec.Struct, frozen=True):
+    """A fixed (non-streaming) reply of the audio route: 304, or 416 (with an OpenAI-shaped
+    error body, as every 4xx has)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+
+
+class FileBody(NamedTuple):
+    """A done cast's file (or its range) to stream: status, headers, the bytes."""
+
+    status: int
+    headers: dict[str, str]
+    body: AsyncGenerator[bytes, None]
+
+
+def file_reply(
+    store: Store,
+    cast_id: str,
+    fmt: str,
+    layout: AudioLayout,
+    base: dict[str, str],
+    range_header: str | None,
+    if_none_match: str | None,
+    if_range: str | None,
+) -> AudioReply | FileBody:
+    """A done cast's file as its request's validators and range ask for it: 304, 416, or
+    the bytes (200, or 206 for a range) with their headers; the caller streams them."""
+    size = layout.size
+    headers = {
+        **base,
+        "etag": layout.etag,
+        "accept-ranges": "bytes",
+        "cache-control": "public, max-age=86400",
+    }
+    if if_none_match is not None and _etag_matches(if_none_match, layout.etag):
+        return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
+    if if_range is not None and if_range.strip() != layout.etag:
+        range_header = None
+    span = parse_range(range_header, size)
+    if span is False:
+        error = error_body(
+            f"The range is not within the file ({size} bytes).",
+            "invalid_request_error",
+            param="range",
+            code="range_not_satisfiable",
+        )
+        headers = {**headers, "content-range": f"bytes */{size}"}
+        headers["content-type"] = "application/json"
+        return AudioReply(416, headers, msgspec.json.encode(error))
+    status = 200
+    if span is None:
+        span_ = (0, size)
+    else:
+        status = 206
+        span_ = (span.start, span.stop)
+        headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
+    headers["content-length"] = str(span_[1] - span_[0])
+    body = _whole_file(
+        range_body(store, cast_id, layout, ByteRange(*span_)), fmt, start=span_[0], size=size
+    )
+    return FileBody(status, headers, body)
+
+
+async def _whole_file(
+    body: AsyncGenerator[bytes, None], fmt: str, *, start: int, size: int
+) -> AsyncGenerator[bytes, None]:
+    """The bytes of a finished file from offset `start`, as a whole file reads."""
+    offset = start
+    async with contextlib.aclosing(body):
+        async for piece in body:
+            yield finished_bytes(fmt, piece, offset=offset, size=size)
+            offset += len(piece)
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-import msgspec
 from litestar import Request
 
-from speechd.audio import FORMATS, content_type, finished_bytes
+from speechd.audio import FORMATS, content_type
 from speechd.casts import CastCaptions, CastState, CastStatus, cast_audio, cast_captions, is_cast_id
 from speechd.casts.schema import H_EVENT, Meta, cast_stream, decode
 from speechd.durable import DurableError, SeqOutOfRange
@@ -37,17 +36,11 @@ from speechd.limits import (
 from speechd.service import CastRequest, CastService, SubmittedCast
 
 from .._clients import ClientAddress
-from .._errors import error_body, log_store_trouble
+from .._errors import log_store_trouble
 from .._slots import ClientSlots
 from .._streaming import StreamApp, aborting
 from ..openai_compat import resolve_model
-from ._audio import (
-    AudioLayout,
-    ByteRange,
-    Layouts,
-    parse_range,
-    range_body,
-)
+from ._audio import AudioReply, Layouts, encode_headers, file_reply
 from ._captions import CaptionCache
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
@@ -55,18 +48,9 @@ from ._sse import Hubs, Subscriber, abort_frame, cast_frames
 from ._wire import MAX_CAST_CHARS, CastView, NewCast, RecordsPage, cast_view
 from ._wire import record_view as _record_view
 
-__all__ = ["AudioReply", "Gateway"]
+__all__ = ["Gateway"]
 
 T = TypeVar("T")
-
-
-class AudioReply(msgspec.Struct, frozen=True):
-    """A fixed (non-streaming) reply of the audio route: 304, or 416 (with an OpenAI-shaped
-    error body, as every 4xx has)."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes = b""
 
 
 @contextlib.contextmanager
@@ -81,17 +65,6 @@ def _store_errors() -> Iterator[None]:
     except DurableError as exc:
         log_store_trouble("reading a cast", exc)
         raise StoreUnavailable() from exc
-
-
-async def _whole_file(
-    body: AsyncGenerator[bytes, None], fmt: str, *, start: int, size: int
-) -> AsyncGenerator[bytes, None]:
-    """The bytes of a finished file from offset `start`, as a whole file reads."""
-    offset = start
-    async with contextlib.aclosing(body):
-        async for piece in body:
-            yield finished_bytes(fmt, piece, offset=offset, size=size)
-            offset += len(piece)
 
 
 def _bounded(header: str | None, limit: int) -> str | None:
@@ -360,69 +333,19 @@ class Gateway:
             headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
             return StreamApp(
                 aborting(cast_audio(self.store, cast_id), "streaming live audio"),
-                headers=_encode(headers),
+                headers=encode_headers(headers),
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
         with _store_errors():
             layout = await self._layouts.get(cast_id, tail)
-        return self._entity(
-            cast_id, meta.format, layout, base, range_header, if_none_match, if_range
+        reply = file_reply(
+            self.store, cast_id, meta.format, layout, base, range_header, if_none_match, if_range
         )
-
-    def _entity(
-        self,
-        cast_id: str,
-        fmt: str,
-        layout: AudioLayout,
-        base: dict[str, str],
-        range_header: str | None,
-        if_none_match: str | None,
-        if_range: str | None,
-    ) -> StreamApp | AudioReply:
-        size = layout.size
-        headers = {
-            **base,
-            "etag": layout.etag,
-            "accept-ranges": "bytes",
-            "cache-control": "public, max-age=86400",
-        }
-        if if_none_match is not None and _etag_matches(if_none_match, layout.etag):
-            return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
-        if if_range is not None and if_range.strip() != layout.etag:
-            range_header = None
-        span = parse_range(range_header, size)
-        if span is False:
-            error = error_body(
-                f"The range is not within the file ({size} bytes).",
-                "invalid_request_error",
-                param="range",
-                code="range_not_satisfiable",
-            )
-            headers = {**headers, "content-range": f"bytes */{size}"}
-            headers["content-type"] = "application/json"
-            return AudioReply(416, headers, msgspec.json.encode(error))
-        status = 200
-        if span is None:
-            span_ = (0, size)
-        else:
-            status = 206
-            span_ = (span.start, span.stop)
-            headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
-        headers["content-length"] = str(span_[1] - span_[0])
-        body = _whole_file(
-            range_body(self.store, cast_id, layout, ByteRange(*span_)),
-            fmt,
-            start=span_[0],
-            size=size,
+        if isinstance(reply, AudioReply):
+            return reply
+        return StreamApp(
+            aborting(reply.body, "serving a cast's audio file"),
+            status=reply.status,
+            headers=encode_headers(reply.headers),
+            stops={self._closing: None},
         )
-        body = aborting(body, "serving a cast's audio file")
-        return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
-
-
-def _etag_matches(header: str, etag: str) -> bool:
-    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
-    return "*" in tags or etag in tags
-
-
-def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]

@@ -26,8 +26,9 @@ from .._links import cast_headers, cast_url, public_base_url
 from .._streaming import AppResponse, StreamApp
 from ..metrics import ApiMetrics
 from ..openai_compat import create_live, live_created
+from ._audio import AudioReply
 from ._captions import srt, webvtt, words_page
-from ._gateway import AudioReply, Gateway
+from ._gateway import Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
