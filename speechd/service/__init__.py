@@ -8,6 +8,8 @@ make and read casts.
   make one (`LiveRequest`, checked by the same `check`, -> `LiveCast`: a random id and an
   input token), append the pieces of its input to `input/<id>` (`speechd.casts` holds the
   layout and the rules) and follow its audio.
+* `Watch` (`_watch`): what a door's reads of a cast race (the workers' health, the door's own
+  stops), so that its caller never waits in vain.
 * `_requests`: the request shapes, their bounds (`MAX_PIECE_CHARS`, `MAX_PIECES`,
   `MAX_TOKEN_CHARS`; `MAX_LIVE_CHARS` in all) and the checks that read nothing but the
   request.
@@ -26,6 +28,7 @@ from ._requests import (
     CastRequest,
     LiveRequest,
 )
+from ._watch import Watch
 
 __all__ = [
     "MAX_PIECES",
@@ -38,5 +41,6 @@ __all__ = [
     "LiveCasts",
     "LiveRequest",
     "SubmittedCast",
+    "Watch",
     "voice_label",
 ]

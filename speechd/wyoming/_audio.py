@@ -8,18 +8,17 @@ before any is one `error` event) and names the cast (`cast_id`, and `cast_url` w
 knows its public address). A failure after audio started is an `error` event, then the
 `audio-stop` that closes the audio.
 
-Every read races the workers' health (`CastService.watch_workers`: nobody waits on workers
-that are not coming) and the server's shutdown; the client's pace is `Sender`'s concern.
+Every read races the workers' health (`speechd.service.Watch`: nobody waits on workers that
+are not coming) and the server's shutdown; the client's pace is `Sender`'s concern.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
@@ -29,7 +28,7 @@ from speechd.casts import playable_chunks
 from speechd.casts.schema import AudioChunk as CastChunk
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable, Unavailable
-from speechd.service import CastService
+from speechd.service import CastService, Watch
 
 from ._bounds import AUDIO_CHUNK_SAMPLES
 
@@ -40,8 +39,6 @@ log = logging.getLogger("speechd.wyoming")
 WIDTH = 2  # bytes per sample: s16
 _PIECE = AUDIO_CHUNK_SAMPLES * WIDTH
 
-T = TypeVar("T")
-
 
 class Sender(Protocol):
     """Where `play` sends its events (the connection)."""
@@ -49,39 +46,6 @@ class Sender(Protocol):
     async def send(self, event: Event) -> None: ...
 
     async def error(self, exc: SpeechdError) -> None: ...
-
-
-class _Watch:
-    """What every read of a cast races: the workers' health and the server's shutdown."""
-
-    def __init__(self, service: CastService, closing: asyncio.Event) -> None:
-        self._health = asyncio.ensure_future(service.watch_workers())
-        self._closing = asyncio.ensure_future(closing.wait())
-
-    async def wait(self, work: Awaitable[T]) -> T:
-        task = asyncio.ensure_future(work)
-        try:
-            await asyncio.wait(
-                {task, self._health, self._closing}, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if not task.cancelled():
-            return task.result()
-        if self._closing.done():
-            raise Unavailable(
-                "The server is shutting down; the cast goes on, and its link replays it."
-            )
-        self._health.result()  # raises: the workers' watch never returns
-        raise AssertionError("the workers' watch ended without an error")
-
-    def close(self) -> None:
-        for task in (self._health, self._closing):
-            if not task.cancel() and not task.cancelled():
-                task.exception()  # retrieved, so asyncio does not log it as forgotten
 
 
 async def _next(chunks: AsyncGenerator[CastChunk, None]) -> CastChunk | None:
@@ -108,7 +72,10 @@ async def play(
     `error` event (see the module docstring). `hold`: honour the cast's start hold (as
     `start: smooth` does on HTTP). `named`: fields added to `audio-start` (the cast's id
     and link). Raises only what `out` raises (the client went away)."""
-    watch = _Watch(service, closing)
+    shutdown = Unavailable(
+        "The server is shutting down; the cast goes on, and its link replays it."
+    )
+    watch = Watch(service, {closing.wait(): shutdown})
     chunks = playable_chunks(service.store, cast_id)
     started = False
     samples = 0

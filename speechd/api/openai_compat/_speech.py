@@ -25,7 +25,7 @@ that long and says so in `X-Cast-Start-Delay` (seconds, sent with the headers); 
 On a device that keeps up there is no hold. A whole-file response (`stream: false`) waits for
 the whole cast anyway.
 
-Nobody waits in vain (`_Vigil`): every read of the cast races the workers' health
+Nobody waits in vain (`speechd.service.Watch`): every read of the cast races the workers' health
 (`CastService.watch_workers`): when the model is known not to load, or no worker has been ready
 for `UNREADY_GRACE_S`, the caller gets that 503 (or, once audio went out, the in-band failure
 above). Until the response starts, it also races the client: one that disconnects while it
@@ -38,11 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any, Literal, TypeVar
 
@@ -56,7 +55,7 @@ from speechd.casts import playable_chunks
 from speechd.casts.schema import AudioChunk
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable
-from speechd.service import CastService, SubmittedCast
+from speechd.service import CastService, SubmittedCast, Watch
 
 from .._errors import error_body, error_body_for, log_store_trouble
 from .._streaming import AppResponse, StreamApp, aborting
@@ -120,39 +119,6 @@ async def _next(chunks: AsyncGenerator[T, None]) -> T | None:
         return None
 
 
-class _Vigil:
-    """What every read of a cast for one caller races: the workers' health and, until the
-    response starts, the client's disconnect. `close` when the request ends."""
-
-    def __init__(self, service: CastService, receive: Receive | None) -> None:
-        self._health = asyncio.ensure_future(service.watch_workers())
-        self._gone = asyncio.ensure_future(_disconnect(receive)) if receive else None
-
-    async def wait(self, work: Awaitable[T]) -> T:
-        """`work`'s result; raises what ended the wait first: the workers' 503, `_ClientGone`,
-        or the error of `work` itself (which is cancelled if it has not finished)."""
-        task = asyncio.ensure_future(work)
-        guards = {self._health} if self._gone is None else {self._health, self._gone}
-        try:
-            await asyncio.wait({task, *guards}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if not task.cancelled():
-            return task.result()
-        if self._gone is not None and self._gone.done():
-            raise _ClientGone
-        self._health.result()  # raises: it never returns
-        raise AssertionError("the workers' watch ended without an error")
-
-    def close(self) -> None:
-        for task in (self._health, self._gone):
-            if task is not None and not task.cancel() and not task.cancelled():
-                task.exception()  # retrieved, so asyncio does not log it as forgotten
-
-
 async def _rest(
     service: CastService, first: T | None, chunks: AsyncGenerator[T, None], hold_s: float = 0.0
 ) -> AsyncGenerator[T, None]:
@@ -167,7 +133,7 @@ async def _rest(
         if hold_s > 0:
             await asyncio.sleep(hold_s)
         yield first
-        vigil = _Vigil(service, None)
+        vigil = Watch(service)
         try:
             while (chunk := await vigil.wait(_next(chunks))) is not None:
                 yield chunk
@@ -238,7 +204,7 @@ async def speech_response(
     """The response for `cast` in `mode` (SSE: with word events if `words`); raises (before
     any byte) if the cast failed early or no worker is coming. `receive`: the request's, to
     notice a client that leaves while it waits (499). `start`: see the start hold above."""
-    vigil = _Vigil(service, receive)
+    vigil = Watch(service, {_disconnect(receive): _ClientGone()})
     chunks: Chunks | Timed = (
         _timed(playable_chunks(service.store, cast.id))
         if words and mode == "sse"
