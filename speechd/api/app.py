@@ -40,12 +40,11 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.types import Message, Scope
 
-from speechd import casts
 from speechd.casts import schema
-from speechd.config import Settings, engine_config
-from speechd.durable import Retention, Store, open_store, sweep_forever
+from speechd.config import Settings
+from speechd.durable import Retention, Store, sweep_forever
 from speechd.limits import StreamSlots
-from speechd.service import CastService, LiveCasts
+from speechd.service import CastService, LiveCasts, open_services
 
 from ._auth import ApiKeys
 from ._clients import ClientAddress
@@ -148,7 +147,6 @@ def create_app(
     responses) when the app shuts down; `gateway`: the public read path's settings, instead
     of `gateway_settings(settings)`; `slots`: count long-lived reads in this `StreamSlots`
     (shared with another door) instead of one of the app's own, sized by `gateway`'s caps."""
-    engine = engine_config(settings)
     read_path = gateway or gateway_settings(settings)
     streams = slots or StreamSlots(read_path.max_streams, read_path.max_client_streams)
     client_slots = ClientSlots(
@@ -160,29 +158,16 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            the_store = store
-            if the_store is None:
-                the_store = await open_store(settings.store_url)
-                stack.push_async_callback(the_store.close)
-            secret = await casts.deployment_secret(the_store)
-            service = CastService(
-                the_store,
-                secret,
-                max_queue=settings.max_queue,
-                default_voice=engine.default_voice,
-                voice_map=engine.voice_map,
-                clock=clock,
+            service, live = await stack.enter_async_context(
+                open_services(settings, store=store, clock=clock)
             )
             app.state.service = service
+            app.state.live_casts = live
             app.state.gateway = Gateway(service, read_path, slots=client_slots)
             stack.push_async_callback(app.state.gateway.close)
-            app.state.live_casts = LiveCasts(
-                service, secret, idle_s=settings.live_idle_timeout, clock=clock
-            )
-            stack.callback(app.state.live_casts.close)
             if settings.retention is not None:
                 retention = Retention(settings.retention, RETAINED_PREFIXES)
-                sweeping = asyncio.create_task(sweep_forever(the_store, retention))
+                sweeping = asyncio.create_task(sweep_forever(service.store, retention))
                 stack.push_async_callback(_cancel, sweeping)
             if supervisor is not None:
                 await asyncio.to_thread(supervisor.start)

@@ -8,6 +8,8 @@ make and read casts.
   make one (`LiveRequest`, checked by the same `check`, -> `LiveCast`: a random id and an
   input token), append the pieces of its input to `input/<id>` (`speechd.casts` holds the
   layout and the rules) and follow its audio.
+* `open_services` (`_open`): the two, built from the settings over a store, as every door
+  opens them.
 * `Watch` (`_watch`): what a door's reads of a cast race (the workers' health, the door's own
   stops), so that its caller never waits in vain.
 * `_requests`: the request shapes, their bounds (`MAX_PIECE_CHARS`, `MAX_PIECES`,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from ._casts import MODEL, CastService, SubmittedCast, voice_label
 from ._live import LiveCast, LiveCasts
+from ._open import open_services
 from ._requests import (
     MAX_PIECE_CHARS,
     MAX_PIECES,
@@ -42,5 +45,6 @@ __all__ = [
     "LiveRequest",
     "SubmittedCast",
     "Watch",
+    "open_services",
     "voice_label",
 ]

@@ -27,11 +27,10 @@ from urllib.parse import urlparse
 
 from wyoming.server import AsyncServer
 
-from speechd import casts
 from speechd.config import Settings, engine_config
-from speechd.durable import Store, open_store
+from speechd.durable import Store
 from speechd.limits import StreamSlots
-from speechd.service import CastService, LiveCasts
+from speechd.service import CastService, LiveCasts, open_services
 
 from ._bounds import IDLE_S, SEND_TIMEOUT_S
 from ._session import Connection
@@ -150,20 +149,8 @@ async def wyoming_door(
             settings.wyoming_uri,
         )
     async with contextlib.AsyncExitStack() as stack:
-        if store is None:
-            store = await open_store(settings.store_url)
-            stack.push_async_callback(store.close)
+        service, live = await stack.enter_async_context(open_services(settings, store=store))
         engine = engine_config(settings)
-        secret = await casts.deployment_secret(store)
-        service = CastService(
-            store,
-            secret,
-            max_queue=settings.max_queue,
-            default_voice=engine.default_voice,
-            voice_map=engine.voice_map,
-        )
-        live = LiveCasts(service, secret, idle_s=settings.live_idle_timeout)
-        stack.callback(live.close)
         door = WyomingDoor(
             settings.wyoming_uri,
             service=service,

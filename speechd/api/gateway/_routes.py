@@ -8,6 +8,7 @@ loop, and every other request on it, would otherwise wait out."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -143,6 +144,23 @@ async def get_audio(
     return _reply(result)
 
 
+async def _captions_file(
+    gateway: Gateway,
+    request: Request[Any, Any, Any],
+    cast_id: str,
+    render: Callable[[CastCaptions], str],
+    media_type: str,
+    suffix: str,
+) -> Response[str]:
+    """The cast's words as a captions file (cast-level times; a live cast: what exists so
+    far), rendered off the event loop."""
+    gateway.admit(request)
+    status, captions = await gateway.captions(cast_id)
+    headers = _caption_headers(cast_id, status.state.value, suffix)
+    body = await asyncio.to_thread(render, captions)
+    return Response(body, media_type=media_type, headers=headers)
+
+
 def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
     done = state == "done"
     return {
@@ -156,28 +174,17 @@ def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
 async def get_captions_vtt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
 ) -> Response[str]:
-    """The cast's words as WebVTT (cast-level times; a live cast: what exists so far)."""
-    gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
-    return Response(
-        await asyncio.to_thread(webvtt, captions),
-        media_type="text/vtt",
-        headers=_caption_headers(cast_id, status.state.value, "vtt"),
-    )
+    """The cast's words as WebVTT."""
+    return await _captions_file(gateway, request, cast_id, webvtt, "text/vtt", "vtt")
 
 
 @get("/v1/casts/{cast_id:str}/captions.srt")
 async def get_captions_srt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
 ) -> Response[str]:
-    """The cast's words as SubRip (cast-level times; a live cast: what exists so far)."""
-    gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
-    return Response(
-        await asyncio.to_thread(srt, captions),
-        media_type="application/x-subrip; charset=utf-8",
-        headers=_caption_headers(cast_id, status.state.value, "srt"),
-    )
+    """The cast's words as SubRip."""
+    media_type = "application/x-subrip; charset=utf-8"
+    return await _captions_file(gateway, request, cast_id, srt, media_type, "srt")
 
 
 def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:

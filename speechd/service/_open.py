@@ -1,0 +1,50 @@
+"""The services a door runs on, built from the settings in one place (the HTTP api's lifespan
+and the Wyoming door both open them)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import NamedTuple
+
+from speechd import casts
+from speechd.config import Settings, engine_config
+from speechd.durable import Store, open_store
+
+from ._casts import CastService
+from ._live import LiveCasts
+
+__all__ = ["Services", "open_services"]
+
+
+class Services(NamedTuple):
+    service: CastService
+    live: LiveCasts
+
+
+@contextlib.asynccontextmanager
+async def open_services(
+    settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time
+) -> AsyncIterator[Services]:
+    """A `CastService` and its `LiveCasts` for `settings` (queue limit, default voice and
+    aliases, live inputs' idle timeout), over `store` (the caller closes it) or else the store
+    `settings.store_url` names, opened here and closed on exit. Live sessions are told to end
+    on exit."""
+    async with contextlib.AsyncExitStack() as stack:
+        if store is None:
+            store = await open_store(settings.store_url)
+            stack.push_async_callback(store.close)
+        engine = engine_config(settings)
+        secret = await casts.deployment_secret(store)
+        service = CastService(
+            store,
+            secret,
+            max_queue=settings.max_queue,
+            default_voice=engine.default_voice,
+            voice_map=engine.voice_map,
+            clock=clock,
+        )
+        live = LiveCasts(service, secret, idle_s=settings.live_idle_timeout, clock=clock)
+        stack.callback(live.close)
+        yield Services(service, live)
