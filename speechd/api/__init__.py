@@ -1,7 +1,10 @@
-"""Every HTTP concern of speechd: the app and its lifespan (`app`), OpenAI's routes and the
-live WebSocket (`openai_compat`), the cast API, the public read path and the pages
-(`gateway`), the api's metrics (`metrics`), and the plumbing they share: body decoding
-(`_bodies`), the error map (`_errors`), API keys (`_auth`), streamed bodies (`_streaming`).
+"""Every HTTP concern of speechd: the app and its lifespan (`app`), OpenAI's routes, live
+casts' input route and WebSocket (`openai_compat`), the cast API, the public read path, the
+pages and their static files (`gateway`), the api's metrics (`metrics`), and the plumbing they
+share in private modules: body decoding (`_bodies`), the error map (`_errors`), API keys and
+bearer tokens (`_auth`), links (`_links`), wire field types (`_fields`), streamed bodies and
+their aborts (`_streaming`), client addresses (`_clients`) and stream slots per client
+(`_slots`).
 
 The routes are thin: they decode, call the HTTP-free `speechd.service`, and shape the answer.
 Nothing below this package imports it, and it never imports `speechd.worker` (workers are
