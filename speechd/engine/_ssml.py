@@ -1,0 +1,560 @@
+"""SSML, read safely into the planner's text: a small, linear, explicit tokenizer.
+
+The subset (anything else is spoken as its text and named in `unsupported`):
+
+    speak           the root; `xml:lang` must be the voice's language
+    p, s            a paragraph, a sentence: blocks, as blank lines are in plain text
+    break           `time` (`500ms`, `2s`, at most 10 s) or `strength` (none .. x-strong):
+                    a pause, a planner unit of its own (real silence between two chunks)
+    sub             `alias` is read in place of the element's text
+    say-as          `interpret-as` characters, spell-out, digits, cardinal, ordinal, date
+                    (`format`), time, telephone (`_sayas`)
+    phoneme         `alphabet="ipa"` and `ph`: the text read as those phonemes (Kokoro's set,
+                    `_phonemes`); a phone Kokoro cannot say is an error naming it
+    prosody         `rate`: x-slow .. x-fast, `N%`, `+N%`/`-N%`, or a multiplier; the speed
+                    it makes must stay within the speed bounds
+    emphasis        `level`: English words get misaki's stress markup (strong: primary stress
+                    on every word, moderate: stress raised a step, reduced: lowered, none:
+                    as written); other languages read it as plain text
+    mark            `name`: a named point, reported among the timed words
+
+The reader never expands anything: no DTD (a `<!DOCTYPE` is refused), no entity but XML's
+five escapes and character references (`&amp;` `&lt;` `&gt;` `&quot;` `&apos;` `&#N;`),
+no processing instruction but the XML declaration. Every bound is checked as the text is
+read, before anything is built on it: nesting depth, names, attributes (count and size),
+the text of `say-as` and `phoneme`. Each token is found with `str.find` or an anchored
+pattern of bounded quantifiers, and the position only moves forward, so reading is linear
+in the text.
+
+What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
+text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`
+and `emphasis` as misaki markup) mapped character by character to the SSML it came from, and
+one `SENTINEL` character per event (a pause, a mark, a change of rate) with the event beside
+it. The planner cuts its slices at sentinels, so no normaliser rule ever sees one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from ._mapped import Mapped
+from ._phonemes import ipa_to_kokoro, unsayable
+from ._sayas import INTERPRETATIONS, say_as
+
+__all__ = [
+    "MAX_BREAK_MS",
+    "MAX_DEPTH",
+    "MAX_ELEMENTS",
+    "SENTINEL",
+    "Event",
+    "SsmlError",
+    "SsmlReader",
+    "looks_like_ssml",
+]
+
+#: Stands in the planner's text for one event (a private-use character the reader strips
+#: from the document's own text).
+SENTINEL: Final = "\ue010"
+MAX_DEPTH: Final = 32
+#: The most elements a document holds (a 200,000-character chapter with a `<s>` per sentence
+#: and a break in each has a few thousand).
+MAX_ELEMENTS: Final = 5_000
+MAX_NAME: Final = 64
+MAX_ATTRS: Final = 16
+MAX_ATTR_CHARS: Final = 1024
+#: The most text a `say-as` or `phoneme` holds (misaki's markup takes 100 for a word).
+MAX_CONTENT: Final = 100
+MAX_BREAK_MS: Final = 10_000
+#: What a check keeps of the text it reads (the start, to tell its script).
+SAMPLE_CHARS: Final = 4000
+_BREAKS: Final = {"none": 0, "x-weak": 100, "weak": 250, "medium": 500, "strong": 750,
+                  "x-strong": 1000}  # fmt: skip
+_RATES: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25,
+                 "x-fast": 1.5}  # fmt: skip
+_STRESS: Final = {"strong": "+2", "moderate": "+1", "reduced": "-1", "none": ""}
+#: BCP 47 primary language -> the voice letters that speak it.
+LANGS: Final = {"en": "ab", "es": "e", "fr": "f", "hi": "h", "it": "i", "pt": "p", "ja": "j",
+                "zh": "z", "cmn": "z"}  # fmt: skip
+
+_NAME_CHARS = r"(?:[^\W\d]|:)[\w.:-]{0,%d}" % (MAX_NAME - 1)  # noqa: UP031
+_NAME = re.compile(_NAME_CHARS)
+#: A whole start tag of plain attributes, in one match (each part's quantifier is bounded or
+#: stops at a character the next part cannot start with, so a failed match is linear); what
+#: it does not match is read by the careful path, which says what is wrong.
+_VALUE = rf"(?:\"[^\"<&]{{0,{MAX_ATTR_CHARS}}}\"|'[^'<&]{{0,{MAX_ATTR_CHARS}}}')"
+_FAST_TAG = re.compile(rf"<({_NAME_CHARS})((?:\s+{_NAME_CHARS}\s*=\s*{_VALUE})*)\s*(/?)>")
+_FAST_ATTR = re.compile(rf"({_NAME_CHARS})\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+_FAST_CLOSE = re.compile(rf"</({_NAME_CHARS})\s*>")
+_ATTR = re.compile(rf"\s+({_NAME_CHARS})\s*=\s*([\"'])")
+_TAG_END = re.compile(r"\s*(/?)>")
+_REF = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_BAD_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
+_ESCAPES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+_SPACE = re.compile(r"\s+")
+#: Whitespace that collapsing changes (a single space stays as it is).
+_ODD_SPACE = re.compile(r"\s{2,}|[^\S ]")
+_PRIVATE = re.compile("[\ue000-\uf8ff]")
+_WORD = re.compile(r"[^\s\[\]()]{1,100}")
+_TIME = re.compile(r"(\d{1,6}(?:\.\d{1,3})?)\s*(ms|s)")
+_PERCENT = re.compile(r"([+-]?)(\d{1,4}(?:\.\d{1,2})?)%")
+_MULTIPLIER = re.compile(r"\d{1,2}(?:\.\d{1,3})?")
+#: Elements whose content is text only, read whole at their end.
+_TEXT_ONLY: Final = frozenset({"sub", "say-as", "phoneme"})
+_EMPTY: Final = frozenset({"break", "mark"})
+
+
+class SsmlError(ValueError):
+    """The document is not SSML this reader takes (malformed, refused, out of bounds)."""
+
+
+class Event(NamedTuple):
+    """What a `SENTINEL` stands for: a pause, a mark, or the rate from here on."""
+
+    pause_ms: int = 0
+    mark: str = ""
+    rate: float | None = None
+    source: tuple[int, int] = (-1, -1)
+
+
+class _Open(NamedTuple):
+    name: str
+    start: int  # where its tag starts
+    content: int  # where its content starts
+    rate: float
+    stress: str
+    attrs: dict[str, str]
+
+
+def looks_like_ssml(text: str) -> bool:
+    """A request's input is SSML when it starts (after whitespace) with `<speak` or an XML
+    declaration."""
+    head = text[:64].lstrip()
+    return head.startswith("<speak") or head.startswith("<?xml")
+
+
+class SsmlReader:
+    """One SSML document, read a bounded piece at a time (`read`) into the planner's text.
+
+    `lang`: the voice's language letter; `speed`: the request's, which `prosody rate` scales
+    (the product must stay within `speed_bounds`). Raises `SsmlError` where the document
+    breaks a rule, at the point it is read."""
+
+    def __init__(
+        self,
+        text: str,
+        lang: str,
+        *,
+        speed: float = 1.0,
+        speed_bounds: tuple[float, float] = (0.25, 4.0),
+        keep: bool = True,
+    ) -> None:
+        self._text = text
+        # False: check only (the api): the text made is not kept, but its first
+        # `SAMPLE_CHARS` (`sample`), and whether any of it is speakable.
+        self._keep = keep
+        self.sample = ""
+        self.speakable = False
+        self._lang = lang
+        self._speed = speed
+        self._bounds = speed_bounds
+        self._pos = 0
+        self._stack: list[_Open] = []
+        self._state = 0  # 0 before the root, 1 inside it, 2 after it
+        self._out: list[Mapped] = []
+        self._events: list[Event] = []
+        self._collect: list[Mapped] | None = None  # the text of a text-only element
+        self._tail = "\n"  # the last character of the text made so far ("\n": none yet)
+        self._elements = 0
+        self.unsupported: dict[str, None] = {}
+        self.made = 0  # characters of planner text made so far
+
+    @property
+    def done(self) -> bool:
+        return self._pos >= len(self._text) and self._state == 2
+
+    @property
+    def left(self) -> int:
+        """Characters of the document not read yet."""
+        return len(self._text) - self._pos
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, budget: int = 4096) -> tuple[Mapped, list[Event]]:
+        """The planner text (and its events, one per `SENTINEL` in it, in order) of the next
+        `budget` characters of the document or so (whole tokens)."""
+        text = self._text
+        stop = self._pos + budget
+        while self._pos < len(text) and self._pos < stop:
+            lt = text.find("<", self._pos)
+            if lt < 0:
+                lt = len(text)
+            if lt > self._pos:
+                self._text_run(self._pos, lt)
+                self._pos = lt
+                continue
+            self._markup(lt)
+        if self._pos >= len(text):
+            if self._state == 0:
+                raise SsmlError("The input has no <speak> element.")
+            if self._state == 1:
+                raise SsmlError(f"<{self._stack[-1].name}> is not closed.")
+        out, events = Mapped.concat(self._out), self._events
+        self._out, self._events = [], []
+        self.made += len(out)
+        return out, events
+
+    def read_all(self) -> tuple[Mapped, list[Event]]:
+        """The whole document at once (what the api checks)."""
+        parts: list[Mapped] = []
+        events: list[Event] = []
+        while not self.done:
+            out, found = self.read(1 << 20)
+            parts.append(out)
+            events += found
+        return Mapped.concat(parts), events
+
+    def _fail(self, message: str, at: int | None = None) -> SsmlError:
+        where = self._pos if at is None else at
+        return SsmlError(f"{message} (at character {where} of the SSML)")
+
+    def _markup(self, lt: int) -> None:
+        text = self._text
+        kind = text[lt + 1 : lt + 2]
+        if kind == "/":
+            self._close(lt)
+        elif kind not in ("!", "?"):
+            self._open(lt)
+        elif text.startswith("<!--", lt):
+            end = text.find("-->", lt + 4)
+            if end < 0:
+                raise self._fail("A comment is not closed", lt)
+            self._pos = end + 3
+        elif text.startswith("<![CDATA[", lt):
+            end = text.find("]]>", lt + 9)
+            if end < 0:
+                raise self._fail("A CDATA section is not closed", lt)
+            self._text_run(lt + 9, end, raw=True)
+            self._pos = end + 3
+        elif text.startswith("<!", lt):
+            raise self._fail(
+                "A DTD or declaration is refused: SSML here takes no DTD and no entities", lt
+            )
+        elif text.startswith("<?", lt):
+            end = text.find("?>", lt + 2)
+            if end < 0 or self._state != 0 or text[:lt].strip() or not text.startswith(
+                "<?xml", lt
+            ):
+                raise self._fail("Only the XML declaration may be a processing instruction", lt)
+            self._pos = end + 2
+
+    # ------------------------------------------------------------------ tags
+
+    def _name(self, at: int) -> tuple[str, int]:
+        m = _NAME.match(self._text, at)
+        if m is None:
+            raise self._fail("A tag without a valid name", at)
+        if _NAME.match(self._text, m.end()) and self._text[m.end() : m.end() + 1].strip():
+            raise self._fail(f"An element name is longer than {MAX_NAME} characters", at)
+        return m.group(), m.end()
+
+    def _open(self, lt: int) -> None:
+        fast = _FAST_TAG.match(self._text, lt)
+        if fast is not None:
+            attrs: dict[str, str] = {}
+            if fast.group(2):
+                for key, double, single in _FAST_ATTR.findall(fast.group(2)):
+                    if key in attrs:
+                        raise self._fail(f"<{fast.group(1)}> repeats the attribute {key}", lt)
+                    attrs[key] = _SPACE.sub(" ", double or single).strip()
+                if len(attrs) > MAX_ATTRS:
+                    raise self._fail(f"<{fast.group(1)}> has more than {MAX_ATTRS} attributes", lt)
+            self._pos = fast.end()
+            self._element(fast.group(1), lt, attrs, empty=bool(fast.group(3)))
+            return
+        name, pos = self._name(lt + 1)
+        attrs: dict[str, str] = {}
+        text = self._text
+        while True:
+            end = _TAG_END.match(text, pos)
+            if end is not None:
+                break
+            m = _ATTR.match(text, pos)
+            if m is None:
+                raise self._fail(f"<{name}> is not a well-formed tag", lt)
+            if len(attrs) >= MAX_ATTRS:
+                raise self._fail(f"<{name}> has more than {MAX_ATTRS} attributes", lt)
+            quote = m.group(2)
+            close = text.find(quote, m.end(), m.end() + MAX_ATTR_CHARS + 1)
+            if close < 0:
+                if m.end() + MAX_ATTR_CHARS < len(text):
+                    raise self._fail(f"An attribute is longer than {MAX_ATTR_CHARS} characters", lt)
+                raise self._fail(f"<{name}> has an attribute that is not closed", lt)
+            value = text[m.end() : close]
+            if "<" in value:
+                raise self._fail(f"<{name}> has '<' in an attribute", lt)
+            key = m.group(1)
+            if key in attrs:
+                raise self._fail(f"<{name}> repeats the attribute {key}", lt)
+            attrs[key] = _SPACE.sub(" ", self._decode(value, m.end())).strip()
+            pos = close + 1
+        self._pos = end.end()
+        self._element(name, lt, attrs, empty=bool(end.group(1)))
+
+    def _close(self, lt: int) -> None:
+        end = _FAST_CLOSE.match(self._text, lt)
+        if end is None:
+            name, _ = self._name(lt + 2)
+            raise self._fail(f"</{name}> is not a well-formed tag", lt)
+        name = end.group(1)
+        if not self._stack or self._stack[-1].name != name:
+            raise self._fail(f"</{name}> closes no open <{name}>", lt)
+        self._pos = end.end()
+        self._end(self._stack.pop(), lt, end.end())
+
+    # ------------------------------------------------------------------ elements
+
+    def _element(self, name: str, start: int, attrs: dict[str, str], *, empty: bool) -> None:
+        if self._state == 2 or (self._state == 0 and name != "speak"):
+            raise self._fail("The document must be one <speak> element", start)
+        if self._collect is not None:
+            raise self._fail(f"<{self._stack[-1].name}> holds text only, not <{name}>", start)
+        if len(self._stack) >= MAX_DEPTH:
+            raise self._fail(f"Elements are nested more than {MAX_DEPTH} deep", start)
+        self._elements += 1
+        if self._elements > MAX_ELEMENTS:
+            raise self._fail(f"The document has more than {MAX_ELEMENTS} elements", start)
+        self._state = 1
+        lang = attrs.get("xml:lang")
+        if lang is not None:
+            self._check_lang(lang, start)
+        top = self._stack[-1] if self._stack else None
+        rate = top.rate if top else 1.0
+        stress = top.stress if top else ""
+        span = (start, self._pos)
+        if name in ("speak", "p", "s"):
+            self._block(start)
+        elif name == "break":
+            self._pause(attrs, span)
+        elif name == "mark":
+            mark = attrs.get("name", "")
+            if not mark:
+                raise self._fail("<mark> needs a name", start)
+            self._event(Event(mark=mark, source=span))
+        elif name == "prosody":
+            rate = self._rate(attrs, rate, start)
+            for other in sorted(set(attrs) - {"rate"}):
+                self._unsupported(f"prosody {other}")
+        elif name == "emphasis":
+            level = attrs.get("level", "moderate")
+            if level not in _STRESS:
+                raise self._fail(f"<emphasis level=\"{level}\"> is not a level", start)
+            stress = _STRESS[level] if self._lang in ("a", "b") else ""
+        elif name in _TEXT_ONLY:
+            self._check_text_only(name, attrs, start)
+        elif name not in ("lang",) or lang is None:
+            self._unsupported(name)
+        opened = _Open(name, start, self._pos, rate, stress, attrs)
+        if empty:
+            self._end(opened, self._pos, self._pos)
+            return
+        self._stack.append(opened)
+        if name in _TEXT_ONLY:
+            self._collect = []
+
+    def _end(self, opened: _Open, lt: int, gt: int) -> None:
+        name = opened.name
+        if name in _TEXT_ONLY:
+            content = Mapped.concat(self._collect or []).strip()
+            self._collect = None
+            if name != "sub" and len(content) > MAX_CONTENT:
+                raise self._fail(
+                    f"<{name}> holds more than {MAX_CONTENT} characters", opened.start
+                )
+            self._text_only(opened, content, lt)
+        elif name in _EMPTY:
+            if lt > opened.content and self._text[opened.content : lt].strip():
+                raise self._fail(f"<{name}> must be empty", opened.start)
+        elif name in ("speak", "p", "s"):
+            self._block(lt)
+        if name == "prosody":
+            outer = self._stack[-1].rate if self._stack else 1.0
+            if outer != opened.rate:
+                self._event(Event(rate=outer, source=(lt, gt)))
+        if name == "speak" and not self._stack:
+            self._state = 2
+
+    def _text_only(self, opened: _Open, content: Mapped, lt: int) -> None:
+        name, attrs = opened.name, opened.attrs
+        # What it says maps to its text (or, empty, to the whole element).
+        where = content if content.text else Mapped.new(" ", opened.start, lt)
+        if name == "sub":
+            self._emit(where.at(attrs["alias"], 0, len(where)))
+        elif name == "say-as":
+            kind = attrs["interpret-as"]
+            spoken = say_as(kind, attrs.get("format", ""), content, self._lang)
+            if spoken is None:
+                self._unsupported(f"say-as {kind}")
+                spoken = content
+            self._emit(spoken)
+        else:  # phoneme
+            word = re.sub(r"[\[\]()/\s]+", " ", content.text).strip() or "_"
+            phonemes = ipa_to_kokoro(attrs["ph"], self._lang)
+            bad = unsayable(phonemes.replace(" ", ""))
+            if bad is not None or not phonemes.strip() or len(phonemes) > 200 or "/" in phonemes:
+                what = f"'{bad}' (U+{ord(bad):04X})" if bad else "these phonemes"
+                raise self._fail(
+                    f"<phoneme ph=\"{attrs['ph'][:40]}\">: Kokoro cannot say {what}", opened.start
+                )
+            self._emit(where.at(f"[{word}](/{phonemes}/)", 0, len(where)))
+
+    def _check_text_only(self, name: str, attrs: dict[str, str], start: int) -> None:
+        need = {"sub": ("alias",), "say-as": ("interpret-as",), "phoneme": ("ph",)}[name]
+        for key in need:
+            if not attrs.get(key):
+                raise self._fail(f"<{name}> needs {key}", start)
+        if name == "phoneme" and attrs.get("alphabet", "ipa").lower() != "ipa":
+            raise self._fail("<phoneme> takes alphabet=\"ipa\" only", start)
+        if name == "say-as" and attrs["interpret-as"] not in INTERPRETATIONS:
+            self._unsupported(f"say-as {attrs['interpret-as']}")
+
+    def _check_lang(self, tag: str, at: int) -> None:
+        primary = tag.split("-")[0].split("_")[0].lower()
+        letters = LANGS.get(primary)
+        if letters is None:
+            raise self._fail(f"xml:lang=\"{tag}\": no Kokoro voice speaks that language", at)
+        if self._lang not in letters:
+            from ._config import LANGUAGES
+
+            raise self._fail(
+                f"xml:lang=\"{tag}\" asks for {LANGUAGES[letters[0]]}, but the voice speaks "
+                f"{LANGUAGES.get(self._lang, self._lang)}: choose a voice whose name starts "
+                f"with '{letters[0]}'",
+                at,
+            )
+
+    def _pause(self, attrs: dict[str, str], span: tuple[int, int]) -> None:
+        if "time" in attrs:
+            m = _TIME.fullmatch(attrs["time"])
+            if m is None:
+                raise self._fail(f"<break time=\"{attrs['time'][:20]}\">: write 500ms or 2s")
+            ms = round(float(m.group(1)) * (1 if m.group(2) == "ms" else 1000))
+        else:
+            strength = attrs.get("strength", "medium")
+            if strength not in _BREAKS:
+                raise self._fail(f"<break strength=\"{strength[:20]}\"> is not a strength")
+            ms = _BREAKS[strength]
+        if ms > MAX_BREAK_MS:
+            raise self._fail(f"A break is at most {MAX_BREAK_MS // 1000} s")
+        if ms > 0:
+            self._event(Event(pause_ms=ms, source=span))
+
+    def _rate(self, attrs: dict[str, str], rate: float, at: int) -> float:
+        value = attrs.get("rate")
+        if value is None:
+            return rate
+        if value in _RATES:
+            new = _RATES[value]
+        elif m := _PERCENT.fullmatch(value):
+            share = float(m.group(2)) / 100
+            new = rate * (1 + share if m.group(1) == "+" else 1 - share) if m.group(1) else share
+        elif _MULTIPLIER.fullmatch(value):
+            new = float(value)
+        else:
+            raise self._fail(f"<prosody rate=\"{value[:20]}\"> is not a rate", at)
+        low, high = self._bounds
+        speed = self._speed * new
+        if not low <= speed <= high:
+            raise self._fail(
+                f"<prosody rate=\"{value}\"> makes the speed {speed:.2f}, outside {low} to {high}",
+                at,
+            )
+        if new != rate:
+            self._event(Event(rate=new, source=(at, self._pos)))
+        return new
+
+    def _unsupported(self, name: str) -> None:
+        self.unsupported.setdefault(name)
+
+    # ------------------------------------------------------------------ text
+
+    def _decode(self, raw: str, at: int) -> str:
+        if "&" not in raw:
+            return raw
+        return self._refs(Mapped.of(raw, at)).text
+
+    def _refs(self, text: Mapped) -> Mapped:
+        """XML's escapes and character references decoded; any other `&` refused."""
+        bad = _BAD_AMP.search(text.text)
+        if bad is not None:
+            raise self._fail(
+                "An entity other than XML's five escapes (&amp; &lt; &gt; &quot; &apos;) and "
+                "&#N; is refused",
+                text.begin(bad.start()),
+            )
+        if not self._keep:  # the map is not needed
+            return Mapped.of(_REF.sub(self._ref, text.text), text.point(0))
+        return text.sub(_REF, self._ref)
+
+    def _ref(self, m: re.Match[str]) -> str:
+        if m.group(1):
+            return _ESCAPES[m.group(1)]
+        code = int(m.group(2)) if m.group(2) else int(m.group(3), 16)
+        if code in (9, 10, 13) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0x10FFFF:
+            return chr(code)
+        raise SsmlError(f"The character reference {m.group(0)} is not an XML character")
+
+    def _text_run(self, a: int, b: int, *, raw: bool = False) -> None:
+        run = self._text[a:b]
+        if run.isspace() and self._collect is None and not raw:  # between tags: one space
+            if self._state == 1 and not self._tail.isspace():
+                self._emit(Mapped.of(" ", a))
+            return
+        chunk = Mapped.of(run, a)
+        if not raw and "&" in chunk.text:
+            chunk = self._refs(chunk)
+        if not chunk.text.isascii():
+            chunk = chunk.sub(_PRIVATE, "")
+        chunk = chunk.sub(_ODD_SPACE, " ")
+        if self._state != 1:
+            if chunk.text.strip():
+                raise self._fail("Text outside the <speak> element", a)
+            return
+        if self._collect is not None:
+            self._collect.append(chunk)
+            return
+        if not chunk.text:
+            return
+        if self._stack and self._stack[-1].name in _EMPTY:
+            raise self._fail(f"<{self._stack[-1].name}> must be empty", a)
+        stress = self._stack[-1].stress if self._stack else ""
+        if stress:
+            chunk = chunk.sub(_WORD, lambda m: f"[{m.group()}]({stress})")
+        self._emit(chunk)
+
+    def _emit(self, text: Mapped) -> None:
+        if self._tail.isspace():
+            text = text.lstrip()
+        if not text.text:
+            return
+        self._tail = text.text[-1]
+        if self._keep:
+            self._out.append(text)
+            return
+        if len(self.sample) < SAMPLE_CHARS:
+            self.sample += text.text[: SAMPLE_CHARS - len(self.sample)]
+        if not self.speakable:
+            self.speakable = any(c.isalnum() for c in text.text)
+
+    def _block(self, at: int) -> None:
+        """A block boundary (`p`, `s`): a blank line, once."""
+        if self._tail != "\n":
+            if self._keep:
+                self._out.append(Mapped.new("\n\n", at, at))
+            self._tail = "\n"
+
+    def _event(self, event: Event) -> None:
+        if self._keep:
+            self._out.append(Mapped.new(SENTINEL, *event.source))
+            self._events.append(event)
+        self._tail = SENTINEL
