@@ -94,6 +94,7 @@ class Document:
 
     def forget(self, before: int) -> None:
         """Planner text before `before` is planned: let go of its map and events."""
+        before = min(before, self._made)
         drop = before - self._base
         if drop > len(self._begins) // 2 and drop > 0:  # amortised
             del self._begins[:drop]
