@@ -39,7 +39,7 @@ def test_entries_rewrite_words_by_the_case_rule() -> None:
     )
     # Lower case matches any case; a capital matches only as written.
     assert ("engine", "NGINX") in pairs and ("x,", "Nginx,") in pairs
-    assert ("[New", "New York") in pairs and ("(Doctor", "Dr.") in pairs
+    assert ("[New", "New York") in pairs and ("(Doctor", "(Dr.") in pairs
 
 
 def test_a_bad_file_says_which_line() -> None:
