@@ -41,6 +41,7 @@ from typing import Final, NamedTuple
 from ._mapped import Mapped
 from ._phonemes import ipa_to_kokoro, unsayable
 from ._sayas import INTERPRETATIONS, say_as
+from ._xml import SsmlError, XmlReader
 
 __all__ = [
     "MAX_BREAK_MS",
@@ -60,9 +61,6 @@ MAX_DEPTH: Final = 32
 #: The most elements a document holds (a 200,000-character chapter with a `<s>` per sentence
 #: and a break in each has a few thousand).
 MAX_ELEMENTS: Final = 5_000
-MAX_NAME: Final = 64
-MAX_ATTRS: Final = 16
-MAX_ATTR_CHARS: Final = 1024
 #: The most text a `say-as` or `phoneme` holds (misaki's markup takes 100 for a word).
 MAX_CONTENT: Final = 100
 MAX_BREAK_MS: Final = 10_000
@@ -77,20 +75,6 @@ _STRESS: Final = {"strong": "+2", "moderate": "+1", "reduced": "-1", "none": ""}
 LANGS: Final = {"en": "ab", "es": "e", "fr": "f", "hi": "h", "it": "i", "pt": "p", "ja": "j",
                 "zh": "z", "cmn": "z"}  # fmt: skip
 
-_NAME_CHARS = r"(?:[^\W\d]|:)[\w.:-]{0,%d}" % (MAX_NAME - 1)  # noqa: UP031
-_NAME = re.compile(_NAME_CHARS)
-#: A whole start tag of plain attributes, in one match (each part's quantifier is bounded or
-#: stops at a character the next part cannot start with, so a failed match is linear); what
-#: it does not match is read by the careful path, which says what is wrong.
-_VALUE = rf"(?:\"[^\"<&]{{0,{MAX_ATTR_CHARS}}}\"|'[^'<&]{{0,{MAX_ATTR_CHARS}}}')"
-_FAST_TAG = re.compile(rf"<({_NAME_CHARS})((?:\s+{_NAME_CHARS}\s*=\s*{_VALUE})*)\s*(/?)>")
-_FAST_ATTR = re.compile(rf"({_NAME_CHARS})\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
-_FAST_CLOSE = re.compile(rf"</({_NAME_CHARS})\s*>")
-_ATTR = re.compile(rf"\s+({_NAME_CHARS})\s*=\s*([\"'])")
-_TAG_END = re.compile(r"\s*(/?)>")
-_REF = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
-_BAD_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
-_ESCAPES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _SPACE = re.compile(r"\s+")
 #: Whitespace that collapsing changes (a single space stays as it is).
 _ODD_SPACE = re.compile(r"\s{2,}|[^\S ]")
@@ -102,10 +86,6 @@ _MULTIPLIER = re.compile(r"\d{1,2}(?:\.\d{1,3})?")
 #: Elements whose content is text only, read whole at their end.
 _TEXT_ONLY: Final = frozenset({"sub", "say-as", "phoneme"})
 _EMPTY: Final = frozenset({"break", "mark"})
-
-
-class SsmlError(ValueError):
-    """The document is not SSML this reader takes (malformed, refused, out of bounds)."""
 
 
 class Event(NamedTuple):
@@ -133,7 +113,7 @@ def looks_like_ssml(text: str) -> bool:
     return head.startswith("<speak") or head.startswith("<?xml")
 
 
-class SsmlReader:
+class SsmlReader(XmlReader):
     """One SSML document, read a bounded piece at a time (`read`) into the planner's text.
 
     `lang`: the voice's language letter; `speed`: the request's, which `prosody rate` scales
@@ -149,7 +129,7 @@ class SsmlReader:
         speed_bounds: tuple[float, float] = (0.25, 4.0),
         keep: bool = True,
     ) -> None:
-        self._text = text
+        super().__init__(text)
         # False: check only (the api): the text made is not kept, but its first
         # `SAMPLE_CHARS` (`sample`), and whether any of it is speakable.
         self._keep = keep
@@ -158,7 +138,6 @@ class SsmlReader:
         self._lang = lang
         self._speed = speed
         self._bounds = speed_bounds
-        self._pos = 0
         self._stack: list[_Open] = []
         self._state = 0  # 0 before the root, 1 inside it, 2 after it
         self._out: list[Mapped] = []
@@ -186,14 +165,7 @@ class SsmlReader:
         text = self._text
         stop = self._pos + budget
         while self._pos < len(text) and self._pos < stop:
-            lt = text.find("<", self._pos)
-            if lt < 0:
-                lt = len(text)
-            if lt > self._pos:
-                self._text_run(self._pos, lt)
-                self._pos = lt
-                continue
-            self._markup(lt)
+            self._step()
         if self._pos >= len(text):
             if self._state == 0:
                 raise SsmlError("The input has no <speak> element.")
@@ -213,104 +185,6 @@ class SsmlReader:
             parts.append(out)
             events += found
         return Mapped.concat(parts), events
-
-    def _fail(self, message: str, at: int | None = None) -> SsmlError:
-        where = self._pos if at is None else at
-        return SsmlError(f"{message} (at character {where} of the SSML)")
-
-    def _markup(self, lt: int) -> None:
-        text = self._text
-        kind = text[lt + 1 : lt + 2]
-        if kind == "/":
-            self._close(lt)
-        elif kind not in ("!", "?"):
-            self._open(lt)
-        elif text.startswith("<!--", lt):
-            end = text.find("-->", lt + 4)
-            if end < 0:
-                raise self._fail("A comment is not closed", lt)
-            self._pos = end + 3
-        elif text.startswith("<![CDATA[", lt):
-            end = text.find("]]>", lt + 9)
-            if end < 0:
-                raise self._fail("A CDATA section is not closed", lt)
-            self._text_run(lt + 9, end, raw=True)
-            self._pos = end + 3
-        elif text.startswith("<!", lt):
-            raise self._fail(
-                "A DTD or declaration is refused: SSML here takes no DTD and no entities", lt
-            )
-        elif text.startswith("<?", lt):
-            end = text.find("?>", lt + 2)
-            if end < 0 or self._state != 0 or text[:lt].strip() or not text.startswith(
-                "<?xml", lt
-            ):
-                raise self._fail("Only the XML declaration may be a processing instruction", lt)
-            self._pos = end + 2
-
-    # ------------------------------------------------------------------ tags
-
-    def _name(self, at: int) -> tuple[str, int]:
-        m = _NAME.match(self._text, at)
-        if m is None:
-            raise self._fail("A tag without a valid name", at)
-        if _NAME.match(self._text, m.end()) and self._text[m.end() : m.end() + 1].strip():
-            raise self._fail(f"An element name is longer than {MAX_NAME} characters", at)
-        return m.group(), m.end()
-
-    def _open(self, lt: int) -> None:
-        fast = _FAST_TAG.match(self._text, lt)
-        if fast is not None:
-            attrs: dict[str, str] = {}
-            if fast.group(2):
-                for key, double, single in _FAST_ATTR.findall(fast.group(2)):
-                    if key in attrs:
-                        raise self._fail(f"<{fast.group(1)}> repeats the attribute {key}", lt)
-                    attrs[key] = _SPACE.sub(" ", double or single).strip()
-                if len(attrs) > MAX_ATTRS:
-                    raise self._fail(f"<{fast.group(1)}> has more than {MAX_ATTRS} attributes", lt)
-            self._pos = fast.end()
-            self._element(fast.group(1), lt, attrs, empty=bool(fast.group(3)))
-            return
-        name, pos = self._name(lt + 1)
-        attrs: dict[str, str] = {}
-        text = self._text
-        while True:
-            end = _TAG_END.match(text, pos)
-            if end is not None:
-                break
-            m = _ATTR.match(text, pos)
-            if m is None:
-                raise self._fail(f"<{name}> is not a well-formed tag", lt)
-            if len(attrs) >= MAX_ATTRS:
-                raise self._fail(f"<{name}> has more than {MAX_ATTRS} attributes", lt)
-            quote = m.group(2)
-            close = text.find(quote, m.end(), m.end() + MAX_ATTR_CHARS + 1)
-            if close < 0:
-                if m.end() + MAX_ATTR_CHARS < len(text):
-                    raise self._fail(f"An attribute is longer than {MAX_ATTR_CHARS} characters", lt)
-                raise self._fail(f"<{name}> has an attribute that is not closed", lt)
-            value = text[m.end() : close]
-            if "<" in value:
-                raise self._fail(f"<{name}> has '<' in an attribute", lt)
-            key = m.group(1)
-            if key in attrs:
-                raise self._fail(f"<{name}> repeats the attribute {key}", lt)
-            attrs[key] = _SPACE.sub(" ", self._decode(value, m.end())).strip()
-            pos = close + 1
-        self._pos = end.end()
-        self._element(name, lt, attrs, empty=bool(end.group(1)))
-
-    def _close(self, lt: int) -> None:
-        end = _FAST_CLOSE.match(self._text, lt)
-        if end is None:
-            name, _ = self._name(lt + 2)
-            raise self._fail(f"</{name}> is not a well-formed tag", lt)
-        name = end.group(1)
-        if not self._stack or self._stack[-1].name != name:
-            raise self._fail(f"</{name}> closes no open <{name}>", lt)
-        self._pos = end.end()
-        self._end(self._stack.pop(), lt, end.end())
 
     # ------------------------------------------------------------------ elements
 
@@ -361,6 +235,11 @@ class SsmlReader:
         self._stack.append(opened)
         if name in _TEXT_ONLY:
             self._collect = []
+
+    def _end_tag(self, name: str, lt: int, gt: int) -> None:
+        if not self._stack or self._stack[-1].name != name:
+            raise self._fail(f"</{name}> closes no open <{name}>", lt)
+        self._end(self._stack.pop(), lt, gt)
 
     def _end(self, opened: _Open, lt: int, gt: int) -> None:
         name = opened.name
@@ -477,32 +356,6 @@ class SsmlReader:
         self.unsupported.setdefault(name)
 
     # ------------------------------------------------------------------ text
-
-    def _decode(self, raw: str, at: int) -> str:
-        if "&" not in raw:
-            return raw
-        return self._refs(Mapped.of(raw, at)).text
-
-    def _refs(self, text: Mapped) -> Mapped:
-        """XML's escapes and character references decoded; any other `&` refused."""
-        bad = _BAD_AMP.search(text.text)
-        if bad is not None:
-            raise self._fail(
-                "An entity other than XML's five escapes (&amp; &lt; &gt; &quot; &apos;) and "
-                "&#N; is refused",
-                text.begin(bad.start()),
-            )
-        if not self._keep:  # the map is not needed
-            return Mapped.of(_REF.sub(self._ref, text.text), text.point(0))
-        return text.sub(_REF, self._ref)
-
-    def _ref(self, m: re.Match[str]) -> str:
-        if m.group(1):
-            return _ESCAPES[m.group(1)]
-        code = int(m.group(2)) if m.group(2) else int(m.group(3), 16)
-        if code in (9, 10, 13) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0x10FFFF:
-            return chr(code)
-        raise SsmlError(f"The character reference {m.group(0)} is not an XML character")
 
     def _text_run(self, a: int, b: int, *, raw: bool = False) -> None:
         run = self._text[a:b]
