@@ -27,7 +27,7 @@ from speechd.config import Settings, SettingsError, engine_config, load_settings
 from speechd.engine import DEVICE_HELP
 
 if TYPE_CHECKING:
-    from speechd.app import WorkerSupervisor
+    from speechd.api import WorkerSupervisor
     from speechd.worker import WorkerConfig
 
 __all__ = ["build_parser", "main", "run_api", "worker_config"]
@@ -219,8 +219,7 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
     import uvicorn
 
-    from speechd.app import close_streams, create_app
-    from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
+    from speechd.api import MAX_WS_MESSAGE_BYTES, close_streams, create_app
 
     failure = _store_error(settings.store_url)
     if failure is not None:

@@ -55,11 +55,11 @@ from speechd.audio import content_type, finished_bytes
 from speechd.casts import AudioChunk, playable_chunks
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable
-from speechd.metrics import ApiMetrics
 from speechd.service import CastService, SubmittedCast
 
-from ._errors import error_body, error_body_for, log_store_trouble
-from ._streaming import AbortBody, AppResponse, StreamApp
+from .._errors import error_body, error_body_for, log_store_trouble
+from .._streaming import AbortBody, AppResponse, StreamApp
+from ..metrics import ApiMetrics
 
 __all__ = ["OUTPUT_TOKENS_PER_SECOND", "START_DELAY_HEADER", "Mode", "Start", "speech_response"]
 

@@ -38,7 +38,8 @@ class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     """`POST /v1/casts`. A missing title is derived from the text (`derive_title`). Every
     field is bounded on decode (`speechd.limits`), before the route runs. With `live`, the
     text comes later (`input`, if any, is its first piece: at most `MAX_PIECE_CHARS`, checked
-    by `speechd.live`); without it an empty `input` is refused (`CastService.submit`)."""
+    by `speechd.service.LiveCasts`); without it an empty `input` is refused
+    (`CastService.submit`)."""
 
     input: Annotated[str, msgspec.Meta(max_length=MAX_CAST_CHARS)] = ""
     voice: Annotated[str, msgspec.Meta(max_length=MAX_VOICE_CHARS)] | None = None

@@ -17,7 +17,7 @@ from msgspec import Meta
 
 from speechd.engine import MAX_SPEED, MIN_SPEED
 from speechd.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS, MAX_VOICE_CHARS
-from speechd.live import MAX_PIECE_CHARS, MAX_PIECES
+from speechd.service import MAX_PIECE_CHARS, MAX_PIECES
 
 __all__ = [
     "MAX_INPUT_BODY_BYTES",

@@ -79,7 +79,8 @@ _METHODS = frozenset(
 
 
 class StreamCounts(Protocol):
-    """What the metrics read of the api's stream caps (`speechd.limits.StreamSlots`)."""
+    """What the metrics read of the server's stream caps (`speechd.limits.StreamSlots`, which
+    another door may share under `speechd serve`)."""
 
     @property
     def in_use(self) -> int: ...

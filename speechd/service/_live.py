@@ -46,7 +46,8 @@ from speechd.errors import (
     PayloadTooLarge,
     SpeechdError,
 )
-from speechd.service import MODEL, CastService
+
+from ._casts import MODEL, CastService
 
 __all__ = [
     "DEFAULT_IDLE_S",

@@ -41,22 +41,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-from speechd.casts import (
-    JOBS,
-    JOBS_CURSOR,
-    PROGRESS_DONE,
-    Cursor,
-    Eos,
-    Event,
-    Job,
-    Meta,
-    Receipt,
-    audio_chunk,
-    cast_stream,
-    decode,
-    event_of,
-)
 from speechd.durable import SeqOutOfRange, Store
+
+from ._records import Cursor, Eos, Event, Job, Meta, Receipt, audio_chunk, decode, event_of
+from ._streams import JOBS, JOBS_CURSOR, PROGRESS_DONE, cast_stream
 
 __all__ = ["QueueLine", "QueuePlace", "committed_offset", "queue_depth", "queue_position"]
 

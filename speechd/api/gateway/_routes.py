@@ -18,18 +18,18 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from speechd.casts import CastCaptions
 from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
-from speechd.live import LiveCasts
-from speechd.metrics import ApiMetrics
-from speechd.openai_compat import (
-    BodyDecoder,
+from speechd.service import LiveCasts
+
+from .._auth import require_api_key
+from .._bodies import BodyDecoder
+from ..metrics import ApiMetrics
+from ..openai_compat import (
     cast_headers,
     cast_url,
     create_live,
     live_created,
     public_base_url,
-    require_api_key,
 )
-
 from ._captions import srt, webvtt, words_page
 from ._gateway import AudioReply, Gateway
 from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file

@@ -10,19 +10,21 @@ streams, and workers do the rest.
     GET /healthz     200 as soon as the api answers
     GET /readyz      200 once a worker has its model loaded (each worker's device named);
                      503 before
-    GET /metrics     Prometheus text (see `speechd.metrics` for what is measured where)
-    /v1/...          the OpenAI-compatible routes (`speechd.openai_compat`)
+    GET /metrics     Prometheus text (see `speechd.api.metrics` for what is measured where)
+    /v1/...          the OpenAI-compatible routes (`speechd.api.openai_compat`)
     /v1/casts, /, /c/<id>, /static/...
-                     the cast API, the public read path and the pages (`speechd.gateway`)
+                     the cast API, the public read path and the pages (`speechd.api.gateway`)
 
 A shutting-down server calls `close_streams(app)` before it waits on in-flight responses:
 followers of a cast still generating (SSE, long-polls, live audio, live-cast WebSockets)
 would otherwise hold it up until the cast ends.
 
 Every long-lived read (SSE, long-polls, live audio, speech requests that wait, live-cast
-WebSockets) holds one of the app's `StreamSlots` (`--max-streams` in all,
+WebSockets) holds one of the server's `StreamSlots` (`--max-streams` in all,
 `--max-client-streams` per client, the client named by `--client-header` and
 `--trusted-proxies`); `release_slots` around the app gives them back when each request ends.
+`create_app(slots=...)` takes a `StreamSlots` that another door (the Wyoming server, under
+`speechd serve`) counts its syntheses in too.
 """
 
 from __future__ import annotations
@@ -41,12 +43,16 @@ from litestar.types import Message, Scope
 from speechd import casts
 from speechd.config import Settings, engine_config
 from speechd.durable import Retention, Store, open_store, sweep_forever
-from speechd.gateway import Gateway, GatewaySettings, gateway_router
-from speechd.limits import ClientAddress, StreamSlots, release_slots
-from speechd.live import LiveCasts
-from speechd.metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
-from speechd.openai_compat import ApiKeys, exception_handlers, openai_router
-from speechd.service import CastService
+from speechd.limits import StreamSlots
+from speechd.service import CastService, LiveCasts
+
+from ._auth import ApiKeys
+from ._clients import ClientAddress
+from ._errors import exception_handlers
+from ._slots import ClientSlots, release_slots
+from .gateway import Gateway, GatewaySettings, gateway_router
+from .metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
+from .openai_compat import openai_router
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
 
@@ -133,20 +139,22 @@ def create_app(
     store: Store | None = None,
     supervisor: WorkerSupervisor | None = None,
     gateway: GatewaySettings | None = None,
+    slots: StreamSlots | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Litestar:
     """The api app. `store`: use this open store (the caller closes it) instead of opening
     `settings.store_url`; `supervisor`: start it with the app and stop it (after in-flight
     responses) when the app shuts down; `gateway`: the public read path's settings, instead
-    of `gateway_settings(settings)`."""
+    of `gateway_settings(settings)`; `slots`: count long-lived reads in this `StreamSlots`
+    (shared with another door) instead of one of the app's own, sized by `gateway`'s caps."""
     engine = engine_config(settings)
     read_path = gateway or gateway_settings(settings)
-    slots = StreamSlots(
-        read_path.max_streams,
-        read_path.max_client_streams,
-        clients=ClientAddress(read_path.client_header, trusted_proxies=read_path.trusted_proxies),
+    streams = slots or StreamSlots(read_path.max_streams, read_path.max_client_streams)
+    client_slots = ClientSlots(
+        streams,
+        ClientAddress(read_path.client_header, trusted_proxies=read_path.trusted_proxies),
     )
-    metrics = ApiMetrics(supervisor=supervisor, slots=slots)
+    metrics = ApiMetrics(supervisor=supervisor, slots=streams)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -165,7 +173,7 @@ def create_app(
                 clock=clock,
             )
             app.state.service = service
-            app.state.gateway = Gateway(service, read_path, slots=slots)
+            app.state.gateway = Gateway(service, read_path, slots=client_slots)
             stack.push_async_callback(app.state.gateway.close)
             app.state.live_casts = LiveCasts(
                 service, secret, idle_s=settings.live_idle_timeout, clock=clock
@@ -206,7 +214,7 @@ def create_app(
             {
                 "settings": settings,
                 "metrics": metrics,
-                "slots": slots,
+                "slots": client_slots,
                 "api_keys": ApiKeys(settings.api_keys),
             }
         ),

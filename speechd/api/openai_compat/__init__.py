@@ -10,9 +10,9 @@ casts; `cast_headers` names a cast in any response, `public_base_url` is where l
 
 from __future__ import annotations
 
-from ._auth import ApiKeys, require_api_key
-from ._bodies import BodyDecoder
-from ._errors import (
+from .._auth import ApiKeys, require_api_key
+from .._bodies import BodyDecoder
+from .._errors import (
     error_body,
     error_body_for,
     exception_handlers,

@@ -13,7 +13,7 @@ The audio frames, in order, are one file of the requested format (the same bytes
 `/audio` gives). A bad message gets an `error` message (OpenAI's error object) and the session
 goes on; a bad first message, a missing API key (when the server has keys: send
 `Authorization: Bearer <key>`) or a failed cast end it (close 1008, 1011). A session is a
-long-lived read: it holds one of the client's stream slots (`speechd.limits.StreamSlots`)
+long-lived read: it holds one of the client's stream slots (`speechd.api._slots.ClientSlots`)
 until it ends, and past the caps it gets the 429 or 503 error message and close 1013 (try
 again later) before anything is made. A store failure is an error message with code
 `store_unavailable` (one log line): while the cast is made it ends the session (close 1011;
@@ -41,10 +41,10 @@ from speechd.casts import AudioChunk
 from speechd.config import Settings
 from speechd.durable import DurableError
 from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable
-from speechd.limits import StreamSlots
-from speechd.live import LiveCast, LiveCasts
+from speechd.service import LiveCast, LiveCasts
 
-from ._errors import error_body, error_body_for, log_store_trouble
+from .._errors import error_body, error_body_for, log_store_trouble
+from .._slots import ClientSlots
 from ._live import create_live, input_url, key_ok
 from ._live_wire import (
     MAX_WS_MESSAGE_BYTES,
@@ -83,7 +83,7 @@ class _Session:
         self,
         socket: WebSocket[Any, Any, Any],
         live: LiveCasts,
-        slots: StreamSlots,
+        slots: ClientSlots,
         base_url: str,
     ) -> None:
         self.socket = socket
@@ -289,7 +289,7 @@ async def speech_live(
     socket: WebSocket[Any, Any, Any],
     live_casts: NamedDependency[LiveCasts],
     settings: NamedDependency[Settings],
-    slots: NamedDependency[StreamSlots],
+    slots: NamedDependency[ClientSlots],
 ) -> None:
     """A live cast over one WebSocket (see this module's docstring)."""
     await socket.accept()

@@ -8,7 +8,7 @@
     WS   /v1/audio/speech/live a live cast over one WebSocket (`_live_ws`)
 
 Dependencies (provided by `create_app`): `service` (CastService), `metrics` (ApiMetrics),
-`settings` (Settings), `live_casts` (LiveCasts), `slots` (StreamSlots: a speech request, and
+`settings` (Settings), `live_casts` (LiveCasts), `slots` (ClientSlots: a speech request, and
 a live cast's WebSocket, holds one of the client's long-lived-read slots from before it is
 submitted until its response ends).
 """
@@ -23,12 +23,12 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from speechd.config import Settings
-from speechd.limits import StreamSlots
-from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
-from ._auth import require_api_key
-from ._bodies import BodyDecoder
+from .._auth import require_api_key
+from .._bodies import BodyDecoder
+from .._slots import ClientSlots
+from ..metrics import ApiMetrics
 from ._live import append_input
 from ._live_ws import speech_live
 from ._models import MODEL_NAMES, resolve_model
@@ -78,7 +78,7 @@ async def create_speech(
     service: NamedDependency[CastService],
     metrics: NamedDependency[ApiMetrics],
     settings: NamedDependency[Settings],
-    slots: NamedDependency[StreamSlots],
+    slots: NamedDependency[ClientSlots],
 ) -> Response[Any]:
     """Text to speech, OpenAI's way; the response streams the cast's audio as it is made."""
     started = time.monotonic()

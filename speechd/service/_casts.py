@@ -29,6 +29,7 @@ import msgspec
 
 from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE
+from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
 from speechd.durable import Store
 from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
 from speechd.errors import (
@@ -38,7 +39,6 @@ from speechd.errors import (
     Unavailable,
     VoiceUnavailable,
 )
-from speechd.worker import QueueLine, WorkerHealth, known_voices, worker_health
 
 __all__ = [
     "MODEL",

@@ -20,10 +20,10 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from speechd.errors import AuthenticationFailed
-from speechd.live import LiveCast, LiveCasts, LiveRequest, bearer_token
+from speechd.service import LiveCast, LiveCasts, LiveRequest, bearer_token
 
-from ._auth import ApiKeys
-from ._bodies import BodyDecoder
+from .._auth import ApiKeys
+from .._bodies import BodyDecoder
 from ._live_wire import MAX_INPUT_BODY_BYTES, InputAccepted, InputPiece, LiveCastCreated
 from ._models import resolve_model
 

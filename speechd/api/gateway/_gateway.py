@@ -41,12 +41,14 @@ from speechd.limits import (
     MAX_EVENT_ID_CHARS,
     MAX_IF_HEADER_CHARS,
     MAX_RANGE_CHARS,
-    ClientAddress,
     StreamSlots,
 )
-from speechd.openai_compat import error_body, log_store_trouble, resolve_model
 from speechd.service import CastRequest, CastService, SubmittedCast
 
+from .._clients import ClientAddress
+from .._errors import error_body, log_store_trouble
+from .._slots import ClientSlots
+from ..openai_compat import resolve_model
 from ._audio import (
     AudioLayout,
     ByteRange,
@@ -135,19 +137,20 @@ class Gateway:
         service: CastService,
         settings: GatewaySettings | None = None,
         *,
-        slots: StreamSlots | None = None,
+        slots: ClientSlots | None = None,
     ) -> None:
         self.service = service
         self.store = service.store
         self.settings = settings or GatewaySettings()
-        self.slots = slots or StreamSlots(
-            self.settings.max_streams,
-            self.settings.max_client_streams,
-            clients=ClientAddress(
+        self.streams = slots or ClientSlots(
+            StreamSlots(self.settings.max_streams, self.settings.max_client_streams),
+            ClientAddress(
                 self.settings.client_header, trusted_proxies=self.settings.trusted_proxies
             ),
         )
-        """The api's long-lived reads (shared with `/v1/audio/speech`), and who the client is."""
+        """The api's long-lived reads (shared with `/v1/audio/speech`), by client."""
+        self.slots = self.streams.slots
+        """The slot counter itself (what is held and refused)."""
         self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
         self._layouts = Layouts(self.store)
@@ -163,12 +166,12 @@ class Gateway:
     # -- who is asking ------------------------------------------------------------------
 
     def client_key(self, request: Request[Any, Any, Any]) -> str:
-        """The key per-client limits count `request` by (`speechd.limits.ClientAddress`)."""
-        return self.slots.clients.of_scope(request.scope)
+        """The key per-client limits count `request` by (`ClientAddress`)."""
+        return self.streams.key(request.scope)
 
     def _hold_stream(self, request: Request[Any, Any, Any] | None) -> None:
         if request is not None:
-            self.slots.take(request.scope)
+            self.streams.take(request.scope)
 
     def admit(self, request: Request[Any, Any, Any]) -> None:
         """Charge one public read to the client; raise `RateLimited` past its quota."""

@@ -24,8 +24,8 @@ import msgspec
 
 from speechd.casts import H_EVENT, cast_stream
 from speechd.durable import DurableError, Record, Store
-from speechd.openai_compat import log_store_trouble
 
+from .._errors import log_store_trouble
 from ._wire import record_view
 
 __all__ = ["Hubs", "Subscriber", "cast_frames", "is_terminal"]

@@ -20,7 +20,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._bounds import MAX_CLIENT_KEY_CHARS
+from speechd.limits import MAX_CLIENT_KEY_CHARS
 
 __all__ = ["ClientAddress"]
 

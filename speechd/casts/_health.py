@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import msgspec
 
-from speechd.casts import KNOWN_VOICES, WORKERS_PREFIX, WorkerNotice, decode, encode, worker_stream
 from speechd.durable import AppendRecord, Record, SeqOutOfRange, Store
 from speechd.errors import ModelUnavailable, SpeechdError, Unavailable
+
+from ._records import WorkerNotice, decode, encode
+from ._streams import KNOWN_VOICES, WORKERS_PREFIX, worker_stream
 
 __all__ = [
     "FRESH_HEARTBEATS",

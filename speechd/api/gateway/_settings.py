@@ -24,7 +24,7 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
         and `read_rate` per second after that; more get 429 with `Retry-After`.
     client_header, trusted_proxies: a header trusted reverse proxies append the client's
         address to (`x-forwarded-for`); the entry `trusted_proxies` from its right end names
-        the client. None trusts only the socket's peer address (`speechd.limits.ClientAddress`).
+        the client. None trusts only the socket's peer address (the api's `ClientAddress`).
     max_streams, max_client_streams: long-lived reads (SSE, long-polls, live audio, speech
         requests that wait) the api holds in all, and per client; past them 503 and 429.
     max_wait_s: the longest long-poll a records read may ask for.
