@@ -107,10 +107,10 @@ class _Open(NamedTuple):
 
 
 def looks_like_ssml(text: str) -> bool:
-    """A request's input is SSML when it starts (after whitespace) with `<speak` or an XML
-    declaration."""
+    """A request's input is SSML when it starts (after whitespace) with `<speak`, an XML
+    declaration or a DTD (which is then refused)."""
     head = text[:64].lstrip()
-    return head.startswith("<speak") or head.startswith("<?xml")
+    return head.startswith(("<speak", "<?xml")) or head[:9].upper() == "<!DOCTYPE"
 
 
 class SsmlReader(XmlReader):

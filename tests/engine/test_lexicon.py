@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (IPA and Kokoro phonemes are the point)
 """The deployment lexicon: its file, its case rule, and what it changes in G2P's phonemes."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (IPA and Kokoro phonemes are the point)
 """Words that map back to the input as sent: every timed word's `source`, through
 normalisation, SSML and G2P, on the real English G2P; pauses, marks and rates in the plan."""
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import Chunk, ChunkPolicy, Engine, Planner, PlanStatus
+from speechd.engine import Chunk, ChunkPolicy, Engine, PlanStatus
 from speechd.engine._engine import with_pauses
 from speechd.engine._timing import WordTiming
 
@@ -79,10 +80,12 @@ def test_leading_whitespace_and_markdown_keep_offsets(tiny_engine: Engine) -> No
     ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(
-        st.sampled_from(list("ab AB1 2-.,:/@[]()*_`#\n$%&") + ["km", "Jan.", " pm", "2024"]),
+        st.sampled_from([*list("ab AB1 2-.,:/@[]()*_`#\n$%&"), "km", "Jan.", " pm", "2024"]),
         max_size=40,
     ).map("".join)
 )
