@@ -164,6 +164,10 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--cache-dir", help="for ONNX exports of a read-only model folder (~/.cache/speechd)"
     )
     group.add_argument(
+        "--lexicon",
+        help="pronunciation lexicon file (word = /phonemes/ or respelling), reloaded on change",
+    )
+    group.add_argument(
         "--threads", type=int, help="CPU threads for the runtime (default: the runtime's)"
     )
     group.add_argument(
