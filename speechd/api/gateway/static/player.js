@@ -50,13 +50,16 @@ let shownCaption = -1;
 let captions = []; // {index, at (s), text, words}: one per audio record, placed by its `o`
 let words = []; // every word so far, in order: {at, end (s), text, source, el, sourceEl}
 // The text as sent, when this tab made the cast: shown with spans over the words' sources.
+// Sources count code points (Python's indices), so the text is read as an array of them.
 const sourceText = (() => {
   try {
-    return sessionStorage.getItem(`speechd.source.${castId}`);
+    const text = sessionStorage.getItem(`speechd.source.${castId}`);
+    return text === null ? null : Array.from(text);
   } catch {
     return null;
   }
 })();
+const sourceSlice = (a, b) => sourceText.slice(a, b).join("");
 let sourceShown = 0; // characters of it already split into the panel (sources are monotone)
 let sourceRest = null; // the text node holding the rest
 let sourceLast = null; // the last word span, and its [begin, end)
@@ -277,7 +280,7 @@ function showSources(timed) {
   const panel = $("source");
   if (panel.hidden) {
     panel.hidden = false;
-    sourceRest = document.createTextNode(sourceText);
+    sourceRest = document.createTextNode(sourceSlice(0, sourceText.length));
     panel.replaceChildren(sourceRest);
   }
   for (const word of timed) {
@@ -288,12 +291,12 @@ function showSources(timed) {
       continue;
     }
     if (begin < sourceShown || end > sourceText.length || end <= begin) continue;
-    const before = document.createTextNode(sourceText.slice(sourceShown, begin));
+    const before = document.createTextNode(sourceSlice(sourceShown, begin));
     const span = document.createElement("span");
     span.className = "word";
-    span.textContent = sourceText.slice(begin, end);
+    span.textContent = sourceSlice(begin, end);
     span.addEventListener("click", () => seekToWord(word));
-    sourceRest.textContent = sourceText.slice(end);
+    sourceRest.textContent = sourceSlice(end, sourceText.length);
     panel.insertBefore(before, sourceRest);
     panel.insertBefore(span, sourceRest);
     sourceShown = end;
