@@ -12,7 +12,7 @@ from pathlib import Path
 from speechd.audio import new_encoder
 from speechd.durable import open_store
 from speechd.telemetry import DeviceSample, Telemetry
-from speechd.worker import Worker, ready_workers
+from speechd.worker import Worker, WorkerConfig, ready_workers
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["WORKER", "Board", "running_worker"]
@@ -52,10 +52,9 @@ def running_worker(store_dir: Path, telemetry: Telemetry) -> Iterator[None]:
             worker = Worker(
                 store,
                 CostEngine(),
-                worker_id=WORKER,
+                WorkerConfig(worker_id=WORKER, heartbeat_s=0.2),
                 chunk_policy=FakeChunkPolicy(),
                 encoders=new_encoder,
-                heartbeat_s=0.2,
                 telemetry=telemetry,
             )
             stop = asyncio.Event()

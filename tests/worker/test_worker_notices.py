@@ -18,8 +18,6 @@ from speechd.durable import AppendRecord, Store, open_store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable, Unavailable
 from speechd.worker import (
-    EXIT_MODEL_UNAVAILABLE,
-    EXIT_OK,
     Parts,
     WorkerConfig,
     WorkerHealth,
@@ -27,6 +25,7 @@ from speechd.worker import (
     run_worker,
     worker_health,
 )
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.support import engines
 
 from ._helpers import records

@@ -26,15 +26,8 @@ from speechd.casts import (
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import (
-    EXIT_MODEL_UNAVAILABLE,
-    EXIT_OK,
-    Parts,
-    Supervisor,
-    WorkerConfig,
-    ready_workers,
-    run_worker,
-)
+from speechd.worker import Parts, Supervisor, WorkerConfig, ready_workers, run_worker
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.support import engines
 from tests.support.engines import expected_audio
 
