@@ -13,7 +13,8 @@ Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a 
 lazy plan and its positions), `_planning` (plans stepped between chunk renders), `_input`
 (following a live cast's input), `_costs` (what chunks cost here and what plans are made for),
 `_policy` and `_hold` (the scheduling decisions, pure), `_admission` (who is let in, and the
-quantum), `_cast` (an admitted cast, and the active casts the loop owns), `_worker` (the loop).
+quantum), `_cast` (an admitted cast, and the active casts the loop owns), `_update` (what a
+rendered chunk does to its cast), `_worker` (the loop).
 Tests that need a private part import its module (`speechd.worker._policy`).
 """
 

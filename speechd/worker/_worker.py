@@ -44,14 +44,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speechd.casts import (
-    WORKERS_PREFIX,
-    Eos,
-    WorkerNotice,
-    encode,
-    eos_record,
-    worker_stream,
-)
+from speechd.casts import WORKERS_PREFIX, WorkerNotice, encode, worker_stream
 from speechd.durable import AppendRecord, Store
 
 from ._admission import Admission
@@ -60,16 +53,15 @@ from ._cast import ActiveCasts, Admitted
 from ._config import WorkerConfig
 from ._costs import ChunkTimes
 from ._health import last_notice
-from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
-from ._plan import Planned
-from ._planning import Planning, whole_rest
+from ._planning import Planning
 from ._policy import Idle, Policy, Run, Sleep, make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
-from ._render import ChunkFailed, Rendered, chunk_records, render, warm_up
+from ._render import ChunkFailed, Rendered, render, warm_up
 from ._thread import EngineThread
+from ._update import Outcomes
 
 if TYPE_CHECKING:
     from speechd.telemetry import Telemetry
@@ -164,6 +156,9 @@ class Worker:
             max_active=config.max_active,
             quantum_s=config.quantum_s,
             clock=clock,
+        )
+        self._outcomes = Outcomes(
+            self._attempts, self.times, engine.sample_rate, clock=clock, telemetry=telemetry
         )
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
@@ -320,14 +315,6 @@ class Worker:
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
 
-    def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
-        """(audio, compute) predicted for the chunks the cast has left after the one in hand
-        (`whole_rest`: those planned, then the planner's estimate of the rest of its text),
-        made with the share of the device its plan was made for, at the device's costs as
-        measured now."""
-        share = max(cast.timing.share, 1.0)
-        return [(audio, share * gen) for audio, gen in whole_rest(cast, self.times)[1:]]
-
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
         wrapped = asyncio.wrap_future(future)
@@ -361,71 +348,4 @@ class Worker:
         if rendered is None:
             log.info("cast %s: chunk %d abandoned on stop", cast.id, planned.chunk.index)
             return
-        self._settle(cast, await self._update(cast, planned, rendered))
-
-    async def _update(
-        self, cast: Admitted, planned: Planned, outcome: Rendered | ChunkFailed
-    ) -> Fate:
-        """Apply one rendered chunk's outcome to its cast (as vLLM's scheduler applies a
-        step's output): a failure is counted (`Attempts.chunk_failed`); audio is measured,
-        appended (with the eos after the last chunk) and moves the cast's listeners' clock,
-        its plan and its resume point on. Returns what became of the cast."""
-        chunk = planned.chunk
-        if isinstance(outcome, ChunkFailed):
-            return await self._attempts.chunk_failed(cast, chunk, outcome)
-        rendered, last = outcome, cast.plan.last
-        rate = self._engine.sample_rate
-        made_s = sum(size for size, _ in rendered.pieces) / rate
-        # Measured before it is appended: a cast's first chunk then prices the rest of its plan
-        # with its own cost (a worker that has not warmed up has only priors).
-        self.times.observe(
-            units=len(chunk.phonemes),
-            chars=len(chunk.text),
-            speed=cast.recipe.speed,
-            gen_s=rendered.gen_s,
-            audio_s=made_s,
-        )
-        hold_ms = 0
-        if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
-            held = hold_s(0.0, made_s, self._predicted_rest(cast))
-            hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
-        records, samples, resume = chunk_records(
-            cast,
-            chunk.text,
-            rendered,
-            position=planned.position,
-            more=cast.plan.more_after(made_s),
-            sample_rate=rate,
-            hold_ms=hold_ms,
-        )
-        eos = None
-        if last:
-            gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
-            eos = Eos(
-                chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
-            )
-            records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        appended = await self._attempts.append(cast, records, chunk=chunk)
-        if appended.first_ms is None:  # lost, or its records are too large: the chunk failed
-            return appended.fate
-        if self._telemetry is not None:
-            self._telemetry.audio_made((samples - cast.samples) / rate)
-        # The hold is stated either way (a smooth listener joining later keeps to it), but the
-        # listeners of a cast whose creator wanted its first audio at once play from it.
-        held_ms = 0 if cast.job.at_once else hold_ms
-        if cast.origin_ms == 0:
-            cast.origin_ms = appended.first_ms + held_ms  # the sequence's first audio, held
-            if held_ms:
-                log.info(
-                    "cast %s: its listeners start %.1f s after its first audio",
-                    cast.id,
-                    hold_ms / 1000,
-                )
-        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=held_ms / 1000)
-        cast.made += len(rendered.pieces)
-        cast.gen_s += rendered.gen_s
-        cast.plan.take()
-        cast.resume = resume or cast.resume
-        if eos is not None:
-            return await self._attempts.done(cast, eos)
-        return Fate.GOES_ON
+        self._settle(cast, await self._outcomes.apply(cast, planned, rendered))
