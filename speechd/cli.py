@@ -181,18 +181,15 @@ def _configure_logging(settings: Settings) -> None:
 
 def worker_config(settings: Settings) -> WorkerConfig:
     """The worker's configuration, from the same settings the api reads: the one place
-    settings are mapped to it (a worker setting not given keeps `WorkerConfig`'s default)."""
+    settings are mapped to it."""
     from speechd.worker import WorkerConfig
 
-    given = {
-        "policy": settings.policy,
-        "quantum_s": settings.quantum,
-        "receipts": settings.receipts,
-    }
     return WorkerConfig(
         store=settings.store_url,
         engine=engine_config(settings),
-        **{name: value for name, value in given.items() if value is not None},
+        policy=settings.policy,
+        quantum_s=settings.quantum,
+        receipts=settings.receipts,
     )
 
 

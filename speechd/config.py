@@ -104,16 +104,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
-    # The worker's own settings: None is the worker's default (`speechd.worker.WorkerConfig`,
-    # the one place those live; `speechd.cli.worker_config` maps these to it).
-    policy: Literal["deadline", "fifo"] | None = None
+    policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
-    receipts: PositiveInt | None = None
+    receipts: PositiveInt = 10_000
     """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
     worker trims older ones. The api's metrics count the receipts they see, and its start
     estimates read the last few dozen."""
-    quantum: Seconds | None = None
+    quantum: Seconds = 2.5
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
     default_voice: Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)] = "af_heart"
