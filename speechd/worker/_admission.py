@@ -179,6 +179,18 @@ class Admission:
         if not policy.admit(now, views, candidate, rtf=times.rtf):
             self._waiting_head = (job.offset, head)
             return None
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "cast %s admitted: %.1f s of audio predicted at rtf %.3f, beside %s",
+                job.id,
+                candidate.audio_s,
+                times.rtf,
+                [
+                    (v.id[:6], round(v.lead(now) or 0.0, 2), round(v.remaining_audio_s, 1),
+                     round(sum(g for _, g in v.chunks), 1))
+                    for v in views
+                ],
+            )  # fmt: skip
         self._waiting_head = None
         if waited:
             fresh = await self._settle(job)

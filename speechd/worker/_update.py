@@ -64,6 +64,20 @@ class Outcomes:
         rendered, last = outcome, cast.plan.last
         rate = self._rate
         made_s = sum(size for size, _ in rendered.pieces) / rate
+        if log.isEnabledFor(logging.DEBUG):  # the prediction it was scheduled on, and the truth
+            audio = self._times.audio_s(len(chunk.phonemes), cast.recipe.speed)
+            lead = cast.lead(self._clock(), rate)
+            log.debug(
+                "cast %s chunk %d: %.2f s of audio (predicted %.2f), %.2f s to make (predicted"
+                " %.2f), its listener had %s s left",
+                cast.id,
+                chunk.index,
+                made_s,
+                audio,
+                rendered.gen_s,
+                self._times.gen_s(audio),
+                "-" if lead is None else f"{lead:.2f}",
+            )
         # Measured before it is appended: a cast's first chunk then prices the rest of its plan
         # with its own cost (a worker that has not warmed up has only priors).
         self._times.observe(
