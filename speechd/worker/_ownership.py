@@ -101,7 +101,9 @@ class Ownership:
     async def release(self, cast: Admitted) -> None:
         """Drop the renewals of a finished cast (nobody needs them once it ended): this
         worker's, or an earlier owner's (a cast past its first attempt may have some). The
-        cast is no longer active, so a renewal waiting on the lock writes nothing after."""
+        cast is dropped first (it ended), so a renewal waiting on the lock writes nothing
+        after."""
+        cast.dropped = True
         async with cast.lease_lock:
             if cast.lease_records or cast.attempt > 1:
                 await self._store.delete(lease_stream(cast.id))
