@@ -5,7 +5,9 @@ runs it in a spawned child and restarts it when it dies; `Worker` is the same lo
 in-process, over an injected store and engine (`Parts` says how a process builds them).
 `ChunkTimes`, `plan_timing`, `warm_up`, `QUANTUM_S` and `chunk_seed` are how the worker
 measures the device, times a cast's plan and seeds its chunks, for the load tests' raw loop
-to do as the worker does. Importing this package never imports torch.
+to do as the worker does. The readers of worker health, voices and the line of waiting
+casts, which the api uses too, are `speechd.casts`'s. Importing this package never imports
+torch.
 
 Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
 `_attempts` and `_continuation` (opening, resuming and ending attempts; failures), `_endings`
@@ -22,10 +24,8 @@ from __future__ import annotations
 
 from ._config import WorkerConfig
 from ._costs import ChunkTimes, plan_timing
-from ._health import WorkerHealth, known_voices, ready_workers, worker_health
 from ._policy import QUANTUM_S
 from ._process import Parts, run_worker
-from ._queue import QueueLine, QueuePlace, queue_depth, queue_position
 from ._render import chunk_seed, warm_up
 from ._supervisor import Supervisor
 from ._worker import Worker
@@ -34,21 +34,13 @@ __all__ = [
     "QUANTUM_S",
     "ChunkTimes",
     "Parts",
-    "QueueLine",
-    "QueuePlace",
     "Supervisor",
     "Worker",
     "WorkerConfig",
-    "WorkerHealth",
     "chunk_seed",
-    "known_voices",
     "plan_timing",
-    "queue_depth",
-    "queue_position",
-    "ready_workers",
     "run_worker",
     "warm_up",
-    "worker_health",
 ]
 
 for _name in __all__:

@@ -46,6 +46,7 @@ from speechd.casts import (
     decode,
     eos_record,
     kept_spans,
+    last_notice,
     start_record,
 )
 from speechd.durable import (
@@ -59,7 +60,6 @@ from ._cast import Admitted, JobRef
 from ._continuation import Going, Plans
 from ._costs import PlanTiming
 from ._endings import RECEIPTS, Endings
-from ._health import last_notice
 from ._intake import Intake
 from ._ownership import Ownership
 from ._plan import model_fingerprint

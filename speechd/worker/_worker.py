@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speechd.casts import WORKERS_PREFIX, WorkerNotice, encode, worker_stream
+from speechd.casts import WORKERS_PREFIX, WorkerNotice, encode, last_notice, worker_stream
 from speechd.durable import AppendRecord, Store
 
 from ._admission import Admission
@@ -52,7 +52,6 @@ from ._attempts import Attempts, Fate
 from ._cast import ActiveCasts, Admitted
 from ._config import WorkerConfig
 from ._costs import ChunkTimes
-from ._health import last_notice
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership

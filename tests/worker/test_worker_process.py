@@ -21,6 +21,7 @@ from speechd.casts import (
     cast_stream,
     decode,
     event_of,
+    ready_workers,
     worker_stream,
 )
 from speechd.cli import worker_config
@@ -28,7 +29,7 @@ from speechd.config import engine_config, load_settings
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import Parts, Supervisor, WorkerConfig, ready_workers, run_worker
+from speechd.worker import Parts, Supervisor, WorkerConfig, run_worker
 from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.support import engines
 from tests.support.engines import expected_audio
