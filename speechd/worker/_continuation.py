@@ -69,7 +69,13 @@ class Plans:
         """The cast's plan, from its start or from `position` (ValueError if the planner
         cannot read it); not stepped yet: the loop plans it a step at a time."""
         policy = self.policy(recipe, timing)
-        make = functools.partial(open_plan, live=recipe.live, position=position)
+        make = functools.partial(
+            open_plan,
+            live=recipe.live,
+            position=position,
+            ssml=recipe.input_format == "ssml",
+            normalize=recipe.normalize,
+        )
         return await self._thread.call(make, self._engine, recipe.text, recipe.voice, policy)
 
     async def continuation(self, cast_id: str, head: CastHead, recipe: Recipe) -> Going | None:
