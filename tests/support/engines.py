@@ -26,7 +26,8 @@ import msgspec
 import numpy as np
 
 from speechd.engine import FLUSH_S, WordTiming
-from speechd.worker import EncoderFactory, Parts
+from speechd.worker import Parts
+from speechd.worker._protocols import EncoderFactory
 
 from .planner import FakePlanner
 
@@ -266,7 +267,8 @@ def expected_audio(
     engine: CostEngine | None = None,
 ) -> bytes:
     """The bytes a cast of `text` must hold: the same plan, seeds and encoder as the worker."""
-    from speechd.worker import MAX_RECORD_S, chunk_seed
+    from speechd.worker import chunk_seed
+    from speechd.worker._render import MAX_RECORD_S
 
     engine = engine or CostEngine()
     chunks = engine.plan(text, "af_heart", FakeChunkPolicy())
