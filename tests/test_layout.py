@@ -7,7 +7,7 @@ which, no import circles, and each package's surface exactly what its users outs
     speechd.casts      at most 40 names; speechd.worker at most 15
 
 A name a test needs that no user outside the package imports is reached through the private
-module that defines it (`from speechd.casts._records import Word`), never exported for it."""
+module that defines it (`from speechd.casts._records import meta_record`), never exported for it."""
 
 from __future__ import annotations
 
@@ -138,7 +138,6 @@ PACKAGES = sorted(
 # Circles whose package is another engineer's, each cut on its own branch; strict, so the mark
 # must go (the test then guards the package) as soon as the cut lands (/work/coord/LANDED.md).
 OWNED_CIRCLES = {
-    "speechd/worker": "worker/_cast <-> _render: the worker engineer's (issue 26 item 2)",
     "speechd/wyoming": "wyoming/_door <-> _session (type-only): the wyoming engineer's",
 }
 
@@ -228,11 +227,6 @@ def test_the_casts_surface_has_at_most_40_names() -> None:
     assert len(speechd.casts.__all__) <= 40, len(speechd.casts.__all__)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="speechd.worker's surface is the worker engineer's (issue 26 items 2 and 4): remove "
-    "this mark when it lands (/work/coord/LANDED.md)",
-)
 def test_the_worker_surface_has_at_most_15_names() -> None:
     import speechd.worker
 

@@ -3,13 +3,25 @@ input; the base they hang off; and the headers that name a cast in any response.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from litestar.connection import ASGIConnection
 
 from speechd.config import Settings
 
-__all__ = ["cast_api_url", "cast_headers", "cast_url", "input_url", "public_base_url"]
+__all__ = [
+    "UNSUPPORTED_HEADER",
+    "cast_api_url",
+    "cast_headers",
+    "cast_url",
+    "input_url",
+    "public_base_url",
+]
+
+UNSUPPORTED_HEADER = "X-SSML-Unsupported"
+_HEADER_UNSAFE = re.compile(r"[^A-Za-z0-9:._ -]")
 
 
 def public_base_url(settings: Settings, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
@@ -39,11 +51,20 @@ def input_url(base_url: str, cast_id: str) -> str:
     return f"{cast_api_url(base_url, cast_id)}/input"
 
 
-def cast_headers(base_url: str, cast_id: str) -> dict[str, str]:
-    """Headers that name a cast, so any client's audio response becomes a shareable link."""
+def cast_headers(
+    base_url: str, cast_id: str, *, unsupported: Sequence[str] = ()
+) -> dict[str, str]:
+    """Headers that name a cast, so any client's audio response becomes a shareable link;
+    and, where its SSML used elements outside the subset (spoken as their text), which
+    (`X-SSML-Unsupported`, each named once)."""
     player, audio = cast_url("", cast_id), cast_api_url("", cast_id) + "/audio"
-    return {
+    headers = {
         "X-Cast-Id": cast_id,
         "X-Cast-Url": cast_url(base_url, cast_id),
         "Link": f'<{player}>; rel="alternate", <{audio}>; rel="enclosure"',
     }
+    if unsupported:
+        headers[UNSUPPORTED_HEADER] = ", ".join(
+            _HEADER_UNSAFE.sub("?", name)[:64] for name in unsupported[:16]
+        )
+    return headers

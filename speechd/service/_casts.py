@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import NamedTuple, NoReturn
@@ -33,7 +35,7 @@ from speechd import casts
 from speechd.audio import SAMPLE_RATE
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import Store
-from speechd.engine import LANGUAGES, VoiceBook, voice_language
+from speechd.engine import LANGUAGES, VoiceBook, check_input, voice_language
 from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
 from speechd.limits import MAX_CAST_CHARS
 
@@ -45,6 +47,7 @@ from ._requests import (
     check_piece,
     check_speed,
     check_text,
+    input_format,
 )
 
 __all__ = [
@@ -65,6 +68,8 @@ seconds) before it gets a 503. When the last worker heard from failed to load th
 gets the 503 at once."""
 
 _TITLE_CHARS = 80
+_INLINE_CHECK = 8192  # SSML longer than this is checked on a thread
+_TAGS = re.compile(r"<[^<>]{0,1024}>")
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
@@ -75,6 +80,14 @@ class SubmittedCast(msgspec.Struct, frozen=True):
     created: bool
     """False when an identical request made this cast first (it may be done already)."""
     recipe: schema.Recipe
+    unsupported: tuple[str, ...] = ()
+    """SSML elements (and attributes, `say-as` kinds) outside the subset, each once: spoken
+    as their text. A route names them in a response header."""
+
+
+def _title_text(text: str, ssml: bool) -> str:
+    """What a title is taken from: an SSML document's first 4,096 characters without tags."""
+    return " ".join(_TAGS.sub(" ", text[:4096]).split()) if ssml else text
 
 
 def derive_title(text: str) -> str:
@@ -203,14 +216,16 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
-    async def _resolve_voice(self, voice: str | None) -> str:
-        """The voice spec a cast asking for `voice` (None: the default) is made with."""
+    async def _resolve_voice(self, voice: str | None) -> tuple[str, str]:
+        """The voice spec a cast asking for `voice` (None: the default) is made with, and its
+        language."""
         voices = self._voices(await self.require_workers())
         resolved = voices.book.resolve(voice or self._default_voice)
-        reason = voices.unspeakable.get(voices.book.language(resolved))
+        lang = voices.book.language(resolved)
+        reason = voices.unspeakable.get(lang)
         if reason is not None:
             raise VoiceUnavailable(reason)
-        return resolved
+        return resolved, lang
 
     # -- making casts -------------------------------------------------------------------
 
@@ -226,12 +241,15 @@ class CastService:
         refuse a request before it answers.
 
         In order: the text (a cast's: `check_text`, at most `max_chars`; a live cast's first
-        piece: `check_piece`; `text_param` names the field), the format, the speed, the voice
-        (resolved against the ready workers: `UnknownVoice`, `VoiceUnavailable` for a language
-        no worker can speak, `Unavailable` or `ModelUnavailable` while none is ready), and
-        room in the queue (`QueueFull`) for a cast that would join it: a live cast, a new
-        cast, or a failed one this request makes again; an identical request joining a cast
-        that exists takes no room. Reads the store, writes nothing.
+        piece: `check_piece`; `text_param` names the field), the format, the speed, how the
+        text is read (`input_format`: SSML for a cast only), the voice (resolved against the
+        ready workers: `UnknownVoice`, `VoiceUnavailable` for a language no worker can speak,
+        `Unavailable` or `ModelUnavailable` while none is ready), a cast's text as that voice
+        would read it (`speechd.engine.check_input`: a bad SSML document or pronunciation is
+        refused here, not by the worker), and room in the queue (`QueueFull`) for a cast that
+        would join it: a live cast, a new cast, or a failed one this request makes again; an
+        identical request joining a cast that exists takes no room. Reads the store, writes
+        nothing.
         """
         if isinstance(request, LiveRequest):
             check_piece(request.text, param=text_param)
@@ -240,9 +258,17 @@ class CastService:
             text = check_text(request.text, max_chars=max_chars, param=text_param)
         check_format(request.format)
         speed = check_speed(request.speed)
-        voice = await self._resolve_voice(request.voice)
+        reading = input_format(request, text)
+        voice, lang = await self._resolve_voice(request.voice)
         cast_id = None
+        unsupported: tuple[str, ...] = ()
         if isinstance(request, CastRequest):
+            ssml = reading == "ssml"
+            check = functools.partial(check_input, text, lang=lang, ssml=ssml, speed=speed)
+            # Reading a long SSML document takes milliseconds: off the event loop.
+            threaded = ssml and len(text) > _INLINE_CHECK
+            found = await asyncio.to_thread(check) if threaded else check()
+            unsupported = found.unsupported
             cast_id = casts.cast_id(
                 self._secret,
                 model=MODEL,
@@ -250,6 +276,8 @@ class CastService:
                 speed=speed,
                 format=request.format,
                 text=text,
+                input_format=reading,
+                normalize=request.normalize,
             )
         if cast_id is None or await self._joins_line(cast_id):
             depth = await self.queue_depth()
@@ -258,7 +286,16 @@ class CastService:
                     f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
                     retry_after=self._retry_after(depth),
                 )
-        return CheckedRequest(text, voice, speed, request.format, cast_id)
+        return CheckedRequest(
+            text,
+            voice,
+            speed,
+            request.format,
+            reading,
+            request.normalize,
+            cast_id,
+            unsupported,
+        )
 
     async def queue_depth(self) -> int:
         """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""
@@ -276,19 +313,22 @@ class CastService:
         Nothing is written to the store unless every check passes."""
         checked = await self.check(request, max_chars=max_chars, text_param=text_param)
         assert checked.id is not None  # a cast's id is its content address
+        ssml = checked.input_format == "ssml"
         recipe = schema.Recipe(
             text=checked.text,
             model=MODEL,
             voice=checked.voice,
             speed=checked.speed,
             format=checked.format,
-            title=request.title or derive_title(checked.text),
+            title=request.title or derive_title(_title_text(checked.text, ssml)),
             created_ms=self._now_ms(),
+            input_format=checked.input_format,
+            normalize=checked.normalize,
         )
         submission = await casts.submit(
             self.store, checked.id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
         )
-        return SubmittedCast(checked.id, submission.created, recipe)
+        return SubmittedCast(checked.id, submission.created, recipe, checked.unsupported)
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.

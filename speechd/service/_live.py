@@ -127,6 +127,7 @@ class LiveCasts:
             live=True,
             input_key=self._token_key(token),
             idle_s=self.idle_s,
+            normalize=checked.normalize,
         )
         state = casts.InputState(0, 0, None, 0, 0)
         if request.text:

@@ -4,8 +4,9 @@
 comes later, a piece at a time) are shaped by their door (an HTTP route, the Wyoming server);
 `CastService.check` runs every check of either, in one place, and returns a `CheckedRequest`.
 The checks here are the parts that read nothing but the request: its text (`check_text` for a
-cast's, `check_piece` for a live piece), its format (`check_format`) and speed
-(`check_speed`). Messages name the request's field (`param`) as the OpenAI-shaped errors do.
+cast's, `check_piece` for a live piece), how to read it (`input_format`: plain text or SSML),
+its format (`check_format`) and speed (`check_speed`). Messages name the request's field
+(`param`) as the OpenAI-shaped errors do.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Final
 import msgspec
 
 from speechd.audio import FORMATS
-from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.engine import MAX_SPEED, MIN_SPEED, looks_like_ssml
 from speechd.errors import InvalidRequest, PayloadTooLarge
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "check_piece",
     "check_speed",
     "check_text",
+    "input_format",
 ]
 
 MAX_PIECE_CHARS: Final = 4096
@@ -60,6 +62,12 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     """The caller wants its first audio at once (`start: now`): the worker may make the cast's
     first chunk while it waits in line. Only a request that creates the cast (or makes a
     failed one again) sets it for the cast; an identical request joining it changes nothing."""
+    input_format: str | None = None
+    """`text` or `ssml` (an SSML document, checked whole before the cast is made); None: SSML
+    when the text starts with `<speak` (or an XML declaration)."""
+    normalize: bool = True
+    """False: read the text as sent, without speechd's normalisation (numbers, units, URLs,
+    Markdown); inline pronunciations and the lexicon still apply."""
 
 
 class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,19 +79,30 @@ class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     text: str = ""
     """A first piece of the input (may be empty)."""
+    input_format: str | None = None
+    """Only `text` (or None): a live cast's text is plain, its pronunciation markup and the
+    lexicon included. SSML is read whole, so it is refused here: a document is only known to
+    be well-formed and within its bounds at its end, and by then a live cast has spoken most
+    of it (its markup read aloud, or an error after the audio)."""
+    normalize: bool = True
+    """False: read the text as sent, without speechd's normalisation."""
 
 
 class CheckedRequest(msgspec.Struct, frozen=True):
-    """A request that passed every check: its text (a cast's stripped; a live cast's first
-    piece as sent), the voice spec it is made with, its speed (rounded as the recipe keeps
-    it) and format, and a cast's id (its content address; None for a live cast, whose id is
-    random)."""
+    """A request that passed every check: its text (a cast's without the whitespace it ends
+    with; a live cast's first piece as sent), the voice spec it is made with, its speed
+    (rounded as the recipe keeps it), format and how its text is read, a cast's id (its
+    content address; None for a live cast, whose id is random), and the SSML elements outside
+    the subset it used (spoken as their text, each named once)."""
 
     text: str
     voice: str
     speed: float
     format: str
+    input_format: str = "text"
+    normalize: bool = True
     id: str | None = None
+    unsupported: tuple[str, ...] = ()
 
 
 def _speakable(text: str, *, noun: str, param: str) -> None:
@@ -95,13 +114,15 @@ def _speakable(text: str, *, noun: str, param: str) -> None:
 
 
 def check_text(text: str, *, max_chars: int, param: str = "input") -> str:
-    """A cast's `text` stripped, or `InvalidRequest` if it is empty, longer than `max_chars`
-    or not speakable text (control characters but tab and newlines, lone surrogates)."""
+    """A cast's `text` without the whitespace it ends with (what it starts with stays: timed
+    words give offsets into the text as sent), or `InvalidRequest` if it is empty, longer
+    than `max_chars` or not speakable text (control characters but tab and newlines, lone
+    surrogates)."""
     if len(text) > max_chars:
         raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
     _speakable(text, noun="input", param=param)
-    text = text.strip()
-    if not text:
+    text = text.rstrip()
+    if not text.strip():
         raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
     return text
 
@@ -136,3 +157,21 @@ def check_speed(speed: float) -> float:
             f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
         )
     return round(float(speed), 3)
+
+
+def input_format(request: CastRequest | LiveRequest, text: str) -> str:
+    """How `request`'s text is read: `text` or `ssml` (a cast's, when it names none: SSML when
+    `text` starts like a document); `InvalidRequest` for any other, and for SSML in a live
+    cast."""
+    if isinstance(request, LiveRequest):
+        if request.input_format not in (None, "text"):
+            raise InvalidRequest(
+                "A live cast takes plain text (with [word](/phonemes/) pronunciations): an SSML "
+                "document is only checked whole, so make it a cast of its own (no `live`).",
+                param="input_format",
+            )
+        return "text"
+    found = request.input_format or ("ssml" if looks_like_ssml(text) else "text")
+    if found not in ("text", "ssml"):
+        raise InvalidRequest(f"input_format is text or ssml, not {found!r}.", param="input_format")
+    return found

@@ -16,7 +16,7 @@ from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Eos, Start, cast_stream, decode, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
-from speechd.worker import Worker
+from speechd.worker import Worker, WorkerConfig
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
@@ -41,10 +41,9 @@ def worker(store: Store, engine: Any, **settings: Any) -> Worker:
     return Worker(
         store,
         engine,
-        worker_id="m1",
+        WorkerConfig(worker_id="m1", **settings),
         chunk_policy=ChunkPolicy(),
         encoders=new_encoder,
-        **settings,
     )
 
 

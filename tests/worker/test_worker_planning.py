@@ -11,7 +11,7 @@ from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Event, cast_stream, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, Planner
-from speechd.worker import FifoPolicy
+from speechd.worker._policy import FifoPolicy
 from tests.support.engines import CostEngine, FakeChunkPolicy, GatedEngine
 from tests.support.planner import WordG2P
 from tests.worker._helpers import make_worker, records, running, submit_text, wait_ended

@@ -87,6 +87,8 @@ class LiveStart(msgspec.Struct, frozen=True, kw_only=True):
     stream_format: Literal["audio", "json"] | None = None
     title: Title | None = None
     input: str = ""
+    input_format: Literal["text", "ssml"] | None = None
+    normalize: bool = True
 
 
 class InputAppend(msgspec.Struct, frozen=True, kw_only=True, tag="input.append", tag_field="type"):

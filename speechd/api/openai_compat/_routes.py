@@ -75,6 +75,8 @@ async def create_speech(
             speed=1.0 if data.speed is None else data.speed,
             format=data.response_format or "mp3",
             at_once=start == "now" and mode != "whole",  # a whole file waits for its end
+            input_format=data.input_format,
+            normalize=data.normalize is not False,
         ),
         max_chars=MAX_INPUT_CHARS,
     )
@@ -85,7 +87,9 @@ async def create_speech(
         cast,
         mode=mode,
         started=started,
-        headers=cast_headers(public_base_url(settings, request), cast.id),
+        headers=cast_headers(
+            public_base_url(settings, request), cast.id, unsupported=cast.unsupported
+        ),
         receive=request.receive,
         words=bool(data.word_timestamps),
         start=start,
