@@ -33,6 +33,8 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     another worker takes it over after that (hosts' clocks must agree within a second).
     `receipts` is how many of the latest receipts `progress/done` keeps (the api's metrics
     and start estimates read them; older ones are trimmed, a few dozen at a time).
+    `idle_unload_s`: after this long with nothing to make the worker gives its model back
+    (`Engine.unload`), and takes it again for the next chunk (None: it keeps it).
     """
 
     store: str
@@ -47,6 +49,7 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     policy: Literal["deadline", "fifo"] = "deadline"
     stop_grace_s: float = 3.0
     receipts: int = RECEIPTS
+    idle_unload_s: float | None = None
 
     def resolved_id(self) -> str:
         return self.worker_id or default_worker_id()
