@@ -51,8 +51,7 @@ __all__ = [
 
 #: The fixed sentence whose durations are compared, and the short chunk whose audio is.
 SANITY_SENTENCE: Final = (
-    "Before it speaks to anyone, the worker checks that this device times every word "
-    "just as the processor does, because a rushed voice is worse than a slow one."
+    "Before it speaks, this device must time every word just as the processor does."
 )
 SANITY_SHORT: Final = "Hello, this is a short check."
 DURATION_TOLERANCE: Final = 0.05

@@ -62,6 +62,7 @@ from ._cast import Admitted
 from ._costs import ChunkTimes
 from ._endings import RECEIPTS
 from ._hold import MIN_HOLD_S, hold_s
+from ._idle import ModelKeeper
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
@@ -119,6 +120,7 @@ class Worker:
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
         receipts: int = RECEIPTS,
+        idle_unload_s: float | None = None,
     ) -> None:
         self.id = worker_id
         self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
@@ -180,6 +182,16 @@ class Worker:
             quantum_s=quantum_s,
             clock=clock,
             stop=lambda: self._stop,
+        )
+        # The model given back after `idle_unload_s` with nothing to make, taken again for
+        # the next chunk (`_idle`).
+        self._model = ModelKeeper(
+            engine,
+            self._thread,
+            after_s=idle_unload_s,
+            announce=lambda: self._announce("heartbeat"),
+            clock=clock,
+            telemetry=telemetry,
         )
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
@@ -254,7 +266,8 @@ class Worker:
                     case Sleep(seconds):
                         await self._rest(seconds)
                     case Idle():  # look up now and then: deferred jobs, a side task's death
-                        await self._rest(self._heartbeat_s)
+                        nothing = not self._active
+                        await self._rest(await self._model.idle(self._heartbeat_s, nothing=nothing))
         finally:
             await self._followers.close()
             for task in tasks:
@@ -301,6 +314,8 @@ class Worker:
             unspeakable=self.unspeakable if kind == "ready" else {},
             device_name=self._telemetry.device_name if self._telemetry else "",
             telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,
+            state=self._model.state if kind != "stopped" else "",
+            fallback=self._model.fallback,
         )
         return AppendRecord(encode(notice))
 
@@ -359,6 +374,7 @@ class Worker:
         return wrapped.result()
 
     async def _step(self, cast: Admitted) -> None:
+        await self._model.ready()  # the model, taken again if it was given back
         await self._ownership.renew_if_lapsing(cast)
         planned = cast.plan.ahead[0]
         chunk = planned.chunk
