@@ -28,7 +28,8 @@ from speechd.casts import (
 from speechd.durable import Store, open_store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import EXIT_MODEL_UNAVAILABLE, Parts, WorkerConfig, run_worker
+from speechd.worker import Parts, WorkerConfig, run_worker
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
 from ._helpers import check_layout, ended_stream, make_worker, records, running, submit_text
@@ -100,12 +101,14 @@ async def test_an_idle_worker_gives_its_model_back_and_a_cast_wakes_it(store: St
     worker = make_worker(store, engine, idle_unload_s=0.3, heartbeat_s=0.1)
     async with running(worker):
 
-        async def unloaded() -> bool:
-            return engine.unloads == 1
+        async def says_idle() -> bool:
+            found = await last_notice(store, "w1")
+            return found is not None and found[1].state == "idle"
 
-        await _until(unloaded)
+        await _until(says_idle)  # the worker is still ready: it beats, saying so
+        assert engine.unloads == 1
         found = await last_notice(store, "w1")
-        assert found is not None and found[1].state == "idle" and found[1].kind == "heartbeat"
+        assert found is not None and found[1].kind == "heartbeat"
 
         submitted_ms = time.time_ns() // 1_000_000
         cid = await submit_text(store, "wake up and speak " * 6)
