@@ -1,0 +1,177 @@
+"""Batched synthesis: what a batch item is, how a batch is cut into passes, and what one
+costs per item on this device (the measurement `--max-batch auto` is chosen from).
+
+`Engine.synthesize_batch(items)` renders several chunks (of any casts, voices, speeds) in
+one forward pass of the runtime: tokens padded, every time-wise statistic, recurrence and
+convolution masked (`_split_batch`), each item's random inputs drawn from its own seed
+exactly as alone. An item's audio does not depend on its batch-mates: made with the same
+seed alone, its durations (and so its word timings) are identical, and its samples differ
+by float rounding only. Measured on the real Kokoro-82M weights on a CPU (a mixed batch of
+four: lengths 11 to 101 phonemes, four voices and a blend, speeds 0.8 to 1.3): relative RMS
+difference at most 0.6% (0.5% torch, ONNX Runtime alike), against `BATCH_TOLERANCE` (2%);
+the decoder's sine source amplifies rounding (torch's float32 alone is 0.6% RMS from its
+float64), so this is the floor, not a looseness. Padding without masks is ~100% off.
+
+Batching pays where a pass is bound by per-call overhead (a GPU's kernel launches, a
+Jetson's slow host); on a CPU every item costs as much compute batched as alone, plus the
+padding, and batching loses (measured on 2 cores: 1.37x per item at batch 2). So the
+worker measures (`measure_batch_costs`) and keeps the largest batch that saves enough
+(`choose_max_batch`); where nothing saves, it runs batch 1, which is `Engine.synthesize`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
+
+from speechd.errors import SpeechdError
+
+from ._plan import Chunk
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+__all__ = [
+    "BATCH_TOLERANCE",
+    "MAX_BATCH_TOKENS",
+    "MIN_SAVING",
+    "BatchItem",
+    "batch_passes",
+    "choose_max_batch",
+    "measure_batch_costs",
+]
+
+log = logging.getLogger("speechd.engine")
+
+#: How far (relative RMS) an item's audio made in a batch may be from the same item made
+#: alone with the same seed (measured: <= 0.6%; see the module's docstring).
+BATCH_TOLERANCE: Final = 0.02
+#: The most padded tokens (items x the longest item's phonemes + 2) one pass holds: bounds
+#: a pass's memory (activations grow with items x the longest). A batch over it runs in
+#: several passes; 16 chunks of the planner's usual 250 phonemes still make one.
+MAX_BATCH_TOKENS: Final = 16 * 256
+#: The saving per item (against batch 1) a batch size must measure to be chosen.
+MIN_SAVING: Final = 0.10
+#: What the measurement reads: ~2 s of speech, the size of a cast's first chunk.
+PROBE_PHONEMES: Final = "ðə ˈOld mˈæn wˈɔkt slˈOli əlˈɔŋ ðə kwˈIət bˈiʧ."  # noqa: RUF001
+#: The shortest probe a slow device measures with (~1 s of audio with Kokoro's lead-in).
+MIN_PROBE_PHONEMES: Final = 12
+#: Runs per batch size, at most (the fastest counts): the budget decides how many fit.
+PROBE_RUNS: Final = 3
+DEFAULT_BUDGET_S: Final = 6.0
+
+
+class BatchItem(NamedTuple):
+    """One chunk to render in a batch: `Engine.synthesize(chunk, voice, speed, seed=seed)`."""
+
+    chunk: Chunk
+    voice: str
+    """A resolved voice spec (blends allowed)."""
+    speed: float
+    seed: int | None
+
+
+T = TypeVar("T")
+
+
+def batch_passes(
+    items: Sequence[tuple[int, T]], max_batch: int, max_tokens: int = MAX_BATCH_TOKENS
+) -> Iterator[list[tuple[int, T]]]:
+    """Cut `(tokens, item)` pairs, in order, into passes of at most `max_batch` items whose
+    padded size (items x the most tokens among them) stays within `max_tokens`; an item is
+    never refused (one alone may exceed `max_tokens`)."""
+    current: list[tuple[int, T]] = []
+    longest = 0
+    for tokens, item in items:
+        wider = max(longest, tokens)
+        if current and (len(current) >= max_batch or wider * (len(current) + 1) > max_tokens):
+            yield current
+            current, wider = [], tokens
+        current.append((tokens, item))
+        longest = wider
+    if current:
+        yield current
+
+
+def choose_max_batch(costs: Mapping[int, float], saving: float = MIN_SAVING) -> int:
+    """The largest batch size whose cost per item is at least `saving` below batch 1's; 1
+    when none is (or batch 1 was not measured). `costs`: seconds per item by batch size, as
+    `measure_batch_costs` gives them."""
+    base = costs.get(1)
+    if base is None or not math.isfinite(base) or base <= 0:
+        return 1
+    fit = [n for n, cost in costs.items() if n > 1 and cost <= base * (1 - saving)]
+    return max(fit, default=1)
+
+
+def default_sizes(device: str) -> tuple[int, ...]:
+    """1, 2, 4, 8, and 16 on CUDA."""
+    return (1, 2, 4, 8, 16) if device.startswith("cuda") else (1, 2, 4, 8)
+
+
+def measure_batch_costs(
+    engine: Engine,
+    sizes: Sequence[int] | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[int, float]:
+    """Seconds per item at each batch size in `sizes` (`default_sizes`; capped at
+    `engine.max_batch`; 1 always), on equal chunks (`PROBE_PHONEMES`, the engine's default
+    voice, one seed per item), within about `budget_s` in all.
+
+    One untimed run first (first-call costs); where it shows that batches of 1, 2 and 4 of
+    the probe would not fit the budget (a CPU), the probe is shortened to fit (not below
+    `MIN_PROBE_PHONEMES`). Sizes go in increasing order. A size is run only when, at the
+    cost per item last measured, it fits what is left of the budget; it is run again (up to
+    PROBE_RUNS, the fastest counting) while within its even share of the budget. Sizes left
+    out (the budget, or a batched pass that failed: logged) are absent from the result; a
+    runtime that cannot batch gives {1: cost}. Synchronous: call it where the model runs
+    (the worker's engine thread), at warm-up.
+    """
+    wanted = sorted({1, *(n for n in sizes or default_sizes(engine.device) if n >= 1)})
+    wanted = [n for n in wanted if n <= max(1, engine.max_batch)]
+    voice = engine.voices.default_voice
+    probe = PROBE_PHONEMES
+    started = clock()
+    engine.synthesize(Chunk(0, "batch cost probe", probe), voice, 1.0, seed=0)
+    first, planned = clock() - started, sum(wanted[:3])
+    if first * planned > budget_s - first:
+        fit = int(len(probe) * (budget_s - first) / (first * planned))
+        probe = _shortened(probe, max(MIN_PROBE_PHONEMES, fit))
+    chunk = Chunk(0, "batch cost probe", probe)
+    costs: dict[int, float] = {}
+    per_item = 0.0
+    for place, size in enumerate(wanted):
+        if clock() - started + size * per_item > budget_s and costs:
+            break
+        items = [BatchItem(chunk, voice, 1.0, seed) for seed in range(size)]
+        share = budget_s * (place + 1) / len(wanted)
+        runs: list[float] = []
+        while len(runs) < PROBE_RUNS:
+            if runs and clock() - started + runs[0] > share:
+                break
+            began = clock()
+            try:
+                engine.synthesize_batch(items, isolate=False)
+            except SpeechdError as exc:
+                log.warning("batch cost at %d: the batched pass failed (%s)", size, exc.message)
+                return costs
+            runs.append(clock() - began)
+        per_item = costs[size] = min(runs) / size
+    log.info(
+        "cost per item by batch size (%d phonemes each): %s",
+        len(probe),
+        ", ".join(f"{n}: {c * 1000:.1f} ms" for n, c in costs.items()),
+    )
+    return costs
+
+
+def _shortened(phonemes: str, length: int) -> str:
+    """`phonemes` cut to about `length`, at a word boundary where there is one."""
+    cut = phonemes[:length]
+    space = cut.rfind(" ")
+    return cut[:space] if space > 0 and length < len(phonemes) else cut
