@@ -171,7 +171,6 @@ def measure_batch_costs(
 
 
 def _shortened(phonemes: str, length: int) -> str:
-    """`phonemes` cut to about `length`, at a word boundary where there is one."""
-    cut = phonemes[:length]
-    space = cut.rfind(" ")
-    return cut[:space] if space > 0 and length < len(phonemes) else cut
+    """`phonemes` cut at the first word boundary from `length` on (whole, if none)."""
+    space = phonemes.find(" ", length)
+    return phonemes if space < 0 else phonemes[:space]

@@ -281,6 +281,8 @@ def test_cuda_runs_on_tensorrt_then_cuda_with_settings_for_changing_shapes(
         ("front.onnx", all_three),
         ("back.onnx", all_three),
         ("back.onnx", all_three[1:]),  # chunks longer than TensorRT's profile
+        ("front_batch.onnx", all_three[1:]),  # batches: CUDA, no TensorRT profiles
+        ("back_batch.onnx", all_three[1:]),
     ]
     trt = dict(_Session.made[1][1][0][1])
     assert trt["device_id"] == "1" and trt["trt_engine_cache_enable"] == "True"
@@ -317,7 +319,7 @@ def test_auto_device_stays_on_the_cpu_when_the_cuda_provider_does_not_start(
     export = export_tiny(tiny_model_dir)
     CpuOnly.made = []
     assert _onnx.load_onnx_runtime(export, "auto", None, trt_cache=tmp_path).device == "cpu"
-    assert [chain for _, chain in CpuOnly.made[-2:]] == [["CPUExecutionProvider"]] * 2
+    assert [chain for _, chain in CpuOnly.made[-4:]] == [["CPUExecutionProvider"]] * 4
     with pytest.raises(ModelUnavailable, match="could not start its CUDA provider"):
         _onnx.load_onnx_runtime(export, "cuda", None, trt_cache=tmp_path)
 
