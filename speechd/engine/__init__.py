@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 
 from ._batch import (
+    BATCH_EDGE_SAMPLES,
     BATCH_TOLERANCE,
     MIN_SAVING,
     BatchItem,
@@ -51,6 +52,7 @@ from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
+    "BATCH_EDGE_SAMPLES",
     "BATCH_TOLERANCE",
     "DEFAULT_VOICE_MAP",
     "DEVICE_HELP",

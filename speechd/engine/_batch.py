@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._engine import Engine
 
 __all__ = [
+    "BATCH_EDGE_SAMPLES",
     "BATCH_TOLERANCE",
     "MAX_BATCH_TOKENS",
     "MIN_SAVING",
@@ -49,6 +50,10 @@ log = logging.getLogger("speechd.engine")
 #: How far (relative RMS) an item's audio made in a batch may be from the same item made
 #: alone with the same seed (measured: <= 0.6%; see the module's docstring).
 BATCH_TOLERANCE: Final = 0.02
+#: How far (samples at 24 kHz: 1 ms) the two edges the signal decides may move: where the
+#: trim ends a chunk and where its last word ends (its last sample above -60 dBFS), which a
+#: rounding-sized difference can move when a sample sits at that threshold.
+BATCH_EDGE_SAMPLES: Final = 24
 #: The most padded tokens (items x the longest item's phonemes + 2) one pass holds: bounds
 #: a pass's memory (activations grow with items x the longest). A batch over it runs in
 #: several passes; 16 chunks of the planner's usual 250 phonemes still make one.
