@@ -5,6 +5,19 @@ cast)."""
 from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, cast_captions, record_words
+from ._health import (
+    LOADING,
+    READY,
+    STOPPED,
+    UNAVAILABLE,
+    WorkerHealth,
+    known_voices,
+    last_notice,
+    ready_workers,
+    remember_voices,
+    worker_alive,
+    worker_health,
+)
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
     InputEnd,
@@ -18,6 +31,7 @@ from ._input import (
     read_input_state,
 )
 from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
+from ._queue import QueueLine, QueuePlace, committed_offset, queue_depth, queue_position
 from ._reader import (
     CastEvent,
     CastState,
@@ -112,9 +126,13 @@ __all__ = [
     "JOBS_DEAD",
     "KNOWN_VOICES",
     "LEASES_PREFIX",
+    "LOADING",
     "PROGRESS_DONE",
+    "READY",
     "SECRET",
     "STALE_QUEUED_S",
+    "STOPPED",
+    "UNAVAILABLE",
     "WORKERS_PREFIX",
     "AudioChunk",
     "CastCaptions",
@@ -133,6 +151,8 @@ __all__ = [
     "Job",
     "Lease",
     "Meta",
+    "QueueLine",
+    "QueuePlace",
     "Receipt",
     "Recipe",
     "RecordSpan",
@@ -140,6 +160,7 @@ __all__ = [
     "Start",
     "Submission",
     "Word",
+    "WorkerHealth",
     "WorkerNotice",
     "append_input",
     "audio_chunk",
@@ -151,6 +172,7 @@ __all__ = [
     "cast_stream",
     "catalog_stream",
     "close_input",
+    "committed_offset",
     "decode",
     "deployment_secret",
     "encode",
@@ -164,17 +186,25 @@ __all__ = [
     "input_stream",
     "is_cast_id",
     "kept_spans",
+    "known_voices",
+    "last_notice",
     "lease_stream",
     "meta_record",
     "piece_record",
     "playable_chunks",
     "playable_spans",
+    "queue_depth",
+    "queue_position",
     "read_head",
     "read_input_state",
+    "ready_workers",
     "record_words",
+    "remember_voices",
     "resume_point",
     "retry_record",
     "start_record",
     "submit",
+    "worker_alive",
+    "worker_health",
     "worker_stream",
 ]

@@ -36,9 +36,29 @@ async def deployment_secret(store: Store) -> bytes:
     return batch.records[0].body
 
 
-def cast_id(secret: bytes, *, model: str, voice: str, speed: float, format: str, text: str) -> str:
-    """The id of the cast these inputs make (22 url-safe characters)."""
-    material = msgspec.msgpack.encode([model, voice, round(float(speed), 3), format, text.strip()])
+def cast_id(
+    secret: bytes,
+    *,
+    model: str,
+    voice: str,
+    speed: float,
+    format: str,
+    text: str,
+    input_format: str = "text",
+    normalize: bool = True,
+) -> str:
+    """The id of the cast these inputs make (22 url-safe characters).
+
+    The text counts stripped, but for how much whitespace it starts with (timed words give
+    offsets into the text as sent, so two texts that differ there are two casts); how the
+    text is read (`input_format`, `normalize`) counts where it is not the default, so ids
+    made before those existed stay the same."""
+    stripped = text.strip()
+    fields: list[object] = [model, voice, round(float(speed), 3), format, stripped]
+    reading = [input_format, normalize, len(text) - len(text.lstrip()) if stripped else 0]
+    if reading != ["text", True, 0]:
+        fields.append(reading)
+    material = msgspec.msgpack.encode(fields)
     digest = hashlib.blake2b(material, key=secret[:64], digest_size=_ID_BYTES).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 

@@ -50,13 +50,14 @@ from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from ._files import ModelFolder
 from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
+from ._lexicon import LexiconFile
 from ._packs import VoicePacks
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
 from ._runtime import Inference, Request, Runtime
 from ._timing import UnitKind, WordTiming, unit_kind, word_timings
 from ._torch import quiet_third_party
-from ._trim import chunk_ending, trim_silence
+from ._trim import chunk_ending, trim_silence, with_pauses
 from ._voices import VoiceBook
 
 __all__ = ["Engine", "Synthesis"]
@@ -107,6 +108,18 @@ class Engine:
         self._g2p: dict[str, G2P] = {}
         self._g2p_lock = threading.Lock()
         self._trim_heap = HeapTrimmer() if runtime.device == "cpu" else None
+        self._lexicon: LexiconFile | None = None
+
+    def use_lexicon(self, path: str | None) -> None:
+        """Apply the lexicon file at `path` to every plan opened from now on (reloaded when
+        it changes; see `_lexicon`); None: none. LexiconError or OSError if it cannot be
+        read now."""
+        self._lexicon = LexiconFile(path) if path else None
+
+    @property
+    def plan_version(self) -> str:
+        """What besides the policy decides a plan's chunks here: the lexicon in force."""
+        return f"lexicon:{self._lexicon.current().digest}" if self._lexicon else ""
 
     @property
     def runtime(self) -> str:
@@ -164,12 +177,25 @@ class Engine:
         done: bool = False,
         position: str | None = None,
         flush_s: float = FLUSH_S,
+        ssml: bool = False,
+        normalize: bool = True,
     ) -> Planner:
         """An incremental planner for `voice`'s language (see `Planner`): fed `text` (all of
         it when `done`), or continuing from a `position` one of these reported (then fed the
-        same text from its beginning)."""
+        same text from its beginning). `ssml`: the text is an SSML document (whole);
+        `normalize` False: read as sent (see `Planner`). The deployment's lexicon applies."""
         g2p = self._g2p_for(self.voices.language(voice))
-        return Planner(g2p, policy, text=text, done=done, position=position, flush_s=flush_s)
+        return Planner(
+            g2p,
+            policy,
+            text=text,
+            done=done,
+            position=position,
+            flush_s=flush_s,
+            ssml=ssml,
+            normalize=normalize,
+            lexicon=self._lexicon.current() if self._lexicon else None,
+        )
 
     def warm_up(self, voice: str | None = None) -> None:
         """Build the default language's G2P and run one short synthesis, so the first real
@@ -184,7 +210,9 @@ class Engine:
         self, chunk: Chunk, voice: str, speed: float = 1.0, *, seed: int | None = None
     ) -> Synthesis:
         """Audio for one planned chunk. Same chunk, voice, speed and seed: same PCM on the
-        same runtime and device (a foreign ONNX export draws its own noise)."""
+        same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
+        `rate` scales `speed` (kept within the speed bounds), and its `lead_ms` and
+        `pause_ms` are silence before and after its speech (`with_pauses`)."""
         request, kept = self._request(chunk, voice, speed, seed)
         output = self._runtime.infer(*request)
         result = self._finish(chunk, voice, kept, output)
@@ -264,6 +292,7 @@ class Engine:
             )
         style = self._packs.style(voice, len(phonemes))
         kept = "".join(p for p in phonemes if p in self._vocab)
+        speed = chunk_speed(chunk, speed)
         return Request([self._vocab[p] for p in kept], style, float(speed), seed), kept
 
     def _infer_together(
@@ -311,9 +340,10 @@ class Engine:
         """The runtime's raw output trimmed and timed, as every runtime's is."""
         phonemes = chunk.phonemes
         durations = None if output.durations is None else output.durations.tolist()
-        pcm, head = trim_silence(output.audio, durations, chunk_ending(phonemes))
+        pcm, head = trim_silence(output.audio, durations, chunk_ending(chunk))
         vocab = self._vocab
         words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
+        pcm, words = with_pauses(chunk, pcm, words)
         return Synthesis(
             pcm,
             words=words,
@@ -370,3 +400,10 @@ def _without_torch() -> Iterator[None]:
     finally:
         if "torch" in sys.modules and sys.modules["torch"] is None:
             del sys.modules["torch"]
+
+
+def chunk_speed(chunk: Chunk, speed: float) -> float:
+    """The speed a chunk is read at: the cast's, scaled by the chunk's own `rate` (SSML
+    `prosody`), within the speed bounds."""
+    rate = getattr(chunk, "rate", 1.0)
+    return speed if rate == 1.0 else min(max(speed * rate, MIN_SPEED), MAX_SPEED)

@@ -1,28 +1,36 @@
 """Trimming the silence Kokoro pads every utterance with, so that chunks played back to back
-sound like one utterance (`trim_silence`), by how each chunk ends (`chunk_ending`)."""
+sound like one utterance (`trim_silence`), by how each chunk ends (`chunk_ending`); and the
+pauses a chunk asks for around its speech (`with_pauses`)."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from ._config import SAMPLE_RATE
+from ._plan import Chunk
 from ._runtime import SAMPLES_PER_FRAME
+from ._timing import WordTiming
 
-__all__ = ["chunk_ending", "trim_silence"]
+__all__ = ["LEAD_S", "chunk_ending", "trim_silence", "with_pauses"]
 
 #: Below this a sample counts as silent (-60 dBFS).
 _SILENT = 1e-3
 #: Silence kept before the voice starts.
-_LEAD_S = 0.05
+LEAD_S = 0.05
 #: Silence kept after the voice stops, by how the chunk ends: a sentence, a clause or comma,
 #: or a cut between two words (a pause there sounds like a hesitation).
-_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04}
+_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04, "break": 0.0}
 _FADE = 120  # samples (5 ms)
 
 
-def chunk_ending(phonemes: str) -> str:
-    last = phonemes.rstrip("\"')\u201d ")[-1:]
+def chunk_ending(chunk: Chunk) -> str:
+    """How a chunk ends, for the pause kept after it: "sentence", "clause", "word", or
+    "break" (an SSML break follows: its pause is silence of its own)."""
+    if getattr(chunk, "pause_ms", 0):
+        return "break"  # the pause after it is silence of its own
+    last = chunk.phonemes.rstrip("\"')\u201d ")[-1:]
     if last in ".!?\u2026":
         return "sentence"
     return "clause" if last in ",;:\u2014" else "word"
@@ -46,7 +54,7 @@ def _trim_span(
         tail = min(tail, int(voiced[-1]) + 1 + int(_PAUSE_S[ending] * SAMPLE_RATE))
     elif durations is None:
         return None  # silent throughout, and nothing else to go by
-    return max(0, head - int(_LEAD_S * SAMPLE_RATE)), tail
+    return max(0, head - int(LEAD_S * SAMPLE_RATE)), tail
 
 
 def _faded(pcm: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -77,3 +85,25 @@ def trim_silence(
     if span is None:
         return np.ascontiguousarray(pcm), 0  # not the layout we know: leave it as it is
     return _faded(pcm[span[0] : span[1]]), span[0]
+
+
+def with_pauses(
+    chunk: Chunk, pcm: npt.NDArray[np.float32], words: tuple[WordTiming, ...]
+) -> tuple[npt.NDArray[np.float32], tuple[WordTiming, ...]]:
+    """The chunk's speech with its pauses (SSML `break`): `lead_ms` of silence before it and
+    `pause_ms` after it, less the lead the next chunk keeps before its voice (`LEAD_S`), so
+    the silence heard between two voices is the pause asked for. Word times move with the
+    lead."""
+    lead = round(getattr(chunk, "lead_ms", 0) * SAMPLE_RATE / 1000)
+    pause_ms = getattr(chunk, "pause_ms", 0)
+    tail = round(max(pause_ms / 1000 - LEAD_S, 0.0) * SAMPLE_RATE) if pause_ms else 0
+    if not lead and not tail:
+        return pcm, words
+    out = np.concatenate(
+        [np.zeros(lead, np.float32), pcm, np.zeros(tail, np.float32)]
+    ).astype(np.float32, copy=False)
+    if lead:
+        words = tuple(
+            msgspec.structs.replace(w, start=w.start + lead, end=w.end + lead) for w in words
+        )
+    return out, words

@@ -46,6 +46,7 @@ from speechd.casts import (
     decode,
     eos_record,
     kept_spans,
+    last_notice,
     resume_point,
     start_record,
 )
@@ -59,7 +60,6 @@ from speechd.durable import (
 from ._cast import Admitted, JobRef
 from ._costs import PlanTiming
 from ._endings import RECEIPTS, Endings
-from ._health import last_notice
 from ._intake import Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
@@ -279,7 +279,13 @@ class Attempts:
         """The cast's plan, from its start or from `position` (ValueError if the planner
         cannot read it); not stepped yet: the loop plans it a step at a time."""
         policy = self._policy(recipe, timing)
-        make = functools.partial(open_plan, live=recipe.live, position=position)
+        make = functools.partial(
+            open_plan,
+            live=recipe.live,
+            position=position,
+            ssml=recipe.input_format == "ssml",
+            normalize=recipe.normalize,
+        )
         return await self._thread.call(make, self._engine, recipe.text, recipe.voice, policy)
 
     async def plan_failed(self, cast: Admitted, error: Exception) -> None:

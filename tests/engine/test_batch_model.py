@@ -24,7 +24,9 @@ from speechd.engine import (
 from tests.support.batches import assert_as_alone
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
-from .test_model import CANDIDATES, _recall, _transcribe
+from tests.support.speech import recall, transcribe_pcm16
+
+from .test_model import CANDIDATES
 
 pytestmark = pytest.mark.model
 
@@ -65,6 +67,7 @@ def test_each_item_of_a_mixed_batch_is_itself_alone(engine: Engine) -> None:
     # longer than its speech, and an offline recogniser still reads it.
     sentence = results[1]
     assert isinstance(sentence, Synthesis)
-    heard = _transcribe(sentence.pcm, SAMPLE_RATE)
-    recalls = [_recall(candidate, heard) for candidate in CANDIDATES]
+    pcm16 = (np.clip(sentence.pcm, -1, 1) * 32767).astype("<i2").tobytes()
+    heard = transcribe_pcm16(pcm16, SAMPLE_RATE)
+    recalls = [recall(candidate, heard) for candidate in CANDIDATES]
     assert int(np.argmax(recalls)) == 0 and recalls[0] >= 0.7, (heard, recalls)

@@ -158,7 +158,7 @@ def _kmodel_forward(engine: Engine, model_dir: Path) -> Callable[..., Synthesis]
             torch.manual_seed(seed)
             out = model(chunk.phonemes, style, speed, return_output=True)
         pcm, _ = _trim(
-            out.audio.numpy().reshape(-1), out.pred_dur.tolist(), _ending(chunk.phonemes)
+            out.audio.numpy().reshape(-1), out.pred_dur.tolist(), _ending(chunk)
         )
         return Synthesis(pcm)
 
