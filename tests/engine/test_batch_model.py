@@ -23,7 +23,6 @@ from speechd.engine import (
 )
 from tests.support.batches import assert_as_alone
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
-
 from tests.support.speech import recall, transcribe_pcm16
 
 from .test_model import CANDIDATES
