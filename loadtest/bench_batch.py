@@ -90,15 +90,13 @@ def measure_sizes(
     return rows
 
 
-def child(args: argparse.Namespace) -> dict[str, Any]:
-    engine = load_engine(
-        EngineConfig(
-            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=args.child
-        )
-    )
-    chunk = probe_chunk(engine, args.voice, args.tokens)
-    sizes = [n for n in args.sizes if n <= engine.max_batch]
-    rows = measure_sizes(engine, chunk, args.voice, sizes, args.repeat)
+def measure(
+    engine: Engine, voice: str, tokens: int, sizes: Sequence[int], repeat: int
+) -> dict[str, Any]:
+    """One runtime's figures (as `report` prints them): `measure_sizes` on a chunk of about
+    `tokens` phonemes, then the worker's own warm-up measurement and what `auto` keeps."""
+    chunk = probe_chunk(engine, voice, tokens)
+    rows = measure_sizes(engine, chunk, voice, [n for n in sizes if n <= engine.max_batch], repeat)
     costs = measure_batch_costs(engine)
     return {
         "runtime": engine.runtime,
@@ -109,6 +107,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "warm_up_costs": {str(n): c for n, c in costs.items()},
         "auto": choose_max_batch(costs),
     }
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    engine = load_engine(
+        EngineConfig(
+            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=args.child
+        )
+    )
+    return measure(engine, args.voice, args.tokens, args.sizes, args.repeat)
 
 
 def report(result: dict[str, Any]) -> list[str]:

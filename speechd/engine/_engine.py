@@ -232,6 +232,14 @@ class Engine:
     #: batch over it, or over `max_batch` items, is rendered in several passes.
     max_batch_tokens: int = MAX_BATCH_TOKENS
 
+    def prepare_batch(self, max_items: int) -> None:
+        """Say how large the batches will be (the worker's `--max-batch`, or what `auto`
+        chose): above 1, what only batches use is opened now rather than at the first batch
+        (ONNX Runtime's batched sessions: seconds, and ~330 MB for their own copy of the
+        weights); at 1 it is let go (opened again, if a batch comes anyway). Optional:
+        `synthesize_batch` works without it. CastFailed when it cannot be opened."""
+        self._runtime.prepare_batch(max_items)
+
     def synthesize_batch(
         self, items: Sequence[BatchItem], *, isolate: bool = True
     ) -> list[Synthesis | SpeechdError]:

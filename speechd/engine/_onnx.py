@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,7 +78,8 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 class _Split:
     """speechd's export: the two halves of `_split` as two sessions, and where the export
-    has them, the batched halves (`_split_batch`) as two more."""
+    has them, the batched halves (`_split_batch`) as two more, opened at the first batch
+    (or `prepare_batch`): a worker that never batches never holds their weights (~330 MB)."""
 
     def __init__(
         self,
@@ -86,13 +87,32 @@ class _Split:
         back: Any,
         long_back: Any = None,
         run: Any = None,
-        batched: tuple[Any, Any] | None = None,
+        batched: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
         self._front = front
         self._back = back
         self._long_back = long_back  # a CUDA-only session for chunks past TensorRT's profile
         self._run = run  # RunOptions
-        self.batched = batched
+        self._open_batched = batched  # None: the export has no batched graphs
+        self._batched: tuple[Any, Any] | None = None
+
+    @property
+    def batches(self) -> bool:
+        return self._open_batched is not None
+
+    def prepare_batch(self, max_items: int) -> None:
+        if self._open_batched is None:
+            return
+        if max_items <= 1:
+            self._batched = None
+        elif self._batched is None:
+            self._batched = self._open_batched()
+
+    def _sessions(self) -> tuple[Any, Any]:
+        assert self._open_batched is not None, "OnnxRuntime.max_batch is 1: no batched graphs"
+        if self._batched is None:
+            self._batched = self._open_batched()
+        return self._batched
 
     def front_batch(
         self,
@@ -101,9 +121,8 @@ class _Split:
         style: npt.NDArray[np.float32],
         speed: npt.NDArray[np.float32],
     ) -> tuple[npt.NDArray[np.int64], Any]:
-        assert self.batched is not None, "OnnxRuntime.max_batch is 1 without batched graphs"
         feeds = {"input_ids": input_ids, "lengths": lengths, "style": style, "speed": speed}
-        durations, d, t_en = self.batched[0].run(None, feeds, self._run)
+        durations, d, t_en = self._sessions()[0].run(None, feeds, self._run)
         return durations, (d, t_en)
 
     def back_batch(
@@ -115,11 +134,10 @@ class _Split:
         phase: npt.NDArray[np.float32],
         noise: npt.NDArray[np.float32],
     ) -> npt.NDArray[np.float32]:
-        assert self.batched is not None, "OnnxRuntime.max_batch is 1 without batched graphs"
         d, t_en = state
         feeds = {"d": d, "t_en": t_en, "frames": frames, "frame_lengths": frame_lengths}
         feeds |= {"style": style, "phase": phase, "noise": noise}
-        (audio,) = self.batched[1].run(None, feeds, self._run)
+        (audio,) = self._sessions()[1].run(None, feeds, self._run)
         return audio
 
     def front(
@@ -208,10 +226,18 @@ class OnnxRuntime:
     def max_batch(self) -> int:
         """MAX_BATCH with speechd's batched graphs; 1 without (a foreign or older export)."""
         graphs = self._graphs
-        return MAX_BATCH if isinstance(graphs, _Split) and graphs.batched else 1
+        return MAX_BATCH if isinstance(graphs, _Split) and graphs.batches else 1
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Open the batched sessions now (max_items > 1) or let them go (1)."""
+        if isinstance(self._graphs, _Split):
+            try:
+                self._graphs.prepare_batch(max_items)
+            except self._errors as exc:
+                raise CastFailed(f"Cannot open the batched graphs on {self.device}: {exc}") from exc
 
     def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
-        if not isinstance(self._graphs, _Split) or self._graphs.batched is None:
+        if not isinstance(self._graphs, _Split) or not self._graphs.batches:
             raise CastFailed("This ONNX export has no batched graphs: one chunk at a time.")
         try:
             return infer_batch_in_two_stages(self._graphs, requests)
@@ -405,13 +431,17 @@ def _open_split(
 
 def _batched(
     ort: Any, export: Path, manifest: dict[str, Any], options: Any, providers: list[Any]
-) -> tuple[Any, Any] | None:
-    """Sessions over the export's batched graphs; None when it has none. Only an export whose
-    manifest says it made them counts (EXPORT_FORMAT 2 on), never an older file by that name."""
+) -> Callable[[], tuple[Any, Any]] | None:
+    """What opens sessions over the export's batched graphs; None when it has none. Only an
+    export whose manifest says it made them counts (EXPORT_FORMAT 2 on), never an older file
+    by that name."""
     names = (FRONT_BATCH, BACK_BATCH)
     if not manifest.get("batch") or not all((export / n).is_file() for n in names):
         return None
-    session = ort.InferenceSession
-    return session(str(export / FRONT_BATCH), options, providers=providers), session(
-        str(export / BACK_BATCH), options, providers=providers
-    )
+
+    def open_sessions() -> tuple[Any, Any]:
+        session = ort.InferenceSession
+        front = session(str(export / FRONT_BATCH), options, providers=providers)
+        return front, session(str(export / BACK_BATCH), options, providers=providers)
+
+    return open_sessions

@@ -98,6 +98,11 @@ class Runtime(Protocol):
         or older ONNX export), and the engine runs every chunk alone."""
         ...
 
+    def prepare_batch(self, max_items: int) -> None:
+        """Hold what batches of up to `max_items` need (> 1: open it now, not at the first
+        batch), or let it go (1). CastFailed when it cannot be had."""
+        ...
+
     def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
         """`infer` for 2 to `max_batch` requests in one pass: each result as its request
         alone would give it, up to float rounding (durations identical). A library failure

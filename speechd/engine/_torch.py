@@ -64,6 +64,9 @@ class TorchRuntime:
         except (RuntimeError, AssertionError) as exc:  # torch errors, incl. out of memory
             raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
 
+    def prepare_batch(self, max_items: int) -> None:
+        """Nothing to do: the batched halves share the model's weights."""
+
     def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
         torch = _torch()
         try:

@@ -311,6 +311,9 @@ class SimulatedDevice:
     def clock(self) -> float:
         return self.now
 
+    def prepare_batch(self, max_items: int) -> None:
+        self.prepared = max_items
+
     def _pass(self, n: int, tokens: int) -> None:
         self.passes.append((n, tokens))
         self.now += self.overhead + n * self.per_token * tokens * self.growth(n)
@@ -370,3 +373,33 @@ def test_a_failing_batch_size_ends_the_measurement_with_the_sizes_before_it() ->
 def test_the_real_engine_measures_batch_costs(tiny_engine: Engine) -> None:
     costs = measure_batch_costs(tiny_engine, sizes=(1, 2), budget_s=60.0)
     assert costs.keys() == {1, 2} and all(c > 0 for c in costs.values())
+
+
+def test_onnx_opens_its_batched_graphs_only_for_batches(
+    tiny_model_dir: Path, tiny_onnx_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that never batches never holds the batched graphs' copy of the weights."""
+    import onnxruntime
+
+    opened: list[str] = []
+
+    class Counted(onnxruntime.InferenceSession):  # type: ignore[misc]
+        def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
+            opened.append(Path(path).name)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Counted)
+    engine = load_engine(EngineConfig(model_dir=str(tiny_model_dir), engine="onnx"))
+    items = mixed_batch(engine)[:2]
+    engine.synthesize(items[0].chunk, items[0].voice, items[0].speed, seed=items[0].seed)
+    assert opened == ["front.onnx", "back.onnx"]
+    first = engine.synthesize_batch(items)  # the first batch opens them
+    assert opened[2:] == ["front_batch.onnx", "back_batch.onnx"]
+    engine.prepare_batch(1)  # let go; a batch after that opens them again
+    again = engine.synthesize_batch(items)
+    assert opened[4:] == ["front_batch.onnx", "back_batch.onnx"]
+    engine.prepare_batch(4)
+    assert len(opened) == 6
+    for a, b in zip(first, again, strict=True):
+        assert isinstance(a, Synthesis) and isinstance(b, Synthesis)
+        assert a.pcm.tobytes() == b.pcm.tobytes()
