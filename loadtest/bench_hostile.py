@@ -4,6 +4,7 @@
     python -m loadtest.bench_hostile --section first-audio --model-dir ~/.cache/speechd/kokoro-82m
         [--device cpu] [--threads N] [--url http://127.0.0.1:8000] [--repeat 3]
     python -m loadtest.bench_hostile --section api [--url http://127.0.0.1:8000]
+    python -m loadtest.bench_hostile --section ssml [--n 50000]
 
 Sections (`--section`, repeatable; default: every section listed here):
 
@@ -32,6 +33,13 @@ Sections (`--section`, repeatable; default: every section listed here):
              speechd of its own on the cost model (or only the kinds that make no cast, to
              `--url`), and how long the api takes to answer it and the slowest `/healthz`
              meanwhile (target: <= 100 ms); `loadtest._hostile_api` does the work.
+
+  ssml       SSML (issue 29): the api's check of each SSML pattern (10,000-deep nesting,
+             200,000 characters of tags, a huge attribute, entities, ...) at 100,000 and
+             200,000 characters (targets: every check <= 100 ms, doubling ratio <= 2.5),
+             planning the documents that pass it (ratio <= 2.5), and the planning cost of an
+             SSML document against the same text plain (target <= 1.5x);
+             `loadtest._hostile_ssml` does the work. The api section sends the SSML kinds too.
 
 A section is a function taking the parsed arguments; add it to SECTIONS.
 """
@@ -219,9 +227,16 @@ def api(args: argparse.Namespace) -> None:
     run(args.url)
 
 
+def ssml(args: argparse.Namespace) -> None:
+    from ._hostile_ssml import ssml as run_ssml
+
+    run_ssml(args)
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "planning": planning,
     "api": api,
+    "ssml": ssml,
     "first-audio": first_audio,
 }
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig, parse_device
+from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device
 from speechd.limits import MAX_VOICE_CHARS
 
 __all__ = [
@@ -106,6 +106,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
+    lexicon: str | None = None
+    """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
+    every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
@@ -143,6 +146,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         engine=settings.engine,
         onnx_model=settings.onnx_model,
         cache_dir=settings.cache_dir,
+        lexicon=settings.lexicon,
     )
     if not settings.voice_map:
         return engine
@@ -209,6 +213,11 @@ def load_settings(
         problem = _wyoming_uri_problem(uri)
         if problem is not None:
             raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
+    if values.get("lexicon"):
+        try:  # read now, so a broken file stops the start with its line, not a worker
+            LexiconFile(str(values["lexicon"]))
+        except (OSError, UnicodeDecodeError, LexiconError) as exc:
+            raise SettingsError(f"--lexicon / {ENV_PREFIX}LEXICON: {exc}") from exc
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import re
 import time
@@ -31,7 +32,15 @@ from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE
 from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
 from speechd.durable import Store
-from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
+from speechd.engine import (
+    LANGUAGES,
+    MAX_SPEED,
+    MIN_SPEED,
+    VoiceBook,
+    check_input,
+    looks_like_ssml,
+    voice_language,
+)
 from speechd.errors import (
     InvalidRequest,
     ModelUnavailable,
@@ -59,6 +68,8 @@ seconds) before it gets a 503. When the last worker heard from failed to load th
 gets the 503 at once."""
 
 _TITLE_CHARS = 80
+_INLINE_CHECK = 8192  # SSML longer than this is checked on a thread
+_TAGS = re.compile(r"<[^<>]{0,1024}>")
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
@@ -79,6 +90,12 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     """The caller wants its first audio at once (`start: now`): the worker may make the cast's
     first chunk while it waits in line. Only a request that creates the cast (or makes a
     failed one again) sets it for the cast; an identical request joining it changes nothing."""
+    input_format: str | None = None
+    """`text` or `ssml` (an SSML document, checked whole before the cast is made); None: SSML
+    when the text starts with `<speak` (or an XML declaration)."""
+    normalize: bool = True
+    """False: read the text as sent, without speechd's normalisation (numbers, units, URLs,
+    Markdown); inline pronunciations and the lexicon still apply."""
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -86,6 +103,14 @@ class SubmittedCast(msgspec.Struct, frozen=True):
     created: bool
     """False when an identical request made this cast first (it may be done already)."""
     recipe: casts.Recipe
+    unsupported: tuple[str, ...] = ()
+    """SSML elements (and attributes, `say-as` kinds) outside the subset, each once: spoken
+    as their text. A route names them in a response header."""
+
+
+def _title_text(text: str, ssml: bool) -> str:
+    """What a title is taken from: an SSML document's first 4,096 characters without tags."""
+    return " ".join(_TAGS.sub(" ", text[:4096]).split()) if ssml else text
 
 
 def derive_title(text: str) -> str:
@@ -109,7 +134,9 @@ def voice_label(voice: str) -> str:
 
 
 def _check_text(text: str, *, max_chars: int, param: str) -> str:
-    """`text` stripped, or `InvalidRequest` if it is empty, too long or not speakable text."""
+    """`text` without the whitespace it ends with (what it starts with stays: timed words
+    give offsets into the text as sent), or `InvalidRequest` if it is empty, too long or not
+    speakable text."""
     if len(text) > max_chars:
         raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
     bad = _FORBIDDEN.search(text)
@@ -117,8 +144,8 @@ def _check_text(text: str, *, max_chars: int, param: str) -> str:
         char = ord(bad.group())
         what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
         raise InvalidRequest(f"The input contains {what} U+{char:04X}.", param=param)
-    text = text.strip()
-    if not text:
+    text = text.rstrip()
+    if not text.strip():
         raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
     return text
 
@@ -279,14 +306,31 @@ class CastService:
             raise InvalidRequest(
                 f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
             )
+        input_format = request.input_format or ("ssml" if looks_like_ssml(text) else "text")
+        if input_format not in ("text", "ssml"):
+            raise InvalidRequest(
+                f"input_format is text or ssml, not {input_format!r}.", param="input_format"
+            )
         voices = self._voices(await self.require_workers())
         voice = voices.book.resolve(request.voice or self._default_voice)
-        reason = voices.unspeakable.get(voices.book.language(voice))
+        lang = voices.book.language(voice)
+        reason = voices.unspeakable.get(lang)
         if reason is not None:
             raise VoiceUnavailable(reason)
         speed = round(float(request.speed), 3)
+        ssml = input_format == "ssml"
+        check = functools.partial(check_input, text, lang=lang, ssml=ssml, speed=speed)
+        # Reading a long SSML document takes milliseconds: off the event loop.
+        found = await asyncio.to_thread(check) if ssml and len(text) > _INLINE_CHECK else check()
         cast_id = casts.cast_id(
-            self._secret, model=MODEL, voice=voice, speed=speed, format=request.format, text=text
+            self._secret,
+            model=MODEL,
+            voice=voice,
+            speed=speed,
+            format=request.format,
+            text=text,
+            input_format=input_format,
+            normalize=request.normalize,
         )
         recipe = casts.Recipe(
             text=text,
@@ -294,8 +338,10 @@ class CastService:
             voice=voice,
             speed=speed,
             format=request.format,
-            title=request.title or derive_title(text),
+            title=request.title or derive_title(_title_text(text, ssml)),
             created_ms=self._now_ms(),
+            input_format=input_format,
+            normalize=request.normalize,
         )
         # A new cast joins the line, and so does a failed one this request makes again.
         if await self._joins_line(cast_id):
@@ -308,7 +354,7 @@ class CastService:
         submission = await casts.submit(
             self.store, cast_id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
         )
-        return SubmittedCast(cast_id, submission.created, recipe)
+        return SubmittedCast(cast_id, submission.created, recipe, found.unsupported)
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.

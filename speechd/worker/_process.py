@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from speechd.casts import (
     LOADING,
     READY,
@@ -41,7 +43,6 @@ from speechd.errors import ModelUnavailable
 from speechd.telemetry import Telemetry, start_telemetry
 
 from ._config import WorkerConfig
-from ._policy import make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._thread import EngineThread
 from ._worker import Worker
@@ -185,6 +186,10 @@ async def _main(
             target=_relay, args=(stop, loop, stopping), name="speechd-worker-stop", daemon=True
         ).start()
     worker_id = config.resolved_id()
+    config = msgspec.structs.replace(config, worker_id=worker_id)  # the Worker's, too
+    if not config.store:
+        log.error("worker %s: no store given", worker_id)
+        return EXIT_FAILED
     try:
         store = await open_store(config.store)
     except DurableError as exc:
@@ -262,17 +267,9 @@ async def _load(
     worker = Worker(
         store,
         engine,
-        worker_id=worker_id,
+        config,
         chunk_policy=parts.chunk_policy(),
         encoders=parts.encoders,
-        policy=make_policy(config.policy, comfortable_lead_s=config.comfortable_lead_s),
-        retries=config.retries,
-        max_active=config.max_active,
-        quantum_s=config.quantum_s,
-        heartbeat_s=config.heartbeat_s,
-        lease_s=config.lease_s,
-        stop_grace_s=config.stop_grace_s,
-        receipts=config.receipts,
         telemetry=sampler,
     )
     worker.unspeakable = unspeakable

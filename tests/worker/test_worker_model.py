@@ -14,7 +14,7 @@ from speechd.audio import new_encoder
 from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, decode, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
-from speechd.worker import Worker
+from speechd.worker import Worker, WorkerConfig
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
@@ -39,10 +39,9 @@ def worker(store: Store, engine: Any, **settings: Any) -> Worker:
     return Worker(
         store,
         engine,
-        worker_id="m1",
+        WorkerConfig(worker_id="m1", **settings),
         chunk_policy=ChunkPolicy(),
         encoders=new_encoder,
-        **settings,
     )
 
 

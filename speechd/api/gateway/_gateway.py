@@ -195,6 +195,8 @@ class Gateway:
                 speed=request.speed,
                 format=request.response_format,
                 title=(request.title or "").strip() or None,
+                input_format=request.input_format,
+                normalize=request.normalize,
             ),
             max_chars=MAX_CAST_CHARS,
         )

@@ -48,6 +48,10 @@ class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     model: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)] | None = None
     title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] | None = None
     live: bool = False
+    input_format: Literal["text", "ssml"] | None = None
+    """`ssml`: `input` is an SSML document; absent, it is SSML when it starts with `<speak`."""
+    normalize: bool = True
+    """False: the text is read as sent (no numbers, units, URLs or Markdown rewritten)."""
 
 
 class CastCreated(msgspec.Struct, frozen=True):
