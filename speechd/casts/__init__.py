@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, cast_captions, record_words
 from ._health import (
+    IDLE,
     LOADING,
     READY,
     STOPPED,
     UNAVAILABLE,
+    WAKING,
     WorkerHealth,
     known_voices,
     last_notice,
@@ -120,6 +122,7 @@ __all__ = [
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
+    "IDLE",
     "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
@@ -133,6 +136,7 @@ __all__ = [
     "STALE_QUEUED_S",
     "STOPPED",
     "UNAVAILABLE",
+    "WAKING",
     "WORKERS_PREFIX",
     "AudioChunk",
     "CastCaptions",

@@ -1,4 +1,4 @@
-"""SSML, read safely into the planner's text: a small, linear, explicit tokenizer.
+"""SSML, read safely into the planner's text, over the XML tokenizer in `_xml`.
 
 The subset (anything else is spoken as its text and named in `unsupported`):
 
@@ -18,13 +18,12 @@ The subset (anything else is spoken as its text and named in `unsupported`):
                     as written); other languages read it as plain text
     mark            `name`: a named point, reported among the timed words
 
-The reader never expands anything: no DTD (a `<!DOCTYPE` is refused), no entity but XML's
-five escapes and character references (`&amp;` `&lt;` `&gt;` `&quot;` `&apos;` `&#N;`),
-no processing instruction but the XML declaration. Every bound is checked as the text is
-read, before anything is built on it: nesting depth, names, attributes (count and size),
-the text of `say-as` and `phoneme`. Each token is found with `str.find` or an anchored
-pattern of bounded quantifiers, and the position only moves forward, so reading is linear
-in the text.
+The reader never expands anything: `_xml` refuses a DTD, every entity but XML's five escapes
+and character references, and processing instructions but the XML declaration, and bounds
+names and attributes. This module bounds the rest as the document is read, before anything
+is built on it: nesting depth (`MAX_DEPTH`), elements (`MAX_ELEMENTS`), the text of `say-as`
+and `phoneme` (`MAX_CONTENT`), a break's length. Reading is linear in the document: each
+token is read once and the position only moves forward.
 
 What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
 text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`

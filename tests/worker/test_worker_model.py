@@ -83,3 +83,37 @@ async def test_a_stopped_cast_resumes_keeping_its_chunks(store: Store, engine: A
     assert result.returncode == 0 and not result.stderr, result.stderr
     eos = decode(stream[-1].body, Eos)
     assert 6_000 < eos.audio_ms < 20_000  # two sentences of speech
+
+
+async def test_a_device_out_of_memory_mid_cast_is_made_smaller_without_a_gap(
+    store: Store, model_dir: Path
+) -> None:
+    """Issue 30: a CUDA device (FakeCuda: the CPU standing in, raising torch's own
+    OutOfMemoryError past 40 phonemes) that runs out of memory in a cast's later, longer
+    chunks: each is made in pieces, the cast ends in its one attempt (the listener hears no
+    failure), and its audio has no gap where pieces join, and reads back as the text."""
+    import numpy as np
+
+    from tests.support.devices import FakeCudaOpener
+    from tests.support.speech import recall, transcribe_pcm16
+
+    opener = FakeCudaOpener(str(model_dir))
+    config = EngineConfig(model_dir=str(model_dir), device="cuda", engine="torch")
+    engine = load_engine(config, open_runtime=opener)
+    opener.device.fits = 40
+    cid = await submit_text(store, TEXT, fmt="pcm")
+    async with running(worker(store, engine)):
+        assert await wait_ended(store, [cid], within=600) == {cid: "eos"}
+    assert opener.device.failed, "no chunk ran out of memory: nothing was tested"
+    assert engine.device == "cuda:0" and engine.fallback == ""
+    stream = await records(store, cast_stream(cid))
+    assert len(check_layout(stream)) == 1
+    audio = complete_audio(stream)
+    pcm = np.frombuffer(audio, dtype="<i2").astype(np.float32) / 32768
+    frames = pcm[: len(pcm) // 480 * 480].reshape(-1, 480)  # 20 ms
+    rms = float(np.sqrt(np.mean(pcm**2)))
+    quiet = np.sqrt(np.mean(frames**2, axis=1)) < 0.1 * rms
+    runs = "".join("q" if q else " " for q in quiet).split()
+    assert max(map(len, runs), default=0) * 0.02 < 0.8  # no dead air longer than a sentence break
+    heard = await asyncio.to_thread(transcribe_pcm16, audio, engine.sample_rate)
+    assert recall(TEXT, heard) >= 0.7, heard
