@@ -64,10 +64,8 @@ BATCH_EDGE_SAMPLES: Final = 24
 MAX_BATCH_TOKENS: Final = 16 * 256
 #: The saving per item (against batch 1) a batch size must measure to be chosen.
 MIN_SAVING: Final = 0.10
-#: What the measurement reads: ~2 s of speech, the size of a cast's first chunk.
+#: What the measurement reads (`probe_phonemes`): ~2.6 s of speech, a cast's early chunk.
 PROBE_PHONEMES: Final = "ðə ˈOld mˈæn wˈɔkt slˈOli əlˈɔŋ ðə kwˈIət bˈiʧ."  # noqa: RUF001
-#: The shortest probe a slow device measures with (~1 s of audio with Kokoro's lead-in).
-MIN_PROBE_PHONEMES: Final = 12
 #: Runs per batch size, at most (the fastest counts): the budget decides how many fit.
 PROBE_RUNS: Final = 3
 DEFAULT_BUDGET_S: Final = 6.0
@@ -129,19 +127,21 @@ def measure_batch_costs(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[int, float]:
     """Seconds per item at each batch size in `sizes` (`default_sizes`; capped at
-    `engine.max_batch`; 1 always), on equal chunks (`PROBE_PHONEMES`, the engine's default
-    voice, one seed per item), within about `budget_s` in all.
+    `engine.max_batch`; 1 always), on equal chunks (`probe_phonemes`: ~2.6 s of speech, ~8 s
+    on CUDA; the engine's default voice; one seed per item), within about `budget_s` in all.
 
     Batches are prepared first (`Engine.prepare_batch` of the largest size: opening sessions
-    is loading, not what a batch costs). One untimed run, then: where it shows that batches
-    of 1, 2 and 4 of the probe would not fit the budget (a CPU), the probe is shortened to
-    fit (not below `MIN_PROBE_PHONEMES`). Sizes go in increasing order. A size is run only
-    when, at the cost per item last measured, it fits what is left of the budget; it is run
-    again (up to PROBE_RUNS, the fastest counting) while within its even share of the
-    budget. Sizes left out (the budget, or a batched pass that failed: logged) are absent
-    from the result; a runtime that cannot batch gives {1: cost}. Synchronous: call it where
-    the model runs (the worker's engine thread), at warm-up; then `Engine.prepare_batch`
-    with the size chosen (1 lets go of what batches hold).
+    is loading, not what a batch costs). One untimed run, then the sizes in increasing
+    order. A size is run only when, at the cost per item last measured, it fits what is left
+    of the budget; it is run again (up to PROBE_RUNS, the fastest counting) while within its
+    even share of the budget. The probe is never shortened to fit: a short chunk's cost says
+    little about real chunks' (on a CPU, batches of short chunks can look cheaper while real
+    ones cost more), so where batch 1 alone takes so long that batch 2 does not fit (a
+    compute-bound device, a CPU), the result is {1: cost}, and `auto` keeps 1. Sizes left out
+    (the budget, or a batched pass that failed: logged) are absent from the result, as on a
+    runtime that cannot batch. Timings are only as good as the machine is quiet.
+    Synchronous: call it where the model runs (the worker's engine thread), at warm-up;
+    then `Engine.prepare_batch` with the size chosen (1 lets go of what batches hold).
     """
     wanted = sorted({1, *(n for n in sizes or default_sizes(engine.device) if n >= 1)})
     wanted = [n for n in wanted if n <= max(1, engine.max_batch)]
@@ -151,14 +151,9 @@ def measure_batch_costs(
         log.warning("batch cost: batches cannot be prepared (%s); batch 1 only", exc.message)
         wanted = [1]
     voice = engine.voices.default_voice
-    probe = PROBE_PHONEMES
+    chunk = Chunk(0, "batch cost probe", probe_phonemes(engine.device))
     started = clock()
-    engine.synthesize(Chunk(0, "batch cost probe", probe), voice, 1.0, seed=0)
-    first, planned = clock() - started, sum(wanted[:3])
-    if first * planned > budget_s - first:
-        fit = int(len(probe) * (budget_s - first) / (first * planned))
-        probe = _shortened(probe, max(MIN_PROBE_PHONEMES, fit))
-    chunk = Chunk(0, "batch cost probe", probe)
+    engine.synthesize(chunk, voice, 1.0, seed=0)  # untimed: first-call costs
     costs: dict[int, float] = {}
     per_item = 0.0
     for place, size in enumerate(wanted):
@@ -180,13 +175,13 @@ def measure_batch_costs(
         per_item = costs[size] = min(runs) / size
     log.info(
         "cost per item by batch size (%d phonemes each): %s",
-        len(probe),
+        len(chunk.phonemes),
         ", ".join(f"{n}: {c * 1000:.1f} ms" for n, c in costs.items()),
     )
     return costs
 
 
-def _shortened(phonemes: str, length: int) -> str:
-    """`phonemes` cut at the first word boundary from `length` on (whole, if none)."""
-    space = phonemes.find(" ", length)
-    return phonemes if space < 0 else phonemes[:space]
+def probe_phonemes(device: str) -> str:
+    """What `measure_batch_costs` reads: PROBE_PHONEMES (~2.6 s of speech, a cast's early
+    chunk); on CUDA, where it costs milliseconds, three times over (~8 s, a later chunk)."""
+    return " ".join([PROBE_PHONEMES] * 3) if device.startswith("cuda") else PROBE_PHONEMES
