@@ -8,10 +8,12 @@ load, and a device that stays full makes the worker unavailable without failing 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -23,6 +25,7 @@ from speechd.casts import (
     decode,
     event_of,
     last_notice,
+    worker_health,
     worker_stream,
 )
 from speechd.durable import Store, open_store
@@ -232,4 +235,55 @@ async def test_a_device_that_stays_full_makes_the_worker_unavailable_not_the_cas
         stop.set()
         await asyncio.wait_for(again, 30)
     finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The engine tests' tiny random Kokoro (the real code path; its audio is noise)."""
+    from tests.engine.conftest import make_tiny_model_dir
+
+    return make_tiny_model_dir(tmp_path_factory.mktemp("kokoro-tiny"))
+
+
+def _auto_on_a_rushed_device(model_dir: str, config: EngineConfig) -> object:
+    """The engine's own load under `--device auto`, on a stand-in CUDA device that times
+    speech 27% short: the sanity check sends it to the CPU."""
+    from speechd.engine import load_engine
+    from tests.support.devices import FakeCudaOpener
+
+    auto = msgspec.structs.replace(config, model_dir=model_dir, device="auto", engine="torch")
+    return load_engine(auto, open_runtime=FakeCudaOpener(model_dir, timing=0.73))
+
+
+@pytest.mark.slow
+async def test_under_auto_a_device_left_for_the_cpu_is_said_in_every_notice(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    store_dir = tmp_path / "data"
+    config = WorkerConfig(
+        store=str(store_dir), engine=EngineConfig(), worker_id="w-auto", heartbeat_s=0.2
+    )
+    load = functools.partial(_auto_on_a_rushed_device, str(tiny_model_dir))
+    stop = threading.Event()
+    run = asyncio.ensure_future(
+        asyncio.to_thread(run_worker, config, stop=stop, parts=Parts(load_engine=load))
+    )
+    store = await open_store(str(store_dir))
+    try:
+
+        async def ready() -> bool:
+            health = await worker_health(store, now_ms=time.time_ns() // 1_000_000)
+            return bool(health.ready) or run.done()
+
+        await _until(ready, within=600)
+        health = await worker_health(store, now_ms=time.time_ns() // 1_000_000)
+        assert [w.device for w in health.ready] == ["cpu"]
+        assert "predicts durations" in health.ready[0].fallback
+        assert "shorter than the CPU" in health.ready[0].fallback
+        notices = await _notices(store, "w-auto")
+        assert all(n.fallback for n in notices if n.kind in ("ready", "heartbeat"))
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, 60)
         await store.close()

@@ -117,3 +117,29 @@ async def test_a_device_out_of_memory_mid_cast_is_made_smaller_without_a_gap(
     assert max(map(len, runs), default=0) * 0.02 < 0.8  # no dead air longer than a sentence break
     heard = await asyncio.to_thread(transcribe_pcm16, audio, engine.sample_rate)
     assert recall(TEXT, heard) >= 0.7, heard
+
+
+async def test_a_cast_after_the_idle_unload_wakes_the_real_model(
+    store: Store, engine: Any
+) -> None:
+    """Issue 30 on the real weights: the worker gives the model back after its idle time, a
+    cast then takes it again, and its first audio lands only after the model is held."""
+    from speechd.casts import WorkerNotice, worker_stream
+
+    idle = worker(store, engine, idle_unload_s=0.5, heartbeat_s=0.1)
+    async with running(idle):
+        for _ in range(1200):
+            if not engine.resident:
+                break
+            await asyncio.sleep(0.05)
+        assert not engine.resident
+        cid = await submit_text(store, TEXT.split(". ")[0] + ".", fmt="pcm")
+        assert await wait_ended(store, [cid], within=300) == {cid: "eos"}
+    said = await records(store, worker_stream("m1"))
+    notices = [(r.timestamp, decode(r.body, WorkerNotice)) for r in said]
+    waking = next(at for at, n in notices if n.state == "waking")
+    held = next(at for at, n in notices if at >= waking and n.state == "" and n.kind == "heartbeat")
+    stream = await records(store, cast_stream(cid))
+    first = next(r for r in stream if event_of(r) == "audio")
+    assert first.timestamp >= held >= waking
+    assert engine.resident and engine.load_s > 0
