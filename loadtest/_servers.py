@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,14 +150,15 @@ def start_speechd(
     workdir: Path,
     max_queue: int = 256,
     engine: str = "torch",
+    extra: Sequence[str] = (),
 ) -> Server:
     """`speechd serve` with `policy` on `engine` ("torch" or "onnx"), on a fresh data folder
-    under `workdir`."""
+    under `workdir`; `extra`: more flags (`--idle-unload 3s`, say)."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
     argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
-    flags = _engine_flags(model_dir, device, threads, engine)
+    flags = [*_engine_flags(model_dir, device, threads, engine), *extra]
     server = _start(name, argv + flags, port, workdir)
     server.data_dir = data
     return server

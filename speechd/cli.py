@@ -186,6 +186,18 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         help=f"latest receipts progress/done keeps, older trimmed ({default.receipts})",
     )
+    group.add_argument(
+        "--idle-unload",
+        metavar="DURATION",
+        help="give the model and its device memory back after this long with nothing to "
+        "make, e.g. 5m; the next cast takes it again (default: off)",
+    )
+    group.add_argument(
+        "--max-device-memory",
+        metavar="SIZE",
+        help="the most the worker holds on its device, e.g. 2G; chunks are planned within "
+        "it (default: no cap)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,6 +256,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
         policy=settings.policy,
         quantum_s=settings.quantum,
         receipts=settings.receipts,
+        idle_unload_s=settings.idle_unload,
     )
 
 

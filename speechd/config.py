@@ -3,8 +3,9 @@
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
 default. `SPEECHD_API_KEY` holds one key or several separated by commas. Durations
-(`--retention`, `--shutdown-timeout`) take seconds or a number with a unit: `90s`, `15m`,
-`12h`, `30d`.
+(`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a number with a unit:
+`90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a number with a binary
+unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device
+from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device, parse_size
 from speechd.limits import MAX_VOICE_CHARS
 
 __all__ = [
@@ -126,6 +127,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wyoming_zeroconf: str | None = None
     """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
     Assistant finds it by itself); "" names it after the host; None: no advertising."""
+    idle_unload: Seconds | None = None
+    """Seconds with nothing to make after which the worker gives its model and device memory
+    back (the next cast takes them again, waiting for the load); None keeps it loaded."""
+    max_device_memory: Annotated[int, Meta(ge=1)] | None = None
+    """Bytes the worker may hold on its device (`2G`, `512M`); chunks are planned within it,
+    and torch's allocator (or ONNX Runtime's CUDA arena) is held to it. None: no cap."""
     default_voice: Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)] = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
@@ -147,6 +154,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         onnx_model=settings.onnx_model,
         cache_dir=settings.cache_dir,
         lexicon=settings.lexicon,
+        max_device_memory=settings.max_device_memory,
     )
     if not settings.voice_map:
         return engine
@@ -172,7 +180,7 @@ def parse_duration(value: str | float) -> float:
 
 
 _ENV_NAMES = {"api_keys": "API_KEY"}
-_DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout")
+_DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -203,6 +211,13 @@ def load_settings(
     for name in _DURATIONS:
         if name in values:
             values[name] = parse_duration(values[name])
+    if values.get("max_device_memory") is not None:
+        try:
+            values["max_device_memory"] = parse_size(values["max_device_memory"])
+        except ValueError as exc:
+            raise SettingsError(
+                f"--max-device-memory / {ENV_PREFIX}MAX_DEVICE_MEMORY: {exc}"
+            ) from exc
     if isinstance(values.get("device"), str):
         try:
             values["device"] = parse_device(values["device"])

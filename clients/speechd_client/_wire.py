@@ -90,7 +90,8 @@ class Progress(msgspec.Struct, frozen=True):
     queue_position: int | None = None
     """A queued cast's place in line: waiting casts ahead of it (0: it starts next)."""
     starts_in_seconds: float | None = None
-    """A queued cast's estimated wait until it starts (None: the server cannot tell)."""
+    """A queued or loading cast's estimated wait until it starts (None: the server cannot
+    tell)."""
     hold_seconds: float = 0.0
     """How long after its first audio its listeners start, so that the rest plays without a
     stall (a device slower than real time; 0: at once)."""
@@ -104,7 +105,8 @@ class CastView(msgspec.Struct, frozen=True):
     id: str
     url: str
     status: str
-    """queued, generating, done or failed"""
+    """queued, loading (the server's model is being taken again), generating, done or
+    failed"""
     title: str
     voice: str
     speed: float

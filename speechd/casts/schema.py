@@ -16,7 +16,7 @@ package.
 
 from __future__ import annotations
 
-from ._health import LOADING, READY, STOPPED, UNAVAILABLE
+from ._health import IDLE, LOADING, READY, STOPPED, UNAVAILABLE, WAKING
 from ._input import InputEnd, input_event, piece_record
 from ._records import (
     H_EVENT,
@@ -66,6 +66,7 @@ __all__ = [
     "CATALOG_PREFIX",
     "H_EVENT",
     "H_RESUME",
+    "IDLE",
     "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
@@ -76,6 +77,7 @@ __all__ = [
     "READY",
     "STOPPED",
     "UNAVAILABLE",
+    "WAKING",
     "WORKERS_PREFIX",
     "AudioChunk",
     "Cursor",

@@ -354,16 +354,31 @@ class CastService:
                     yield chunk
 
     async def status(self, cast_id: str) -> casts.CastStatus:
-        """Where the cast stands (a queued one: its place in line, and when it should start);
-        raises `CastNotFound`."""
-        status = await casts.cast_status(self.store, cast_id, now_ms=self._now_ms())
-        if status.state != casts.CastState.QUEUED:
+        """Where the cast stands (a queued one: its place in line, and when it should start;
+        one waiting for its first audio while the workers' model is given back: `loading`,
+        and when the model should be held again); raises `CastNotFound`."""
+        now_ms = self._now_ms()
+        status = await casts.cast_status(self.store, cast_id, now_ms=now_ms)
+        queued = status.state == casts.CastState.QUEUED
+        if not queued and not (
+            status.state == casts.CastState.GENERATING and status.chunks_done == 0
+        ):
             return status
-        workers = [w.worker for w in await self.workers()]
-        place = await self._line.place(cast_id, workers=workers)
+        health = await self.health()
+        waking = health.model in (schema.IDLE, schema.WAKING)
+        if waking:
+            wake_ms = health.wake_in_ms(now_ms)
+            status = msgspec.structs.replace(
+                status, state=casts.CastState.LOADING, starts_in_ms=wake_ms
+            )
+        if not queued:
+            return status
+        place = await self._line.place(cast_id, workers=[w.worker for w in health.ready])
         if place is None:
             return status
-        starts = None if place.starts_in_s is None else round(place.starts_in_s * 1000)
+        starts = status.starts_in_ms
+        if place.starts_in_s is not None and (starts is not None or not waking):
+            starts = (starts or 0) + round(place.starts_in_s * 1000)
         return msgspec.structs.replace(status, queue_position=place.ahead, starts_in_ms=starts)
 
 

@@ -38,6 +38,8 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     another worker takes it over after that (hosts' clocks must agree within a second).
     `receipts` is how many of the latest receipts `progress/done` keeps (the api's metrics
     and start estimates read them; older ones are trimmed, a few dozen at a time).
+    `idle_unload_s`: after this long with nothing to make the worker gives its model back
+    (`Engine.unload`), and takes it again for the next chunk (None: it keeps it).
     """
 
     store: str = ""
@@ -53,6 +55,7 @@ class WorkerConfig(msgspec.Struct, frozen=True):
     stop_grace_s: float = 3.0
     receipts: int = RECEIPTS
     flush_s: float = FLUSH_S
+    idle_unload_s: float | None = None
 
     def resolved_id(self) -> str:
         return self.worker_id or default_worker_id()

@@ -31,6 +31,7 @@ import numpy as np
 from speechd.casts import record_words
 from speechd.casts.schema import AudioChunk, audio_record
 from speechd.durable import AppendRecord, Limits, RecordTooLarge
+from speechd.errors import ModelUnavailable
 
 from ._cast import Admitted
 from ._costs import ChunkTimes
@@ -162,6 +163,8 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
         limit = record_samples(
             cast.limits, cast.encoder.format, engine.sample_rate, text=chunk.text, words=words
         )
+    except ModelUnavailable:  # the device, not the chunk: the worker stops (`_process`)
+        raise
     except Exception as exc:
         raise ChunkFailed(exc, encoder_intact=True) from exc
     parts = max(1, math.ceil(pcm.size / limit))

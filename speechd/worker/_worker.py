@@ -53,6 +53,7 @@ from ._attempts import Attempts, Fate
 from ._cast import ActiveCasts, Admitted
 from ._config import WorkerConfig
 from ._costs import ChunkTimes
+from ._idle import ModelKeeper
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
@@ -160,6 +161,16 @@ class Worker:
         self._outcomes = Outcomes(
             self._attempts, self.times, engine.sample_rate, clock=clock, telemetry=telemetry
         )
+        # The model given back after `idle_unload_s` with nothing to make, taken again for
+        # the next chunk (`_idle`).
+        self._model = ModelKeeper(
+            engine,
+            self._thread,
+            after_s=config.idle_unload_s,
+            announce=lambda: self._announce("heartbeat"),
+            clock=clock,
+            telemetry=telemetry,
+        )
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
         # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
         self.unspeakable: dict[str, str] = {}
@@ -233,7 +244,8 @@ class Worker:
                     case Sleep(seconds):
                         await self._rest(seconds)
                     case Idle():  # look up now and then: deferred jobs, a side task's death
-                        await self._rest(self.config.heartbeat_s)
+                        heartbeat, nothing = self.config.heartbeat_s, not self._casts
+                        await self._rest(await self._model.idle(heartbeat, nothing=nothing))
         finally:
             await self._followers.close()
             for task in tasks:
@@ -280,6 +292,8 @@ class Worker:
             unspeakable=self.unspeakable if kind == "ready" else {},
             device_name=self._telemetry.device_name if self._telemetry else "",
             telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,
+            state=self._model.state if kind != "stopped" else "",
+            fallback=self._model.fallback,
         )
         return AppendRecord(encode(notice))
 
@@ -332,6 +346,7 @@ class Worker:
 
     async def _step(self, cast: Admitted) -> None:
         """Render the cast's next chunk, then apply its outcome (`_update`)."""
+        await self._model.ready()  # the model, taken again if it was given back
         await self._ownership.renew_if_lapsing(cast)
         planned = cast.plan.ahead[0]
         # Say which record is in flight first: should it kill the process, the next life of

@@ -67,7 +67,9 @@ class Progress(msgspec.Struct, frozen=True):
     queue_position: int | None = None
     """A queued cast's place in line: waiting casts ahead of it (0: next); else null."""
     starts_in_seconds: float | None = None
-    """A queued cast's estimated wait until it starts, from measured capacity; else null."""
+    """A queued cast's estimated wait until it starts, from measured capacity; a loading one's
+    (no worker holds the model: it is being taken again), the rest of the model's measured
+    load time on top; else null."""
     hold_seconds: float = 0.0
     """How long after its first audio its listeners start playing, so that the rest plays
     without a stall: a cast the device cannot make in real time is held back that long
