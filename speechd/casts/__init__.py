@@ -4,7 +4,7 @@ cast)."""
 
 from __future__ import annotations
 
-from ._captions import CastCaptions, CastWord, cast_captions, record_words
+from ._captions import CastCaptions, CastWord, record_words
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
     InputEnd,
@@ -88,6 +88,7 @@ from ._streams import (
     worker_stream,
 )
 from ._submit import STALE_QUEUED_S, Submission, submit
+from ._words import CastWords, cast_captions
 
 __all__ = [
     "CAST_PREFIX",
@@ -123,6 +124,7 @@ __all__ = [
     "CastState",
     "CastStatus",
     "CastWord",
+    "CastWords",
     "Cursor",
     "DeadJob",
     "Eos",
