@@ -306,7 +306,12 @@ class CastService:
                     retry_after=self._retry_after(depth),
                 )
         submission = await casts.submit(
-            self.store, cast_id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
+            self.store,
+            cast_id,
+            recipe,
+            sample_rate=SAMPLE_RATE,
+            at_once=request.at_once,
+            clock=self._clock,
         )
         return SubmittedCast(cast_id, submission.created, recipe)
 

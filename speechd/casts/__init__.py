@@ -54,6 +54,7 @@ from ._records import (
     Receipt,
     Recipe,
     RecordSpan,
+    Requeue,
     Retry,
     Start,
     Word,
@@ -69,6 +70,7 @@ from ._records import (
     retry_record,
     start_record,
 )
+from ._retention import CAST_STREAM_PREFIXES, CastRetention, sweep_casts_forever
 from ._streams import (
     CAST_PREFIX,
     CATALOG_PREFIX,
@@ -92,6 +94,7 @@ from ._words import CastWords, cast_captions
 
 __all__ = [
     "CAST_PREFIX",
+    "CAST_STREAM_PREFIXES",
     "CATALOG_PREFIX",
     "H_ATTEMPT",
     "H_CHARS",
@@ -121,6 +124,7 @@ __all__ = [
     "CastCaptions",
     "CastEvent",
     "CastHead",
+    "CastRetention",
     "CastState",
     "CastStatus",
     "CastWord",
@@ -138,6 +142,7 @@ __all__ = [
     "Receipt",
     "Recipe",
     "RecordSpan",
+    "Requeue",
     "Retry",
     "Start",
     "Submission",
@@ -178,5 +183,6 @@ __all__ = [
     "retry_record",
     "start_record",
     "submit",
+    "sweep_casts_forever",
     "worker_stream",
 ]

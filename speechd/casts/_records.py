@@ -96,6 +96,7 @@ __all__ = [
     "Receipt",
     "Recipe",
     "RecordSpan",
+    "Requeue",
     "Retry",
     "Start",
     "Word",
@@ -253,6 +254,17 @@ class Recipe(msgspec.Struct, frozen=True):
     live: bool = False
     input_key: str = ""
     idle_s: float = 0.0
+
+
+class Requeue(msgspec.Struct, frozen=True):
+    """After the recipe in `catalog/<id>`: a caller found the cast waiting, untouched for
+    `STALE_QUEUED_S`, and looked in `jobs` for its job. `appended`: it had none (its creator
+    died before appending it), and this caller appended one; else it was still in line.
+    Appended at the catalog's tail as a claim, so one caller looks at a time, and the next
+    look is `STALE_QUEUED_S` after this one. Readers of the recipe read only seq 0."""
+
+    requested_ms: int
+    appended: bool
 
 
 class Job(msgspec.Struct, frozen=True, omit_defaults=True):
