@@ -84,6 +84,7 @@ __all__ = [
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
+    "PUBLIC_HEADERS",
     "AudioChunk",
     "Cursor",
     "DeadJob",
@@ -109,6 +110,7 @@ __all__ = [
     "error_record",
     "event_of",
     "meta_record",
+    "public_headers",
     "retry_record",
     "start_record",
 ]
@@ -129,6 +131,21 @@ H_PLAN = b"p"
 H_START = b"x"
 H_RESUME = b"k"
 H_HOLD = b"h"
+
+
+PUBLIC_HEADERS = frozenset(
+    {H_EVENT, H_ATTEMPT, H_INDEX, H_PLANNED, H_OFFSET, H_DURATION, H_TEXT, H_WORDS, H_UNIT}
+    | {H_START, H_HOLD}
+)
+"""The headers of a cast stream's records that public reads carry (an allow-list): what a
+player or client needs to place, caption and follow the audio. Every other header stays
+private: the plan position `p` (offsets into, and a checksum of, the private text), the
+resume checkpoint `k`, and whatever a later writer adds until it is named here."""
+
+
+def public_headers(record: Record) -> list[tuple[bytes, bytes]]:
+    """`record`'s headers that public reads carry (`PUBLIC_HEADERS`), in order."""
+    return [(k, v) for k, v in record.headers if k in PUBLIC_HEADERS]
 
 
 class Event(StrEnum):
