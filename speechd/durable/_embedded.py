@@ -139,7 +139,7 @@ class EmbeddedStore(Store):
         if not vacuums:
             log.info(
                 "store: %s was made before speechd handed space back; it reuses freed pages"
-                " but never shrinks (README: the store)",
+                " but never shrinks (docs: operations/store.md)",
                 path / "store.db",
             )
         store = cls(path, writer, bus, version_conn, vacuums=vacuums)

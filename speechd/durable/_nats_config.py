@@ -51,7 +51,7 @@ def report_sync(varz: dict[str, object] | None) -> None:
     if not isinstance(config, dict):
         log.info(
             "store: the NATS server does not say how JetStream syncs to disk; recommended:"
-            " `jetstream { sync_interval: always }` (README: the store)"
+            " `jetstream { sync_interval: always }` (docs: scale-out.md)"
         )
         return
     if config.get("sync_always"):

@@ -116,9 +116,14 @@ def _onnx_unsuitable(config: EngineConfig) -> str | None:
 
 def _gpu_present() -> bool:
     """An NVIDIA GPU on this machine, asked of the driver rather than of torch (which would
-    cost an ONNX worker the memory it avoids torch for)."""
+    cost an ONNX worker the memory it avoids torch for): the Linux driver's GPUs, a Jetson,
+    or WSL2's CUDA library (WSL has no /proc/driver/nvidia; its GPU comes from Windows)."""
     driver = Path("/proc/driver/nvidia/gpus")
-    return (driver.is_dir() and any(driver.iterdir())) or Path("/etc/nv_tegra_release").exists()
+    return (
+        (driver.is_dir() and any(driver.iterdir()))
+        or Path("/etc/nv_tegra_release").exists()
+        or any(Path("/usr/lib/wsl/lib").glob("libcuda.so*"))
+    )
 
 
 def _load_onnx(config: EngineConfig, folder: ModelFolder) -> Runtime:

@@ -1,5 +1,6 @@
-"""The README's curl, openai SDK and Open WebUI examples, run as written against a live
-server (only its address swapped for the test server's)."""
+"""The curl, openai SDK and Open WebUI examples of the README and of the manual's clients page
+(docs/clients/index.md), run as written against a live server (only its address swapped for
+the test server's)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ from tests.api._workers import worker_process
 
 pytestmark = pytest.mark.slow
 
-README = (ROOT / "README.md").read_text()
+PAGES = ("README.md", "docs/clients/index.md")
 DEFAULT = "http://127.0.0.1:8000"
 KEY = "sk-readme"
 
 
-def block(language: str) -> str:
-    found = re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
-    assert len(found) == 1, f"expected one {language} block in the README"
+def block(page: str, language: str) -> str:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+    assert len(found) == 1, f"expected one {language} block in {page}"
     return found[0]
 
 
@@ -56,8 +58,9 @@ def is_mp3(data: bytes) -> bool:
     return len(data) > 4 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
 
 
-def test_curl_examples(target: Target, tmp_path: Path) -> None:
-    script = block("sh").replace(DEFAULT, target.url)
+@pytest.mark.parametrize("page", PAGES)
+def test_curl_examples(target: Target, tmp_path: Path, page: str) -> None:
+    script = block(page, "sh").replace(DEFAULT, target.url)
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
         text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "SPEECHD_API_KEY": target.key},
@@ -70,8 +73,9 @@ def test_curl_examples(target: Target, tmp_path: Path) -> None:
     assert '"voices":[' in result.stdout
 
 
-def test_python_sdk_example(target: Target, tmp_path: Path) -> None:
-    code = block("python").replace(DEFAULT, target.url)
+@pytest.mark.parametrize("page", PAGES)
+def test_python_sdk_example(target: Target, tmp_path: Path, page: str) -> None:
+    code = block(page, "python").replace(DEFAULT, target.url)
     if target.key:
         code = code.replace('api_key="unused"', f'api_key="{target.key}"')
     result = subprocess.run(
@@ -84,9 +88,10 @@ def test_python_sdk_example(target: Target, tmp_path: Path) -> None:
     assert (tmp_path / "longer.wav").read_bytes().startswith(b"RIFF")
 
 
-def test_open_webui_settings(target: Target) -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_open_webui_settings(target: Target, page: str) -> None:
     env = dict(
-        line.split("=", 1) for line in block("env").replace(DEFAULT, target.url).splitlines()
+        line.split("=", 1) for line in block(page, "env").replace(DEFAULT, target.url).splitlines()
     )
     assert env["AUDIO_TTS_ENGINE"] == "openai"
     base, key = env["AUDIO_TTS_OPENAI_API_BASE_URL"], target.key or env["AUDIO_TTS_OPENAI_API_KEY"]

@@ -4,7 +4,7 @@ A backend is one entry in `BACKENDS`: a name, the pytest marks its tests carry (
 needs a server marks them, e.g. `nats`), and `make_url(request, tmp_path)`, which returns the
 URL of a fresh, empty store that `speechd.durable.open_store` (in this process or a spawned one)
 opens. Three are here: the embedded store (a fresh data folder), and NATS JetStream on a server
-configured as the README recommends (`nats_server`) and on a stock one (`nats_stock_server`:
+configured as the manual recommends (`nats_server`) and on a stock one (`nats_stock_server`:
 `nats-server -js` as it comes, with its 1 MiB messages and 1000-message batches), each a fresh
 namespace deleted afterwards. The NATS backends' tests carry the `nats` mark, so they run with
 --run-nats.

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -115,6 +116,27 @@ def test_auto_takes_onnx_runtime_when_it_can_and_torch_when_it_cannot(
     assert load_engine(config).runtime == "onnx"  # installed, and the export is there
     monkeypatch.setattr(_onnx, "onnx_available", lambda: False)
     assert load_engine(config).runtime == "torch"
+
+
+def test_auto_on_an_nvidia_machine_takes_torch_over_a_cpu_only_onnx_runtime(
+    tiny_model_dir: Path, tiny_onnx_engine: object, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The README's first command installs the `onnx` extra (CPU-only onnxruntime) on every
+    machine: where there is an NVIDIA GPU, `auto` must still give the GPU to torch."""
+    import onnxruntime
+
+    from speechd.engine import _loading
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this ONNX Runtime has CUDA")
+    monkeypatch.setattr(_loading, "_gpu_present", lambda: True)  # the driver says so
+    caplog.set_level("INFO", logger="speechd.engine")
+    config = EngineConfig(model_dir=str(tiny_model_dir))
+    assert (config.engine, config.device) == ("auto", "auto")
+    assert load_engine(config).runtime == "torch"
+    assert "no CUDA provider" in caplog.text
+    assert load_engine(msgspec.structs.replace(config, device="cpu")).runtime == "onnx"
 
 
 def test_auto_falls_back_to_torch_when_the_export_fails(

@@ -1,8 +1,8 @@
-"""The README's reverse-proxy settings, run for real (issue 14): nginx and Caddy in front of
-speechd with exactly the configuration the README shows. Each client is counted by the
-address the proxy saw, whatever it writes into `X-Forwarded-For` itself, and live audio
-flows through the proxy as it is made (no buffering until the cast ends), and so does a live
-cast's WebSocket.
+"""The manual's reverse-proxy settings (docs/operations/proxies.md), run for real (issue 14):
+nginx and Caddy in front of speechd with exactly the configuration the page shows. Each
+client is counted by the address the proxy saw, whatever it writes into `X-Forwarded-For`
+itself, and live audio flows through the proxy as it is made (no buffering until the cast
+ends), and so does a live cast's WebSocket.
 
 Two clients are two loopback source addresses (127.0.0.1 and 127.0.0.2), so the proxy sees
 two peers. Needs the Debian packages nginx-light and caddy (scripts/test.sh installs them).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -33,21 +34,15 @@ from tests.live._support import serve as serve_live
 
 pytestmark = pytest.mark.slow
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "operations" / "proxies.md"
 CAPS = GatewaySettings(max_client_streams=1, max_streams=8, client_header="x-forwarded-for")
 
 
-def readme_block(marker: str) -> str:
-    """The README's indented code block (lines of 4+ spaces, no blank line) that contains
-    `marker`, dedented."""
-    blocks: list[list[str]] = [[]]
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("    "):
-            blocks[-1].append(line[4:])
-        elif blocks[-1]:
-            blocks.append([])
-    found = ["\n".join(b) for b in blocks if any(marker in line for line in b)]
-    assert len(found) == 1, f"README has {len(found)} code blocks with {marker!r}"
+def page_block(language: str) -> str:
+    """The page's one fenced code block in `language` (```nginx, ```caddy)."""
+    text = PAGE.read_text(encoding="utf-8")
+    found = re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.S | re.M)
+    assert len(found) == 1, f"{PAGE.name} has {len(found)} {language} blocks"
     return found[0]
 
 
@@ -92,7 +87,7 @@ def running(args: list[str], port: int, log: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def nginx(upstream: int, tmp: Path) -> Iterator[str]:
     port = free_port()
-    location = readme_block("proxy_pass").replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
+    location = page_block("nginx").replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
     conf = tmp / "nginx.conf"
     conf.write_text(
         f"daemon off; worker_processes 1; pid {tmp}/nginx.pid; error_log {tmp}/error.log;\n"
@@ -108,7 +103,7 @@ def nginx(upstream: int, tmp: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def caddy(upstream: int, tmp: Path) -> Iterator[str]:
     port = free_port()
-    site = readme_block("reverse_proxy")
+    site = page_block("caddy")
     site = site.replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
     site = site.replace("speech.example.org", f"http://127.0.0.1:{port}", 1)
     conf = tmp / "Caddyfile"

@@ -1,4 +1,4 @@
-"""The README's test command on a fresh machine: the model tier's weights.
+"""The README's test command (scripts/test.sh) on a fresh machine: the model tier's weights.
 
 scripts/fetch_weights.py against a stand-in Hugging Face hub on localhost (HF_ENDPOINT; it
 answers like the hub: small files directly, LFS files by a redirect that announces their
