@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,15 +150,16 @@ def start_speechd(
     workdir: Path,
     max_queue: int = 256,
     engine: str = "torch",
+    extra: Sequence[str] = (),
 ) -> Server:
     """`speechd serve` with `policy` on `engine` ("torch" or "onnx"), on a fresh data folder
-    under `workdir`."""
+    under `workdir` (`extra`: more flags)."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
     argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
     flags = _engine_flags(model_dir, device, threads, engine)
-    server = _start(name, argv + flags, port, workdir)
+    server = _start(name, argv + flags + list(extra), port, workdir)
     server.data_dir = data
     return server
 
@@ -171,15 +172,16 @@ def speechd_at(
     device: str,
     threads: int | None,
     workdir: Path,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
-    """`url` as it is, or the url of a `speechd serve` (deadline policy) started for the block
-    on a fresh data folder and stopped after it."""
+    """`url` as it is, or the url of a `speechd serve` (deadline policy, `extra` flags)
+    started for the block on a fresh data folder and stopped after it."""
     if url is not None:
         yield url
         return
     server = start_speechd(
         "speechd", policy="deadline", model_dir=model_dir, device=device, threads=threads,
-        workdir=workdir,
+        workdir=workdir, extra=extra,
     )  # fmt: skip
     try:
         server.wait_ready()

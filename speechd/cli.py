@@ -64,6 +64,20 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--public-url", help="base URL for cast links (default: the request's)")
     group.add_argument(
+        "--allowed-origin",
+        dest="allowed_origins",
+        action="append",
+        help="a web origin (https://app.example) whose pages may send requests from a browser: "
+        "POSTs, live-cast WebSockets and CORS (repeatable; * for any; default: only this "
+        "server's own pages)",
+    )
+    group.add_argument(
+        "--share-casts",
+        choices=["all", "per-key"],
+        help="share a cast made from the same request with every caller (all), or only "
+        "between callers of one API key (per-key) (all)",
+    )
+    group.add_argument(
         "--shutdown-timeout", help="seconds in-flight responses get on shutdown (30)"
     )
     group.add_argument("--max-body-bytes", type=int, help="request body limit (1 MiB)")
@@ -296,8 +310,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "top":
         return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
-    if flags.get("api_keys") is not None:
-        flags["api_keys"] = tuple(flags["api_keys"])
+    for name in ("api_keys", "allowed_origins"):
+        if flags.get(name) is not None:
+            flags[name] = tuple(flags[name])
     try:
         settings = load_settings(flags)
     except SettingsError as exc:

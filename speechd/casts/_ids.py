@@ -1,9 +1,10 @@
 """Content-addressed cast ids, keyed by a per-deployment secret.
 
 The same (model, voice, speed, format, stripped text) always gives the same id, so identical
-requests share one cast. The hash is keyed with a secret kept in the store (`config/secret`,
-claimed once by whichever process asks first), so nobody can confirm what text someone else
-cast by computing ids themselves.
+requests share one cast; with a `scope` (`--share-casts per-key`: one API key's callers) only
+identical requests of that scope do. The hash is keyed with a secret kept in the store
+(`config/secret`, claimed once by whichever process asks first), so nobody can confirm what
+text someone else cast by computing ids themselves.
 """
 
 from __future__ import annotations
@@ -36,9 +37,23 @@ async def deployment_secret(store: Store) -> bytes:
     return batch.records[0].body
 
 
-def cast_id(secret: bytes, *, model: str, voice: str, speed: float, format: str, text: str) -> str:
-    """The id of the cast these inputs make (22 url-safe characters)."""
-    material = msgspec.msgpack.encode([model, voice, round(float(speed), 3), format, text.strip()])
+def cast_id(
+    secret: bytes,
+    *,
+    model: str,
+    voice: str,
+    speed: float,
+    format: str,
+    text: str,
+    scope: str = "",
+) -> str:
+    """The id of the cast these inputs make (22 url-safe characters). `scope`: who shares it
+    ("" every caller; else only callers of that scope, e.g. one API key's: another scope's
+    identical request makes a cast of its own)."""
+    fields: list[object] = [model, voice, round(float(speed), 3), format, text.strip()]
+    if scope:  # appended only when set, so unscoped ids stay what they always were
+        fields.append(scope)
+    material = msgspec.msgpack.encode(fields)
     digest = hashlib.blake2b(material, key=secret[:64], digest_size=_ID_BYTES).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
