@@ -5,6 +5,7 @@ cast)."""
 from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, record_words
+from ._file import CastFile, file_bytes, lay_out, wait_ended
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
     InputEnd,
@@ -126,6 +127,7 @@ __all__ = [
     "AudioChunk",
     "CastCaptions",
     "CastEvent",
+    "CastFile",
     "CastHead",
     "CastRetention",
     "CastState",
@@ -168,12 +170,14 @@ __all__ = [
     "eos_record",
     "error_record",
     "event_of",
+    "file_bytes",
     "follow_cast",
     "idle_expired",
     "input_event",
     "input_stream",
     "is_cast_id",
     "kept_spans",
+    "lay_out",
     "lease_stream",
     "meta_record",
     "piece_record",
@@ -188,5 +192,6 @@ __all__ = [
     "start_record",
     "submit",
     "sweep_casts_forever",
+    "wait_ended",
     "worker_stream",
 ]

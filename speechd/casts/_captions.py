@@ -72,8 +72,10 @@ def placed(word: Word, at_ms: int) -> CastWord:
 
 class CastCaptions(msgspec.Struct, frozen=True):
     """A cast's words so far. `unit` is `word` or `phrase` ("" while there are none);
-    `audio_ms` is the length of the playable audio they were read with."""
+    `audio_ms` is the length of the playable audio they were read with; `born_ms` the birth
+    of the stream they were read from (`CastHead.born_ms`: a cast made again has another)."""
 
     words: list[CastWord]
     unit: str
     audio_ms: int
+    born_ms: int = 0

@@ -54,6 +54,7 @@ class _Learnt:
     unit: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     fresh_as_of: int = -1  # the ticket of the request its last refresh began after
+    shown: CastCaptions | None = None  # the last snapshot, while nothing changed since
 
     @property
     def length(self) -> int:
@@ -66,11 +67,13 @@ class _Learnt:
     def start_over(self, born_ms: int) -> None:
         self.born_ms = born_ms
         self.runs, self.ends, self.at, self.words, self.unit = [], [], [], [], ""
+        self.shown = None
 
     def keep(self, spans: list[RecordSpan]) -> None:
         """Forget the records that are no longer in the playable sequence `spans`."""
         n = _shared(self.runs, spans)
         if n < self.length:
+            self.shown = None
             self.runs = kept_spans(self.runs, n)
             del self.ends[n:], self.at[n:]
             del self.words[self.ends[-1] if self.ends else 0 :]
@@ -78,7 +81,11 @@ class _Learnt:
                 self.unit = ""
 
     def snapshot(self) -> CastCaptions:
-        return CastCaptions(list(self.words), self.unit, self.audio_ms)
+        """The words as they stand (the same object while nothing changed: copying the list
+        is the one per-request cost that grows with the cast)."""
+        if self.shown is None:
+            self.shown = CastCaptions(list(self.words), self.unit, self.audio_ms, self.born_ms)
+        return self.shown
 
 
 def _shared(a: list[RecordSpan], b: list[RecordSpan]) -> int:
@@ -103,6 +110,7 @@ def _learn(learnt: _Learnt, records: Sequence[Record]) -> None:
     `learnt` (on a worker thread)."""
     if not records:
         return
+    learnt.shown = None
     last = learnt.runs[-1] if learnt.runs else None
     first = records[0].seq_num
     if last is not None and last.seq + last.count == first:
