@@ -267,13 +267,15 @@ class Gateway:
         *,
         request: Request[Any, Any, Any] | None = None,
     ) -> StreamApp | None:
-        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever.
-        The stream holds a slot of `request`'s client."""
+        """The SSE stream after `Last-Event-ID` when the request has one (an EventSource that
+        reconnects sends it, with the page's original `?seq_num` still in its URL: the
+        header is where it got to), else from `seq_num`; None: nothing more, ever. The stream
+        holds a slot of `request`'s client."""
         if last_event_id is not None and len(last_event_id) > MAX_EVENT_ID_CHARS:
             raise InvalidRequest("Last-Event-ID is not a record number.", param="Last-Event-ID")
         tail = await self._tail(cast_id)
         start = seq_num if seq_num is not None else 0
-        if seq_num is None and last_event_id:
+        if last_event_id:
             try:
                 start = int(last_event_id) + 1
             except ValueError:
