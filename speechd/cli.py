@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
 from speechd.engine import DEVICE_HELP
+from speechd.logs import configure_logging, mask_handlers, mask_url
 
 if TYPE_CHECKING:
     from speechd.app import WorkerSupervisor
@@ -178,10 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # Every line masked: no cast id, no store credentials (speechd.logs).
+    configure_logging(settings.log_level)
 
 
 def worker_config(settings: Settings) -> WorkerConfig:
@@ -264,13 +263,14 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         # before it is read.
         ws_max_size=MAX_WS_MESSAGE_BYTES,
     )
+    mask_handlers()  # uvicorn's own handlers (its access log) were made with the config
     server = Server(config)
     log.info(
         "speechd %s: api on http://%s:%d, store %s, %s",
         __version__,
         settings.host,
         settings.port,
-        settings.store_url,
+        mask_url(settings.store_url),
         f"{len(settings.api_keys)} API key(s)" if settings.api_keys else "open (no API keys)",
     )
     with _signals_end_the_server():

@@ -18,6 +18,7 @@ one linear scan per line.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Iterable
@@ -53,7 +54,7 @@ class MaskIds(logging.Filter):
         message = record.getMessage()
         masked = mask_ids(message)
         if masked != message:
-            record.msg, record.args = masked, None
+            self._mask_message(record, masked)
         if record.exc_info and not record.exc_text:
             # The formatter reuses `exc_text` once it is set: the masked text is what is written.
             record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -62,6 +63,32 @@ class MaskIds(logging.Filter):
         if record.stack_info:
             record.stack_info = mask_ids(record.stack_info)
         return True
+
+
+    @staticmethod
+    def _mask_message(record: logging.LogRecord, masked: str) -> None:
+        """Mask `record`'s message, keeping its arguments' shape where masking each one does
+        it (a formatter may read them: uvicorn's access log unpacks five); else the masked
+        message alone."""
+        if isinstance(record.args, tuple) and isinstance(record.msg, str):
+            args = tuple(_masked_arg(arg) for arg in record.args)
+            with contextlib.suppress(TypeError, ValueError):
+                if mask_ids(record.msg) % args == masked:
+                    record.msg, record.args = mask_ids(record.msg), args
+                    return
+        record.msg, record.args = masked, ()
+
+
+def _masked_arg(arg: object) -> object:
+    """A log argument masked: a string masked, a number as it is, anything else as the
+    masked text `%s` would write (unchanged when it holds nothing to mask)."""
+    if isinstance(arg, str):
+        return mask_ids(arg)
+    if arg is None or isinstance(arg, int | float):
+        return arg
+    text = str(arg)
+    masked = mask_ids(text)
+    return arg if masked == text else masked
 
 
 def mask_handlers(loggers: Iterable[str] = ("", *UVICORN_LOGGERS)) -> None:

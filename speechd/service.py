@@ -81,6 +81,9 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     """The caller wants its first audio at once (`start: now`): the worker may make the cast's
     first chunk while it waits in line. Only a request that creates the cast (or makes a
     failed one again) sets it for the cast; an identical request joining it changes nothing."""
+    scope: str = ""
+    """Who shares the cast (`casts.cast_id`): "" every caller making the same request; else
+    only callers of this scope (`--share-casts per-key`: one API key's)."""
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -289,7 +292,13 @@ class CastService:
             raise VoiceUnavailable(reason)
         speed = round(float(request.speed), 3)
         cast_id = casts.cast_id(
-            self._secret, model=MODEL, voice=voice, speed=speed, format=request.format, text=text
+            self._secret,
+            model=MODEL,
+            voice=voice,
+            speed=speed,
+            format=request.format,
+            text=text,
+            scope=request.scope,
         )
         recipe = casts.Recipe(
             text=text,

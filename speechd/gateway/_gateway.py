@@ -165,9 +165,12 @@ class Gateway:
 
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(self, request: NewCast) -> tuple[SubmittedCast, CastState]:
+    async def create(
+        self, request: NewCast, *, scope: str = ""
+    ) -> tuple[SubmittedCast, CastState]:
         """Submit a cast through the shared service (the same checks, ids and queue limit as
-        `/v1/audio/speech`), or find the identical one; returns it and where it stands."""
+        `/v1/audio/speech`), or find the identical one (of `scope`'s callers: see
+        `CastRequest.scope`); returns it and where it stands."""
         resolve_model(request.model)
         cast = await self.service.submit(
             CastRequest(
@@ -176,6 +179,7 @@ class Gateway:
                 speed=request.speed,
                 format=request.response_format,
                 title=(request.title or "").strip() or None,
+                scope=scope,
             ),
             max_chars=MAX_CAST_CHARS,
         )

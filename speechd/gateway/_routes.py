@@ -30,6 +30,7 @@ from speechd.openai_compat import (
     live_created,
     public_base_url,
     require_api_key,
+    sharing_scope,
 )
 
 from ._captions import srt, webvtt, words_page
@@ -78,7 +79,7 @@ async def create_cast(
         )
         metrics.submitted(True)
         return live_created(made, public_base_url(settings, request))
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(data, scope=sharing_scope(request))
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(

@@ -3,14 +3,15 @@
 `openai_router` holds the `/v1` routes; `exception_handlers` is the app-wide error map (only
 this package turns `speechd.errors` into HTTP); `require_api_key` guards routes that make
 casts; `cast_headers` names a cast in any response, `public_base_url` is where links point;
-`create_live` and `live_created` make a live cast for the gateway's `POST /v1/casts`.
+`create_live` and `live_created` make a live cast for the gateway's `POST /v1/casts`;
+`check_origin` guards every route against other sites' pages (`Origins`).
 `BodyDecoder` reads a route's JSON body straight into its shape (bounded, one pass);
 `log_store_trouble` is the one log line a store failure gets.
 """
 
 from __future__ import annotations
 
-from ._auth import ApiKeys, require_api_key
+from ._auth import ApiKeys, Origins, check_origin, require_api_key, sharing_scope
 from ._bodies import BodyDecoder
 from ._errors import (
     error_body,
@@ -32,10 +33,12 @@ __all__ = [
     "OUTPUT_TOKENS_PER_SECOND",
     "ApiKeys",
     "BodyDecoder",
+    "Origins",
     "SpeechRequest",
     "VoiceRef",
     "cast_headers",
     "cast_url",
+    "check_origin",
     "create_live",
     "error_body",
     "error_body_for",
@@ -46,4 +49,5 @@ __all__ = [
     "public_base_url",
     "require_api_key",
     "resolve_model",
+    "sharing_scope",
 ]

@@ -27,7 +27,7 @@ from speechd.limits import StreamSlots
 from speechd.metrics import ApiMetrics
 from speechd.service import CastRequest, CastService, voice_label
 
-from ._auth import require_api_key
+from ._auth import require_api_key, sharing_scope
 from ._bodies import BodyDecoder
 from ._live import append_input
 from ._live_ws import speech_live
@@ -96,6 +96,7 @@ async def create_speech(
             speed=1.0 if data.speed is None else data.speed,
             format=data.response_format or "mp3",
             at_once=start == "now" and mode != "whole",  # a whole file waits for its end
+            scope=sharing_scope(request),
         ),
         max_chars=MAX_INPUT_CHARS,
     )
