@@ -61,6 +61,7 @@ from speechd.casts import (
     decode,
     deployment_secret,
     event_of,
+    ready_workers,
     submit,
 )
 from speechd.durable import (
@@ -76,7 +77,7 @@ from speechd.durable import (
     StreamInfo,
     open_store,
 )
-from speechd.worker import Worker, make_policy, ready_workers
+from speechd.worker import Worker, make_policy
 from tests.nats_support import NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 

@@ -61,6 +61,7 @@ from speechd.casts import (
     Recipe,
     cast_id,
     deployment_secret,
+    ready_workers,
     submit,
 )
 from speechd.durable import (
@@ -74,7 +75,7 @@ from speechd.durable import (
     StreamInfo,
     open_store,
 )
-from speechd.worker import Worker, make_policy, ready_workers
+from speechd.worker import Worker, make_policy
 from tests.nats_support import NatsCluster, NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 

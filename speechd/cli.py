@@ -3,6 +3,7 @@
     speechd serve    the api, a supervised worker and the embedded store, in one command
     speechd api      the api alone, against a store that workers share
     speechd worker   one worker alone (it loads the model), against the same store
+    speechd wyoming  the Wyoming server (Home Assistant) alone, against the same store
     speechd top      the workers, their devices and the casts in flight, live from /metrics
 
 Every flag has a `SPEECHD_*` environment variable (see `speechd.config`). SIGTERM or SIGINT
@@ -14,6 +15,7 @@ the worker and exits 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import signal
@@ -25,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
 from speechd.engine import DEVICE_HELP
+from speechd.limits import StreamSlots
 from speechd.logs import configure_logging, mask_handlers, mask_url
 
 if TYPE_CHECKING:
-    from speechd.app import WorkerSupervisor
+    from speechd.api import WorkerSupervisor
     from speechd.worker import WorkerConfig
+    from speechd.wyoming import WyomingDoor
 
 __all__ = ["build_parser", "main", "run_api", "worker_config"]
 
@@ -110,10 +114,48 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "--max-streams",
         type=int,
         help="long-lived reads (SSE, long-polls, live audio, "
-        "waiting speech, live-cast WebSockets) the api holds before 503 (512)",
+        "waiting speech, live-cast WebSockets, Wyoming connections) the api holds before 503 "
+        "(512)",
     )
     group.add_argument(
         "--max-client-streams", type=int, help="long-lived reads one client holds before 429 (64)"
+    )
+
+
+def _wyoming_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("wyoming (Home Assistant)")
+    group.add_argument(
+        "--wyoming-uri",
+        help="serve the Wyoming protocol on tcp://host:port or unix:///path, e.g. "
+        "tcp://0.0.0.0:10200 (default: off)",
+    )
+    group.add_argument(
+        "--wyoming-zeroconf",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="advertise the Wyoming server over mDNS as NAME (default speechd-<host>), so "
+        "Home Assistant discovers it",
+    )
+
+
+def _wyoming_command_flags(parser: argparse.ArgumentParser) -> None:
+    """The api's settings a Wyoming server run apart reads too (help as for `speechd api`)."""
+    group = parser.add_argument_group("casts")
+    group.add_argument("--max-queue", type=int, help="queued casts before a full queue (64)")
+    group.add_argument(
+        "--live-idle-timeout", help="close a streamed synthesis's input idle this long (60s)"
+    )
+    group.add_argument(
+        "--start",
+        choices=["smooth", "now"],
+        help="hold a synthesis's first audio until it can play through (smooth), or send it "
+        "at once (now) (smooth)",
+    )
+    group.add_argument("--public-url", help="the api's base URL, for cast links in audio-start")
+    group.add_argument("--max-streams", type=int, help="connections held in all (512)")
+    group.add_argument(
+        "--max-client-streams", type=int, help="connections one client holds (64)"
     )
 
 
@@ -167,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
         _api_flags(sub)
     for sub in (serve, worker):
         _worker_flags(sub)
+    wyoming = commands.add_parser(
+        "wyoming", help="the Wyoming server (Home Assistant) alone, against a shared store"
+    )
+    _store_flags(wyoming)
+    _voice_flag(wyoming)
+    _wyoming_command_flags(wyoming)
+    for sub in (serve, api, wyoming):
+        _wyoming_flags(sub)
     top = commands.add_parser("top", help="workers, devices and casts, live from an api")
     top.add_argument(
         "--url",
@@ -213,8 +263,6 @@ def _signals_end_the_server() -> Iterator[None]:
 def _store_error(url: str) -> str | None:
     """Why the store at `url` cannot be opened, or None: checked before serving, so a wrong
     `--store` (an unreachable NATS, say) is one line instead of a failed startup's traceback."""
-    import asyncio
-
     from speechd.durable import DurableError, open_store
 
     async def probe() -> None:
@@ -232,20 +280,24 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
     """Serve the api (and run `supervisor` with it) until SIGTERM/SIGINT; 0 on a clean stop."""
     import uvicorn
 
-    from speechd.app import close_streams, create_app
-    from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
+    from speechd.api import MAX_WS_MESSAGE_BYTES, close_streams, create_app
 
     failure = _store_error(settings.store_url)
     if failure is not None:
         log.error("cannot open the store: %s", failure)
         return 1
-    app = create_app(settings, supervisor=supervisor)
+    # One stream-slot table for both doors: Wyoming connections count in the api's caps.
+    slots = StreamSlots(settings.max_streams, settings.max_client_streams)
+    app = create_app(settings, supervisor=supervisor, slots=slots)
+    doors: list[WyomingDoor] = []
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # uvicorn waits on in-flight responses before the app's own shutdown runs; a
             # listener following a cast still generating must not hold that wait up.
             await close_streams(app)
+            for door in doors:
+                await door.close()
             await super().shutdown(sockets)
 
     config = uvicorn.Config(
@@ -274,8 +326,30 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         f"{len(settings.api_keys)} API key(s)" if settings.api_keys else "open (no API keys)",
     )
     with _signals_end_the_server():
-        server.run()
+        if settings.wyoming_uri is None:
+            server.run()
+        elif not asyncio.run(_serve_with_wyoming(server, settings, slots, doors)):
+            return 1
     return 0 if server.started else 1
+
+
+async def _serve_with_wyoming(
+    server: Any, settings: Settings, slots: StreamSlots, doors: list[WyomingDoor]
+) -> bool:
+    """Serve the api with the Wyoming server beside it, in one event loop: its connections
+    hold the api's own stream slots, so `--max-streams` and `--max-client-streams` count
+    both doors. False when the Wyoming address cannot be listened on (the api never starts)."""
+    from speechd.wyoming import wyoming_door
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            door = await stack.enter_async_context(wyoming_door(settings, slots=slots))
+        except OSError as exc:
+            log.error("cannot serve Wyoming on %s: %s", settings.wyoming_uri, exc)
+            return False
+        doors.append(door)
+        await server.serve()
+    return True
 
 
 def _serve(settings: Settings) -> int:
@@ -288,6 +362,16 @@ def _worker(settings: Settings) -> int:
     from speechd.worker import run_worker
 
     return run_worker(worker_config(settings))
+
+
+def _wyoming(settings: Settings) -> int:
+    from speechd.wyoming import run_wyoming
+
+    failure = _store_error(settings.store_url)
+    if failure is not None:
+        log.error("cannot open the store: %s", failure)
+        return 1
+    return run_wyoming(settings)
 
 
 def _top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -317,8 +401,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(flags)
     except SettingsError as exc:
         parser.error(str(exc))
+    if args.command == "wyoming" and settings.wyoming_uri is None:
+        parser.error("speechd wyoming needs --wyoming-uri (SPEECHD_WYOMING_URI), e.g. tcp://0.0.0.0:10200")
     _configure_logging(settings)
-    command = {"serve": _serve, "api": run_api, "worker": _worker}[args.command]
+    command = {"serve": _serve, "api": run_api, "worker": _worker, "wyoming": _wyoming}[
+        args.command
+    ]
     return command(settings)
 
 

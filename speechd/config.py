@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Meta
@@ -48,7 +49,8 @@ def default_data_dir(environ: Mapping[str, str] | None = None) -> str:
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Everything `speechd serve`, `speechd api` and `speechd worker` are configured with."""
+    """Everything `speechd serve`, `speechd api`, `speechd worker` and `speechd wyoming` are
+    configured with."""
 
     # Where things live.
     data_dir: str = msgspec.field(default_factory=default_data_dir)
@@ -95,8 +97,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     the one the outermost trusted proxy wrote. None: the connection's peer address."""
     trusted_proxies: PositiveInt = 1
     """How many reverse proxies in front of speechd append to `client_header`."""
-    # Long-lived reads: SSE, long-polls, live audio, speech requests that wait and live-cast
-    # WebSockets.
+    # Long-lived reads: SSE, long-polls, live audio, speech requests that wait, live-cast
+    # WebSockets and Wyoming connections.
     max_streams: PositiveInt = 512
     """Long-lived reads the api holds at once; past it new ones get 503 with `Retry-After`."""
     max_client_streams: PositiveInt = 64
@@ -123,6 +125,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     quantum: Seconds = 2.5
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
+    # Home Assistant's door (`speechd.wyoming`): off unless a URI is given.
+    wyoming_uri: str | None = None
+    """Where the Wyoming server listens: `tcp://host:port` or `unix:///path`; None: no
+    Wyoming server (`speechd serve`, `speechd wyoming`)."""
+    wyoming_zeroconf: str | None = None
+    """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
+    Assistant finds it by itself); "" names it after the host; None: no advertising."""
     default_voice: Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)] = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
@@ -209,6 +218,11 @@ def load_settings(
             values["device"] = parse_device(values["device"])
         except ValueError as exc:
             raise SettingsError(f"--device / {ENV_PREFIX}DEVICE: {exc}") from exc
+    uri = values.get("wyoming_uri")
+    if isinstance(uri, str):
+        problem = _wyoming_uri_problem(uri)
+        if problem is not None:
+            raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
@@ -224,6 +238,23 @@ def _origin(value: str) -> str:
             " (scheme://host[:port], e.g. https://app.example, or *)"
         )
     return origin
+
+
+def _wyoming_uri_problem(uri: str) -> str | None:
+    """Why a Wyoming server cannot listen on `uri`, or None (`tcp://host:port`,
+    `unix:///path`)."""
+    parsed = urlsplit(uri)
+    if parsed.scheme == "unix":
+        return None if parsed.path else "a unix:// URI needs a socket path (unix:///run/x.sock)"
+    if parsed.scheme != "tcp":
+        return f"{uri!r}: use tcp://host:port or unix:///path"
+    try:
+        port = parsed.port
+    except ValueError as exc:
+        return f"{uri!r}: {exc}"
+    if not parsed.hostname or port is None:
+        return f"{uri!r}: a tcp:// URI needs a host and a port (tcp://0.0.0.0:10200)"
+    return None
 
 
 def _describe(exc: msgspec.ValidationError) -> str:

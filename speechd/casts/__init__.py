@@ -6,6 +6,19 @@ from __future__ import annotations
 
 from ._captions import CastCaptions, CastWord, record_words
 from ._file import CastFile, file_bytes, lay_out, wait_ended
+from ._health import (
+    LOADING,
+    READY,
+    STOPPED,
+    UNAVAILABLE,
+    WorkerHealth,
+    known_voices,
+    last_notice,
+    ready_workers,
+    remember_voices,
+    worker_alive,
+    worker_health,
+)
 from ._ids import cast_id, deployment_secret, is_cast_id
 from ._input import (
     InputEnd,
@@ -19,6 +32,7 @@ from ._input import (
     read_input_state,
 )
 from ._playable import CastHead, kept_spans, playable_spans, read_head, resume_point
+from ._queue import QueueLine, QueuePlace, committed_offset, queue_depth, queue_position
 from ._reader import (
     CastEvent,
     CastState,
@@ -56,7 +70,6 @@ from ._records import (
     Receipt,
     Recipe,
     RecordSpan,
-    Requeue,
     Retry,
     Start,
     Word,
@@ -73,7 +86,7 @@ from ._records import (
     retry_record,
     start_record,
 )
-from ._retention import CAST_STREAM_PREFIXES, CastRetention, sweep_casts_forever
+from ._retention import sweep_casts_forever
 from ._streams import (
     CAST_PREFIX,
     CATALOG_PREFIX,
@@ -97,7 +110,6 @@ from ._words import CastWords, cast_captions
 
 __all__ = [
     "CAST_PREFIX",
-    "CAST_STREAM_PREFIXES",
     "CATALOG_PREFIX",
     "H_ATTEMPT",
     "H_CHARS",
@@ -119,17 +131,20 @@ __all__ = [
     "JOBS_DEAD",
     "KNOWN_VOICES",
     "LEASES_PREFIX",
+    "LOADING",
     "PROGRESS_DONE",
     "PUBLIC_HEADERS",
+    "READY",
     "SECRET",
     "STALE_QUEUED_S",
+    "STOPPED",
+    "UNAVAILABLE",
     "WORKERS_PREFIX",
     "AudioChunk",
     "CastCaptions",
     "CastEvent",
     "CastFile",
     "CastHead",
-    "CastRetention",
     "CastState",
     "CastStatus",
     "CastWord",
@@ -144,14 +159,16 @@ __all__ = [
     "Job",
     "Lease",
     "Meta",
+    "QueueLine",
+    "QueuePlace",
     "Receipt",
     "Recipe",
     "RecordSpan",
-    "Requeue",
     "Retry",
     "Start",
     "Submission",
     "Word",
+    "WorkerHealth",
     "WorkerNotice",
     "append_input",
     "audio_chunk",
@@ -163,6 +180,7 @@ __all__ = [
     "cast_stream",
     "catalog_stream",
     "close_input",
+    "committed_offset",
     "decode",
     "deployment_secret",
     "encode",
@@ -177,6 +195,8 @@ __all__ = [
     "input_stream",
     "is_cast_id",
     "kept_spans",
+    "known_voices",
+    "last_notice",
     "lay_out",
     "lease_stream",
     "meta_record",
@@ -184,14 +204,20 @@ __all__ = [
     "playable_chunks",
     "playable_spans",
     "public_headers",
+    "queue_depth",
+    "queue_position",
     "read_head",
     "read_input_state",
+    "ready_workers",
     "record_words",
+    "remember_voices",
     "resume_point",
     "retry_record",
     "start_record",
     "submit",
     "sweep_casts_forever",
     "wait_ended",
+    "worker_alive",
+    "worker_health",
     "worker_stream",
 ]

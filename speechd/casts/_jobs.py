@@ -15,28 +15,18 @@ import msgspec
 
 from speechd.durable import SeqOutOfRange, Store
 
-from ._records import Cursor, Job, decode
-from ._streams import JOBS, JOBS_CURSOR
+from ._queue import committed_offset
+from ._records import Job, decode
+from ._streams import JOBS
 
 __all__ = ["waiting_jobs"]
 
 _PAGE: Final = 1000
 
 
-async def _committed(store: Store) -> int:
-    tail = await store.check_tail(JOBS_CURSOR)
-    if tail == 0:
-        return 0
-    try:
-        last = await store.read(JOBS_CURSOR, tail - 1, max_records=1)
-    except SeqOutOfRange:  # committed (and trimmed) again meanwhile: further back is safe
-        return 0
-    return decode(last.records[0].body, Cursor).offset if last.records else 0
-
-
 async def waiting_jobs(store: Store) -> set[str]:
     """The casts of the jobs at or above the committed cursor (not finished by any worker)."""
-    offset = await _committed(store)
+    offset = await committed_offset(store)
     ids: set[str] = set()
     while True:
         try:

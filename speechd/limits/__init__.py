@@ -1,11 +1,11 @@
-"""What a request may cost: every limit, the client key they count by, and the caps on
-long-lived reads.
+"""What a request may cost: every limit, and the caps on long-lived reads.
 
 * `_bounds`: every request limit as a named constant (field lengths, blend size, headers,
   long-polls, SSE buffers); configurable caps are `speechd.config.Settings` flags.
-* `ClientAddress`: the per-client key, from the peer or the right end of a trusted proxy's
-  header (`--client-header`, `--trusted-proxies`).
-* `StreamSlots`: concurrent long-lived reads, capped per client (429) and in total (503).
+* `StreamSlots`: concurrent long-lived reads, capped per client (429) and in total (503); one
+  counter that the doors (the HTTP api, the Wyoming server) share under `speechd serve`. Who
+  the client is is each door's to say (the api's: `speechd.api`'s client address, from the
+  peer or a trusted proxy's header).
 
 Import-light (no framework, no torch), so the engine's blend parser can use the same limits.
 """
@@ -30,8 +30,7 @@ from ._bounds import (
     SSE_BUFFER_BYTES,
     STREAM_RETRY_AFTER_S,
 )
-from ._clients import ClientAddress
-from ._slots import Slot, StreamSlots, hold, release_slots
+from ._slots import Slot, StreamSlots
 
 __all__ = [
     "MAX_BLEND_VOICES",
@@ -50,13 +49,10 @@ __all__ = [
     "MAX_WAIT_S",
     "SSE_BUFFER_BYTES",
     "STREAM_RETRY_AFTER_S",
-    "ClientAddress",
     "Slot",
     "StreamSlots",
-    "hold",
-    "release_slots",
 ]
 
-for _name in ("ClientAddress", "Slot", "StreamSlots"):
+for _name in ("Slot", "StreamSlots"):
     globals()[_name].__module__ = __name__
 del _name

@@ -5,10 +5,8 @@ restarts it when it dies; `Worker` is the same loop in-process, over an injected
 engine (`Parts` says how a process builds them). The scheduling policies and their inputs
 (`ActiveCast`, `Candidate`, `ChunkTimes`, `plan_timing`, `chunk_quantum`) and the start hold
 of a cast that cannot be made in real time (`hold_s`, `predicted_hold_s`,
-`earliest_origin`) are pure objects. `ready_workers`,
-`worker_health` (why no worker is ready, too), `known_voices`, `QueueLine` (the line of
-waiting casts, learnt a little at a time), `queue_position` and `queue_depth` read worker
-health, voices and the line from the store alone, for the api. Importing this package never
+`earliest_origin`) are pure objects. The readers of worker health, voices and the line of
+waiting casts, which the api uses too, are `speechd.casts`'s. Importing this package never
 imports torch.
 
 Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
@@ -31,7 +29,6 @@ from ._costs import (
     chunk_quantum,
     plan_timing,
 )
-from ._health import WorkerHealth, known_voices, ready_workers, worker_health
 from ._hold import earliest_origin, hold_s, predicted_hold_s
 from ._lease import LEASE_SKEW_MS, lease_held
 from ._policy import (
@@ -50,7 +47,6 @@ from ._policy import (
 )
 from ._process import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, run_worker
 from ._protocols import EncoderFactory
-from ._queue import QueueLine, QueuePlace, queue_depth, queue_position
 from ._render import MAX_RECORD_S, chunk_seed, warm_up
 from ._supervisor import Supervisor
 from ._worker import Worker
@@ -77,29 +73,21 @@ __all__ = [
     "Parts",
     "PlanTiming",
     "Policy",
-    "QueueLine",
-    "QueuePlace",
     "Run",
     "Sleep",
     "Supervisor",
     "Worker",
     "WorkerConfig",
-    "WorkerHealth",
     "chunk_quantum",
     "chunk_seed",
     "earliest_origin",
     "hold_s",
-    "known_voices",
     "lease_held",
     "make_policy",
     "plan_timing",
     "predicted_hold_s",
-    "queue_depth",
-    "queue_position",
-    "ready_workers",
     "run_worker",
     "warm_up",
-    "worker_health",
 ]
 
 for _name in __all__:

@@ -46,6 +46,7 @@ from speechd.casts import (
     decode,
     eos_record,
     kept_spans,
+    last_notice,
     resume_point,
     start_record,
 )
@@ -59,7 +60,6 @@ from speechd.durable import (
 from ._cast import Admitted, JobRef
 from ._costs import PlanTiming
 from ._endings import RECEIPTS, Endings
-from ._health import last_notice
 from ._intake import Intake
 from ._ownership import Ownership
 from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint

@@ -26,11 +26,10 @@ from collections import deque
 
 import msgspec
 
-from speechd.casts import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
+from speechd.casts import JOBS, JOBS_CURSOR, Cursor, Job, committed_offset, decode, encode
 from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import JobRef
-from ._queue import committed_offset
 from ._watermark import Watermark
 
 __all__ = ["TRIM_EVERY", "Intake"]

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import msgspec
 
-from speechd.casts import CastHead, Event, Lease, decode, lease_stream
+from speechd.casts import CastHead, Event, Lease, decode, lease_stream, worker_alive
 from speechd.durable import SeqOutOfRange, Store
-
-from ._health import worker_alive
 
 __all__ = ["LEASE_SKEW_MS", "lease_held"]
 

@@ -25,13 +25,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from speechd.casts import WorkerNotice, encode, worker_stream
+from speechd.casts import (
+    LOADING,
+    READY,
+    STOPPED,
+    UNAVAILABLE,
+    WorkerNotice,
+    encode,
+    last_notice,
+    remember_voices,
+    worker_stream,
+)
 from speechd.durable import AppendRecord, DurableError, Store, open_store
 from speechd.errors import ModelUnavailable
 from speechd.telemetry import Telemetry, start_telemetry
 
 from ._config import WorkerConfig
-from ._health import LOADING, READY, STOPPED, UNAVAILABLE, last_notice, remember_voices
 from ._policy import make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._thread import EngineThread

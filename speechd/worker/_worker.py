@@ -50,6 +50,7 @@ from speechd.casts import (
     WorkerNotice,
     encode,
     eos_record,
+    last_notice,
     worker_stream,
 )
 from speechd.durable import AppendRecord, Store
@@ -60,7 +61,6 @@ from ._attempts import Attempts
 from ._cast import Admitted
 from ._costs import ChunkTimes
 from ._endings import RECEIPTS
-from ._health import last_notice
 from ._hold import MIN_HOLD_S, hold_s
 from ._input import Followers
 from ._intake import Intake

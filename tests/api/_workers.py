@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from speechd.audio import new_encoder
+from speechd.casts import ready_workers
 from speechd.durable import Store, open_store
 from speechd.engine import EngineConfig
-from speechd.worker import Supervisor, Worker, WorkerConfig, ready_workers
+from speechd.worker import Supervisor, Worker, WorkerConfig
 from tests.support.engines import CostEngine, FakeChunkPolicy, expected_audio, parts
 
 __all__ = ["WORKER_ID", "expected", "running_worker", "worker_process"]

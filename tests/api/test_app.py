@@ -9,7 +9,7 @@ from pathlib import Path
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import Store
 from speechd.worker import Worker

@@ -14,7 +14,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig

@@ -21,7 +21,8 @@ from litestar.testing import AsyncTestClient
 from litestar.types import Message
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
+from speechd.casts import worker_health
 from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
@@ -33,7 +34,6 @@ from speechd.worker import (
     Supervisor,
     WorkerConfig,
     run_worker,
-    worker_health,
 )
 from tests.api.test_errors import assert_error
 from tests.support import engines
@@ -139,7 +139,7 @@ async def test_a_waiting_caller_hears_when_the_model_will_not_load(
 async def test_a_waiting_caller_gives_up_once_no_worker_was_ready_for_the_grace(
     settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("speechd.service.UNREADY_GRACE_S", 0.5)
+    monkeypatch.setattr("speechd.service._casts.UNREADY_GRACE_S", 0.5)
     await announce(store, heartbeat_ms=300)  # then it goes silent
     async with served(settings) as client:
         response = await asyncio.wait_for(

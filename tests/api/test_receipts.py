@@ -10,7 +10,7 @@ from pathlib import Path
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings, load_settings
 from speechd.durable import AppendRecord, Store
 

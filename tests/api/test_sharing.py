@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from speechd.app import create_app
+from speechd.api import create_app
 from speechd.config import Settings
 from speechd.worker import Worker
 

@@ -12,8 +12,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
+from speechd.api.openai_compat import MODEL_NAMES
 from speechd.durable import Store
-from speechd.openai_compat import MODEL_NAMES
 from tests.api._workers import WORKER_ID, expected
 from tests.support.engines import VOICES, CostEngine, FakeChunkPolicy, chunked_text
 
@@ -176,7 +176,7 @@ async def test_instructions_are_accepted_and_ignored(client: AsyncTestClient) ->
 async def test_public_url_names_the_cast_link(client: AsyncTestClient) -> None:
     from litestar.testing import AsyncTestClient as Client
 
-    from speechd.app import create_app
+    from speechd.api.app import create_app
     from speechd.config import Settings
 
     settings = client.app.state.settings

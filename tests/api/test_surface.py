@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import speechd.app
+import speechd.api
+import speechd.api.app
+import speechd.api.metrics
+import speechd.api.openai_compat
 import speechd.cli
 import speechd.config
 import speechd.limits
-import speechd.metrics
-import speechd.openai_compat
 import speechd.service
 from tests.api._live import ROOT
 from tests.api._workers import worker_process
@@ -24,12 +25,13 @@ from tests.api._workers import worker_process
 @pytest.mark.parametrize(
     "module",
     [
-        speechd.app,
+        speechd.api,
+        speechd.api.app,
         speechd.cli,
         speechd.config,
         speechd.limits,
-        speechd.metrics,
-        speechd.openai_compat,
+        speechd.api.metrics,
+        speechd.api.openai_compat,
         speechd.service,
     ],
 )
@@ -48,7 +50,7 @@ def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
     assert defined <= set(exported), defined - set(exported)
 
 
-@pytest.mark.parametrize("package", [speechd.openai_compat, speechd.limits])
+@pytest.mark.parametrize("package", [speechd.api.openai_compat, speechd.limits])
 def test_packages_keep_their_modules_private(package: types.ModuleType) -> None:
     import pkgutil
 
@@ -62,7 +64,7 @@ def test_serving_a_request_never_imports_torch(tmp_path: Path) -> None:
         f"""
         import sys
         from litestar.testing import TestClient
-        from speechd.app import create_app
+        from speechd.api.app import create_app
         from speechd.config import Settings
         with TestClient(create_app(Settings(data_dir={str(tmp_path)!r}))) as client:
             assert client.get("/v1/audio/voices").status_code == 200

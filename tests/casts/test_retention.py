@@ -8,10 +8,8 @@ import asyncio
 import time
 
 from speechd.casts import (
-    CAST_STREAM_PREFIXES,
     JOBS,
     JOBS_CURSOR,
-    CastRetention,
     Cursor,
     Eos,
     Job,
@@ -23,6 +21,7 @@ from speechd.casts import (
     start_record,
     sweep_casts_forever,
 )
+from speechd.casts._retention import CAST_STREAM_PREFIXES, CastRetention
 from speechd.durable import AppendRecord, Store
 
 AGE_S = 0.4

@@ -12,7 +12,6 @@ from speechd.casts import (
     STALE_QUEUED_S,
     Job,
     Recipe,
-    Requeue,
     cast_stream,
     catalog_stream,
     decode,
@@ -21,6 +20,7 @@ from speechd.casts import (
     submit,
 )
 from speechd.casts import Meta as CastMeta
+from speechd.casts._records import Requeue
 from speechd.durable import AppendRecord, Store
 from tests.support.streams import read_stream
 

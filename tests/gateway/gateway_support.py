@@ -19,7 +19,8 @@ import msgspec
 import uvicorn
 from litestar import Litestar
 
-from speechd.app import close_streams, create_app
+from speechd.api.app import close_streams, create_app
+from speechd.api.gateway import Gateway, GatewaySettings
 from speechd.audio import SAMPLE_RATE, new_encoder
 from speechd.casts import (
     CastStatus,
@@ -32,7 +33,6 @@ from speechd.casts import (
 )
 from speechd.config import Settings
 from speechd.durable import Store
-from speechd.gateway import Gateway, GatewaySettings
 from speechd.worker import EncoderFactory, FifoPolicy, Worker
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 from tests.support.streams import read_cast as read_all

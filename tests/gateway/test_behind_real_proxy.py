@@ -26,9 +26,9 @@ import pytest
 import websockets
 from gateway_support import LiveServer, StepEngine, serve, status_when, submit, until
 
+from speechd.api.gateway import GatewaySettings
 from speechd.casts import CastState
 from speechd.durable import Store
-from speechd.gateway import GatewaySettings
 from speechd.worker import Worker
 from tests.live._support import serve as serve_live
 

@@ -25,12 +25,12 @@ from gateway_support import (
     until,
 )
 
+from speechd.api.gateway import _routes as gateway_routes
+from speechd.api.gateway._captions import srt
+from speechd.api.gateway._captions import webvtt as render_vtt
 from speechd.audio import SAMPLE_RATE
 from speechd.casts import CastCaptions, CastState, CastWord, catalog_stream
 from speechd.durable import Store
-from speechd.gateway import _routes as gateway_routes
-from speechd.gateway._captions import srt
-from speechd.gateway._captions import webvtt as render_vtt
 from tests.support.engines import fake_words
 
 TEXT = (

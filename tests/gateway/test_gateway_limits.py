@@ -7,12 +7,12 @@ import httpx
 import pytest
 from gateway_support import StepEngine, serve, status_when, submit
 
-from speechd.app import gateway_settings
+from speechd.api.app import gateway_settings
+from speechd.api.gateway import GatewaySettings, ReadLimiter
 from speechd.casts import CastState
 from speechd.cli import build_parser
 from speechd.config import Settings, SettingsError, load_settings
 from speechd.durable import Store
-from speechd.gateway import GatewaySettings, ReadLimiter
 from speechd.worker import Worker
 
 

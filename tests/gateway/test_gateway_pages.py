@@ -7,9 +7,9 @@ import typing
 import httpx
 from gateway_support import submit
 
-import speechd.gateway
+import speechd.api.gateway
+from speechd.api.gateway import MAX_CAST_CHARS, NewCast
 from speechd.audio import FORMATS
-from speechd.gateway import MAX_CAST_CHARS, NewCast
 
 
 async def test_paste_page(http: httpx.AsyncClient) -> None:
@@ -62,7 +62,7 @@ def test_request_formats_are_the_encoders_formats() -> None:
 
 
 def test_public_surface() -> None:
-    assert sorted(speechd.gateway.__all__) == [
+    assert sorted(speechd.api.gateway.__all__) == [
         "CastCreated",
         "CastView",
         "Gateway",
@@ -75,5 +75,5 @@ def test_public_surface() -> None:
         "RecordsPage",
         "gateway_router",
     ]
-    for name in speechd.gateway.__all__:
-        assert hasattr(speechd.gateway, name)
+    for name in speechd.api.gateway.__all__:
+        assert hasattr(speechd.api.gateway, name)

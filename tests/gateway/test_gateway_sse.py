@@ -20,10 +20,10 @@ from gateway_support import (
     until,
 )
 
-from speechd.app import close_streams
+from speechd.api.app import close_streams
+from speechd.api.gateway import GatewaySettings
 from speechd.casts import CastState
 from speechd.durable import Store
-from speechd.gateway import GatewaySettings
 from speechd.worker import Worker
 
 # Three chunks in the worker's plan: 2, 4 and 8 words.

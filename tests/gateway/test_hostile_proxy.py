@@ -7,12 +7,13 @@ import httpx
 import pytest
 from gateway_support import serve, status_when, submit
 
-from speechd.app import gateway_settings
+from speechd.api._clients import ClientAddress
+from speechd.api.app import gateway_settings
 from speechd.casts import CastState
 from speechd.cli import build_parser
 from speechd.config import Settings, load_settings
 from speechd.durable import Store
-from speechd.limits import MAX_CLIENT_KEY_CHARS, ClientAddress
+from speechd.limits import MAX_CLIENT_KEY_CHARS
 from speechd.worker import Worker
 
 

@@ -21,7 +21,6 @@ from gateway_support import (
 )
 
 from speechd.casts import (
-    CAST_STREAM_PREFIXES,
     PUBLIC_HEADERS,
     AudioChunk,
     CastState,
@@ -33,6 +32,7 @@ from speechd.casts import (
     eos_record,
     start_record,
 )
+from speechd.casts._retention import CAST_STREAM_PREFIXES
 from speechd.durable import AppendRecord, Store
 from tests.support.counting import CountingStore
 

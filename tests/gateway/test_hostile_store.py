@@ -12,7 +12,7 @@ import httpx
 import pytest
 from gateway_support import LiveServer, StepEngine, live_server, sse_events, status_when, submit
 
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.casts import CastState
 from speechd.config import Settings
 from speechd.durable import (

@@ -11,13 +11,23 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from gateway_support import LiveServer, StepEngine, serve, status_when, submit, until
+from gateway_support import (
+    LiveServer,
+    StepEngine,
+    live_server,
+    serve,
+    status_when,
+    submit,
+    until,
+)
 
 from speechd import casts
+from speechd.api.app import create_app
+from speechd.api.gateway import GatewaySettings
 from speechd.casts import CastState
+from speechd.config import Settings
 from speechd.durable import Store
 from speechd.errors import ServerBusy, TooManyStreams
-from speechd.gateway import GatewaySettings
 from speechd.limits import StreamSlots
 from speechd.worker import Worker
 
@@ -159,3 +169,28 @@ async def test_a_client_that_goes_away_gives_its_slot_back(
             # The client closed the connection mid-stream.
             await until(lambda: slots.in_use == 0)
         engine.run_free()
+
+
+async def test_the_api_counts_its_reads_in_a_slot_table_another_door_shares(
+    store: Store, engine: StepEngine, worker: Worker
+) -> None:
+    # Under `speechd serve` the Wyoming door holds slots of the same table: what it holds,
+    # the api cannot hand out.
+    shared = StreamSlots(total=2, per_client=2)
+    other_door = [shared.acquire("wyoming 198.51.100.7"), shared.acquire("wyoming 198.51.100.8")]
+    app = create_app(Settings(data_dir="unused"), store=store, gateway=CAPS, slots=shared)
+    engine.hold()
+    async with live_server(app) as live, httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        cast_id = await submit(http, "A cast held before its first chunk.")
+        await status_when(store, cast_id, lambda s: s.state == CastState.GENERATING)
+        events = f"/v1/casts/{cast_id}/events"
+        assert_capped(await http.get(events, headers=who("a")), 503, "server_busy")
+        other_door[0].release()
+        async with opened(http, events, who("a")) as sse:
+            assert sse.status_code == 200
+            assert shared.held_by("203.0.113.1") == 1 and shared.in_use == 2
+        await until(lambda: shared.in_use == 1)
+        engine.run_free()
+    assert shared.refused == {"client": 0, "total": 1}
+    other_door[1].release()
+    assert shared.in_use == 0

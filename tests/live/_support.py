@@ -17,13 +17,13 @@ import httpx
 import uvicorn
 from litestar import Litestar
 
-from speechd.app import close_streams, create_app
+from speechd.api import MAX_WS_MESSAGE_BYTES
+from speechd.api.app import close_streams, create_app
 from speechd.audio import new_encoder
 from speechd.casts import AudioChunk, Event, event_of, follow_cast
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.engine import FLUSH_S
-from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
 from speechd.worker import QUANTUM_S, Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy
 from tests.support.streams import read_cast as read_all

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore, Store
 from speechd.worker import Worker

@@ -12,10 +12,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore
-from speechd.live import MAX_LIVE_CHARS, MAX_PIECE_CHARS
+from speechd.service import MAX_LIVE_CHARS, MAX_PIECE_CHARS
 from speechd.worker import Worker
 from tests.live.conftest import Clock
 

@@ -17,7 +17,9 @@ import httpx
 import pytest
 import websockets
 
-from speechd import live as live_limits
+from speechd import service as live_limits
+from speechd.api import MAX_WS_MESSAGE_BYTES
+from speechd.api.openai_compat._live_wire import MAX_INPUT_BODY_BYTES
 from speechd.config import Settings
 from speechd.durable import (
     AppendAck,
@@ -30,8 +32,6 @@ from speechd.durable import (
     Store,
     StreamInfo,
 )
-from speechd.openai_compat import MAX_WS_MESSAGE_BYTES
-from speechd.openai_compat._live_wire import MAX_INPUT_BODY_BYTES
 from tests.live._support import LiveApp, serve, wait_done
 
 

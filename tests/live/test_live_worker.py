@@ -16,7 +16,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import EmbeddedStore, Store
 from tests.api._workers import worker_process

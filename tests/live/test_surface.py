@@ -1,5 +1,5 @@
-"""`speechd.live`'s public surface is exactly its `__all__`, and it needs neither torch nor
-the web framework (the worker process may import it)."""
+"""`speechd.service`'s public surface is exactly its `__all__`, and it needs neither torch nor
+the web framework (the Wyoming door and the api both use it)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import subprocess
 import sys
 import types
 
-import speechd.live
+import speechd.service
 from tests.api._live import ROOT
 
 
 def test_all_lists_exactly_the_public_names() -> None:
-    exported = speechd.live.__all__
+    exported = speechd.service.__all__
     assert len(set(exported)) == len(exported)
     public = {
         name
-        for name, value in vars(speechd.live).items()
+        for name, value in vars(speechd.service).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public - {"annotations"} == set(exported)
@@ -24,7 +24,7 @@ def test_all_lists_exactly_the_public_names() -> None:
 
 def test_importing_it_loads_no_torch_and_no_litestar() -> None:
     script = (
-        "import sys, speechd.live\n"
+        "import sys, speechd.service\n"
         "heavy = {'torch', 'litestar', 'kokoro'} & {m.split('.')[0] for m in sys.modules}\n"
         "assert not heavy, heavy\n"
     )

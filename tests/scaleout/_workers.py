@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from speechd.casts import Start, cast_stream, decode
+from speechd.casts import Start, cast_stream, decode, ready_workers
 from speechd.durable import Store
 from speechd.engine import EngineConfig
-from speechd.worker import EncoderFactory, WorkerConfig, ready_workers, run_worker
+from speechd.worker import EncoderFactory, WorkerConfig, run_worker
 from tests.support.engines import FakeEncoder, parts
 from tests.worker._helpers import check_layout, records
 

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from speechd.audio import new_encoder
+from speechd.casts import ready_workers
 from speechd.durable import open_store
 from speechd.telemetry import DeviceSample, Telemetry
-from speechd.worker import Worker, ready_workers
+from speechd.worker import Worker
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["WORKER", "Board", "running_worker"]

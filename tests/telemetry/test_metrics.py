@@ -16,7 +16,7 @@ from litestar.testing import AsyncTestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 import speechd.telemetry as telemetry_package
-from speechd.app import create_app
+from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.telemetry import Telemetry
 from tests.telemetry._support import WORKER, Board, running_worker

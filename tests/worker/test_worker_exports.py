@@ -60,7 +60,16 @@ def test_no_public_name_means_two_things() -> None:
     """Two packages exporting one name export one object (there were two `CastState`s and two
     `CastView`s)."""
     owners: dict[str, tuple[str, object]] = {}
-    for package in ("audio", "casts", "durable", "engine", "gateway", "openai_compat", "worker"):
+    for package in (
+        "audio",
+        "casts",
+        "durable",
+        "engine",
+        "api.gateway",
+        "api.openai_compat",
+        "service",
+        "worker",
+    ):
         module = importlib.import_module(f"speechd.{package}")
         for name in module.__all__:
             value = getattr(module, name)

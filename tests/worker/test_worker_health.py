@@ -10,9 +10,19 @@ import time
 
 import pytest
 
-from speechd.casts import Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
+from speechd.casts import (
+    Start,
+    WorkerNotice,
+    cast_stream,
+    decode,
+    event_of,
+    queue_depth,
+    queue_position,
+    ready_workers,
+    worker_stream,
+)
 from speechd.durable import Store
-from speechd.worker import ChunkTimes, queue_depth, queue_position, ready_workers
+from speechd.worker import ChunkTimes
 from speechd.worker import _worker as worker_module
 from tests.support.engines import VOICES, CostEngine, GatedEngine
 

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from speechd.casts import KNOWN_VOICES, WorkerNotice, decode, encode, worker_stream
+from speechd.casts import (
+    KNOWN_VOICES,
+    WorkerHealth,
+    WorkerNotice,
+    decode,
+    encode,
+    known_voices,
+    worker_health,
+    worker_stream,
+)
 from speechd.durable import AppendRecord, Store, open_store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable, Unavailable
-from speechd.worker import (
-    EXIT_MODEL_UNAVAILABLE,
-    EXIT_OK,
-    Parts,
-    WorkerConfig,
-    WorkerHealth,
-    known_voices,
-    run_worker,
-    worker_health,
-)
+from speechd.worker import EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, WorkerConfig, run_worker
 from tests.support import engines
 
 from ._helpers import records

@@ -21,6 +21,7 @@ from speechd.casts import (
     cast_stream,
     decode,
     event_of,
+    ready_workers,
     worker_stream,
 )
 from speechd.durable import Store
@@ -32,7 +33,6 @@ from speechd.worker import (
     Parts,
     Supervisor,
     WorkerConfig,
-    ready_workers,
     run_worker,
 )
 from tests.support import engines

@@ -12,6 +12,8 @@ from speechd.casts import (
     AudioChunk,
     Eos,
     Failure,
+    QueueLine,
+    QueuePlace,
     Receipt,
     Start,
     audio_record,
@@ -19,10 +21,10 @@ from speechd.casts import (
     encode,
     eos_record,
     error_record,
+    queue_depth,
     start_record,
 )
 from speechd.durable import AppendRecord, Store
-from speechd.worker import QueueLine, QueuePlace, queue_depth
 from tests.support.engines import CostEngine
 
 from ._helpers import cursor, ended, make_worker, running, submit_text

@@ -12,12 +12,12 @@ from speechd.casts import (
     JOBS,
     JOBS_CURSOR,
     PROGRESS_DONE,
+    QueueLine,
     Receipt,
     decode,
     encode,
 )
 from speechd.durable import AppendRecord, SeqOutOfRange, Store
-from speechd.worker import QueueLine
 
 from ._helpers import cursor, ended, make_worker, running, submit_text, wait_cursor, wait_ended
 

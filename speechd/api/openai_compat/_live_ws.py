@@ -1,0 +1,300 @@
+"""`/v1/audio/speech/live`: a live cast over one WebSocket, one message per piece.
+
+    client: {"voice": "af_heart", "response_format": "mp3", "stream_format": "audio"}
+    server: {"type": "cast", "id", "url", "input_url", "input_token"}
+    client: {"type": "input.append", "text": "Hello the"}   server: {"type": "input.accepted", ...}
+    client: {"type": "input.append", "text": "re. How are"}
+    server: {"type": "speech.audio.caption", "index": 0, "text": "Hello there.", ...}
+    server: <binary frame: the chunk's audio>   (or {"type": "speech.audio.delta", "audio"})
+    client: {"type": "input.done"}
+    server: ... {"type": "speech.audio.done", "usage": {...}}, then a normal close (1000)
+
+The audio frames, in order, are one file of the requested format (the same bytes the cast's
+`/audio` gives). A bad message gets an `error` message (OpenAI's error object) and the session
+goes on; a bad first message, a missing API key (when the server has keys: send
+`Authorization: Bearer <key>`) or a failed cast end it (close 1008, 1011). A session is a
+long-lived read: it holds one of the client's stream slots (`speechd.api._slots.ClientSlots`)
+until it ends, and past the caps it gets the 429 or 503 error message and close 1013 (try
+again later) before anything is made. A store failure is an error message with code
+`store_unavailable` (one log line): while the cast is made it ends the session (close 1011;
+the cast itself goes on), while its input is written the session goes on (send the piece
+again with its `seq`). A socket that drops does not end the cast: finish its input over HTTP
+with the token from the `cast` message, and replay its audio by link. The session only
+awaits the store and the socket: nothing on the event loop does more than decode a bounded
+message or base64 a chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import math
+from typing import Any, Final
+
+import msgspec
+from litestar import WebSocket, websocket
+from litestar.di import NamedDependency
+
+from speechd.casts import AudioChunk
+from speechd.config import Settings
+from speechd.durable import DurableError
+from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable
+from speechd.service import LiveCast, LiveCasts
+
+from .._errors import error_body, error_body_for, log_store_trouble
+from .._slots import ClientSlots
+from ._live import create_live, input_url, key_ok
+from ._live_wire import (
+    MAX_WS_MESSAGE_BYTES,
+    CaptionMessage,
+    DeltaMessage,
+    DoneMessage,
+    ErrorMessage,
+    InputAccepted,
+    InputAppend,
+    InputDone,
+    LiveCastMessage,
+    LiveStart,
+    Usage,
+)
+from ._speech import OUTPUT_TOKENS_PER_SECOND
+
+__all__ = ["speech_live"]
+
+log = logging.getLogger("speechd.api")
+
+FIRST_MESSAGE_S: Final = 30.0
+"""How long a new socket may take to send its first message."""
+_NORMAL, _GOING_AWAY, _POLICY, _SERVER_ERROR, _TRY_LATER = 1000, 1001, 1008, 1011, 1013
+
+_encode = msgspec.json.Encoder().encode
+_first = msgspec.json.Decoder(LiveStart)
+_message = msgspec.json.Decoder(InputAppend | InputDone)
+
+
+class _Gone(Exception):
+    """The client went away."""
+
+
+class _Session:
+    def __init__(
+        self,
+        socket: WebSocket[Any, Any, Any],
+        live: LiveCasts,
+        slots: ClientSlots,
+        base_url: str,
+    ) -> None:
+        self.socket = socket
+        self.live = live
+        self.slots = slots
+        self.base_url = base_url
+        self._send_lock = asyncio.Lock()
+        self.binary = True
+
+    # -- the socket ---------------------------------------------------------------------
+
+    async def receive(self) -> str:
+        """The next text message; raises `_Gone` when the client left, `InvalidRequest` for
+        a binary or oversized message."""
+        event = await self.socket.receive()
+        if event["type"] == "websocket.disconnect":
+            raise _Gone
+        text = event.get("text")
+        if text is None:
+            raise InvalidRequest("Send JSON text messages, not binary ones.")
+        if len(text) > MAX_WS_MESSAGE_BYTES:
+            raise InvalidRequest(f"A message is at most {MAX_WS_MESSAGE_BYTES} bytes.")
+        return str(text)
+
+    async def send(self, message: msgspec.Struct | bytes) -> None:
+        async with self._send_lock:
+            try:
+                if isinstance(message, bytes):
+                    await self.socket.send_bytes(message)
+                else:
+                    await self.socket.send_text(_encode(message).decode())
+            except Exception as exc:  # the socket closed under us: whatever the server says
+                raise _Gone from exc
+
+    async def error(self, exc: SpeechdError) -> None:
+        await self.send(ErrorMessage(error=error_body_for(exc)["error"]))
+
+    async def close(self, code: int, reason: str = "") -> None:
+        async with self._send_lock:
+            with contextlib.suppress(Exception):
+                await self.socket.close(code, reason)
+
+    # -- the session --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        socket = self.socket
+        authorization = socket.headers.get("authorization")
+        if socket.app.state.api_keys and not key_ok(socket, authorization):
+            await self.error(
+                AuthenticationFailed(
+                    "You didn't provide a valid API key. Send 'Authorization: Bearer <key>'."
+                )
+            )
+            await self.close(_POLICY, "authentication")
+            return
+        try:
+            self.slots.take(socket.scope)  # past the caps: 429/503 before anything is made
+            cast = await self._start()
+        except DurableError as exc:
+            log_store_trouble("starting a live cast", exc)
+            await self.error(StoreUnavailable())
+            await self.close(_TRY_LATER)
+            return
+        except SpeechdError as exc:
+            await self.error(exc)
+            code = _TRY_LATER if exc.status in (429, 503) else _POLICY
+            await self.close(code if exc.status < 500 or exc.status == 503 else _SERVER_ERROR)
+            return
+        await self.send(
+            LiveCastMessage(
+                id=cast.id,
+                url=f"{self.base_url}/c/{cast.id}",
+                input_url=input_url(self.base_url, cast.id),
+                input_token=cast.token,
+            )
+        )
+        if cast.input.pieces:
+            await self._accepted(cast.id, cast.input.pieces, cast.input.chars, False)
+        await self._pump(cast)
+
+    async def _start(self) -> LiveCast:
+        try:
+            raw = await asyncio.wait_for(self.receive(), FIRST_MESSAGE_S)
+        except asyncio.TimeoutError:
+            raise InvalidRequest(
+                f"No first message within {FIRST_MESSAGE_S:g} s: send the voice and format."
+            ) from None
+        try:
+            start = _first.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise InvalidRequest(f"The first message is not a session start: {exc}.") from None
+        self.binary = start.stream_format != "json"
+        return await create_live(
+            self.live,
+            model=start.model,
+            voice=start.voice,
+            speed=1.0 if start.speed is None else start.speed,
+            format=start.response_format or "mp3",
+            title=start.title,
+            text=start.input,
+        )
+
+    async def _pump(self, cast: LiveCast) -> None:
+        input_task = asyncio.ensure_future(self._input(cast))
+        audio_task = asyncio.ensure_future(self._audio(cast))
+        closing = asyncio.ensure_future(self.live.closing.wait())
+        tasks = (input_task, audio_task, closing)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, _Gone):
+                    await task
+        finished = next(
+            (t for t in (audio_task, input_task) if t.done() and not t.cancelled()), None
+        )
+        if finished is None:  # the server is shutting down
+            await self._fail(error_body("The server is shutting down.", "server_error"))
+            await self.close(_GOING_AWAY)
+            return
+        outcome = finished.exception()
+        if isinstance(outcome, _Gone):
+            return  # the cast goes on without this socket
+        if outcome is not None:
+            log.error("a live-cast session failed", exc_info=outcome)
+            await self._fail(error_body("The server had an error in this session.", "server_error"))
+            await self.close(_SERVER_ERROR)
+            return
+        await self.close(finished.result())
+
+    async def _fail(self, body: dict[str, Any]) -> None:
+        with contextlib.suppress(_Gone):
+            await self.send(ErrorMessage(error=body["error"]))
+
+    async def _accepted(self, cast_id: str, seq: int, chars: int, done: bool) -> None:
+        await self.send(InputAccepted(id=cast_id, seq=seq, chars=chars, done=done))
+
+    async def _input(self, cast: LiveCast) -> int:
+        """Append each piece as it comes; returns only when the client leaves (`_Gone`)."""
+        while True:
+            try:
+                raw = await self.receive()
+                try:
+                    message = _message.decode(raw)
+                except msgspec.DecodeError as exc:
+                    raise InvalidRequest(
+                        f"Not an input.append or input.done message: {exc}."
+                    ) from None
+                done = isinstance(message, InputDone)
+                state = await self.live.append(
+                    cast.id, message.text, done=done, seq=message.seq, token=cast.token
+                )
+            except DurableError as exc:  # the piece may or may not be in: `seq` tells
+                log_store_trouble("appending a live cast's input", exc)
+                await self.error(StoreUnavailable())
+                continue
+            except SpeechdError as exc:
+                await self.error(exc)  # the session goes on: the next message may be fine
+                continue
+            await self._accepted(cast.id, state.pieces, state.chars, state.closed)
+
+    async def _audio(self, cast: LiveCast) -> int:
+        """Send each chunk's caption and audio as the worker appends it, then the usage."""
+        audio_ms = 0
+        try:
+            async for event in self.live.events(cast.id):
+                if not isinstance(event, AudioChunk):
+                    audio_ms = event.audio_ms
+                    break
+                if event.text:
+                    await self.send(
+                        CaptionMessage(
+                            index=event.index,
+                            text=event.text,
+                            offset_ms=event.offset_ms,
+                            duration_ms=event.duration_ms,
+                        )
+                    )
+                if not event.body:
+                    continue
+                if self.binary:
+                    await self.send(event.body)
+                else:
+                    await self.send(DeltaMessage(audio=base64.b64encode(event.body).decode()))
+            chars = (await self.live.input_state(cast.id)).chars
+        except DurableError as exc:
+            log_store_trouble("following a live cast", exc)
+            await self.error(StoreUnavailable())
+            return _SERVER_ERROR
+        except SpeechdError as exc:
+            log.warning("a live cast failed (%s)", type(exc).__name__)
+            await self.error(exc)
+            return _SERVER_ERROR
+        output = math.ceil(audio_ms * OUTPUT_TOKENS_PER_SECOND / 1000)
+        await self.send(DoneMessage(usage=Usage(chars, output, chars + output)))
+        return _NORMAL
+
+
+@websocket("/audio/speech/live")
+async def speech_live(
+    socket: WebSocket[Any, Any, Any],
+    live_casts: NamedDependency[LiveCasts],
+    settings: NamedDependency[Settings],
+    slots: NamedDependency[ClientSlots],
+) -> None:
+    """A live cast over one WebSocket (see this module's docstring)."""
+    await socket.accept()
+    base_url = settings.public_url or str(socket.base_url)
+    if not settings.public_url:  # links are for browsers and HTTP clients: ws -> http
+        base_url = "http" + base_url.removeprefix("ws") if base_url.startswith("ws") else base_url
+    base_url = base_url.rstrip("/")
+    await _Session(socket, live_casts, slots, base_url).run()

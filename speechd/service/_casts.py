@@ -1,0 +1,399 @@
+"""The cast service: what every route that makes or reads casts calls, HTTP-free.
+
+    request -> CastService.submit(CastRequest)       validate text, resolve the voice against
+                                                     the ready workers, check the queue, claim
+            -> SubmittedCast(id, created, recipe)    the cast (casts.submit): one cast, one job
+    reading -> CastService.audio(id) / .status(id)   the playable attempt, live
+
+`POST /v1/audio/speech` (openai_compat) and `POST /v1/casts` (gateway) both build a
+`CastRequest` and call `submit`; they differ only in their wire shapes and limits. The service
+never loads the model: voices, the languages the workers cannot speak, readiness and why no
+worker is ready come from the workers' notices in the store (`worker_health`); the voice list
+falls back to the last known set (`config/voices`) while no worker is ready. The queue limit
+counts the casts waiting or being made (`QueueLine`), and a queued cast's status says its place
+in line and when it should start. `watch_workers` is what a caller waiting on a cast races its
+read against, so that it is never left waiting on workers that are not coming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import NamedTuple, NoReturn
+
+import msgspec
+
+from speechd import casts
+from speechd.audio import FORMATS, SAMPLE_RATE, finished_bytes
+from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
+from speechd.durable import Store
+from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
+from speechd.errors import (
+    InvalidRequest,
+    ModelUnavailable,
+    QueueFull,
+    Unavailable,
+    VoiceUnavailable,
+)
+
+__all__ = [
+    "MODEL",
+    "UNREADY_GRACE_S",
+    "CastRequest",
+    "CastService",
+    "SubmittedCast",
+    "derive_title",
+    "voice_label",
+]
+
+MODEL = "kokoro"
+"""The one model speechd runs; every cast's recipe names it."""
+
+UNREADY_GRACE_S = 90.0
+"""How long a caller waiting on a cast waits while no worker is ready (a restart takes tens of
+seconds) before it gets a 503. When the last worker heard from failed to load the model, it
+gets the 503 at once."""
+
+_TITLE_CHARS = 80
+_READY_TTL_S = 1.0
+_UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
+_WATCH_S = 1.0  # how often a waiting caller looks at the workers
+_FILES_KEPT = 256  # layouts of finished files kept
+# C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A cast someone asked for, already shaped by its route (voice not yet resolved)."""
+
+    text: str
+    voice: str | None = None
+    """A voice name, an OpenAI name, or a blend like `af_heart(2)+am_adam(1)`; None = default."""
+    speed: float = 1.0
+    format: str = "mp3"
+    title: str | None = None
+    at_once: bool = False
+    """The caller wants its first audio at once (`start: now`): the worker may make the cast's
+    first chunk while it waits in line. Only a request that creates the cast (or makes a
+    failed one again) sets it for the cast; an identical request joining it changes nothing."""
+    scope: str = ""
+    """Who shares the cast (`casts.cast_id`): "" every caller making the same request; else
+    only callers of this scope (`--share-casts per-key`: one API key's)."""
+
+
+class SubmittedCast(msgspec.Struct, frozen=True):
+    id: str
+    created: bool
+    """False when an identical request made this cast first (it may be done already)."""
+    recipe: casts.Recipe
+
+
+def derive_title(text: str) -> str:
+    """A title for a cast that has none: its first line, cut at a word near 80 characters."""
+    line = " ".join(text.strip().split("\n", 1)[0].split())
+    if len(line) <= _TITLE_CHARS:
+        return line
+    cut = line[:_TITLE_CHARS].rsplit(" ", 1)[0] or line[:_TITLE_CHARS]
+    return cut.rstrip(" ,;:") + "…"
+
+
+_GENDERS = {"f": "female", "m": "male"}
+
+
+def voice_label(voice: str) -> str:
+    """A readable name for a Kokoro voice id: `af_heart` -> `Heart (American English, female)`."""
+    prefix, sep, name = voice.partition("_")
+    if not sep or len(prefix) != 2 or prefix[0] not in LANGUAGES or prefix[1] not in _GENDERS:
+        return voice
+    return f"{name.replace('_', ' ').title()} ({LANGUAGES[prefix[0]]}, {_GENDERS[prefix[1]]})"
+
+
+def _check_text(text: str, *, max_chars: int, param: str) -> str:
+    """`text` stripped, or `InvalidRequest` if it is empty, too long or not speakable text."""
+    if len(text) > max_chars:
+        raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
+    bad = _FORBIDDEN.search(text)
+    if bad is not None:
+        char = ord(bad.group())
+        what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
+        raise InvalidRequest(f"The input contains {what} U+{char:04X}.", param=param)
+    text = text.strip()
+    if not text:
+        raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
+    return text
+
+
+class CastService:
+    """Makes and reads casts on one store. One per app, built in its lifespan."""
+
+    def __init__(
+        self,
+        store: Store,
+        secret: bytes,
+        *,
+        max_queue: int,
+        default_voice: str,
+        voice_map: Mapping[str, str],
+        clock: Callable[[], float] = time.time,
+        unready_grace_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self._secret = secret
+        self._max_queue = max_queue
+        self._default_voice = default_voice
+        self._voice_map = dict(voice_map)
+        self._clock = clock
+        self._grace_s = UNREADY_GRACE_S if unready_grace_s is None else unready_grace_s
+        self._health: tuple[float, WorkerHealth] | None = None
+        self._health_lock = asyncio.Lock()
+        self._book: tuple[tuple[object, ...], _Voices] | None = None
+        self._line = QueueLine(store)
+        self._files: OrderedDict[str, casts.CastFile] = OrderedDict()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- workers, voices, readiness -----------------------------------------------------
+
+    async def health(self) -> WorkerHealth:
+        """The ready workers, and what the others said last (cached ~1 s when one is ready,
+        a quarter of that when none is, so the first ready worker is seen at once)."""
+        async with self._health_lock:  # one read of the workers for all who ask at once
+            now = self._clock()
+            if self._health is not None:
+                at, health = self._health
+                if now - at < (_READY_TTL_S if health.ready else _UNREADY_TTL_S):
+                    return health
+            health = await worker_health(self.store, now_ms=int(now * 1000))
+            self._health = (now, health)
+            return health
+
+    async def workers(self) -> list[casts.WorkerNotice]:
+        """The workers whose model is loaded and whose heartbeat is fresh."""
+        return (await self.health()).ready
+
+    async def require_workers(self) -> list[casts.WorkerNotice]:
+        """The ready workers; raises why there is none (`ModelUnavailable` with the worker's
+        error when the model could not be loaded, else `Unavailable`)."""
+        health = await self.health()
+        problem = health.unavailable()
+        if problem is not None:
+            raise problem
+        return health.ready
+
+    async def watch_workers(self) -> NoReturn:
+        """Wait as long as a caller waiting on a cast should: raises `ModelUnavailable` as soon
+        as the model is known not to load, `Unavailable` once no worker has been ready for
+        `UNREADY_GRACE_S` in a row. Race a read against it; it never returns."""
+        since: float | None = None
+        while True:
+            problem = (await self.health()).unavailable()
+            if problem is None:
+                since = None
+            elif isinstance(problem, ModelUnavailable):
+                raise problem
+            else:
+                now = time.monotonic()
+                since = now if since is None else since
+                if now - since >= self._grace_s:
+                    raise Unavailable(
+                        f"{problem.message} Gave up after {self._grace_s:.0f} s without one."
+                    )
+            await asyncio.sleep(_WATCH_S)
+
+    async def voices(self) -> list[str]:
+        """The voices the ready workers can speak; while none is ready, those of the last
+        worker that was (kept in the store). Raises why no worker is ready when none ever
+        was. Voices of a language no worker can speak are left out."""
+        health = await self.health()
+        notices = health.ready
+        if not notices:
+            kept = await known_voices(self.store)
+            if kept is None:
+                problem = health.unavailable()
+                assert problem is not None
+                raise problem
+            notices = [kept]
+        voices = self._voices(notices)
+        return [v for v in voices.book.installed if voice_language(v) not in voices.unspeakable]
+
+    def _voices(self, workers: Sequence[casts.WorkerNotice]) -> _Voices:
+        """The voice book over the workers' voices, and the languages any of them cannot speak
+        (any worker may take any job, so one that cannot speak a language rules it out)."""
+        installed = tuple(sorted({v for w in workers for v in w.voices}))
+        unspeakable = {k: v for w in workers for k, v in sorted(w.unspeakable.items())}
+        key = (installed, tuple(sorted(unspeakable.items())))
+        if self._book is None or self._book[0] != key:
+            book = VoiceBook(
+                list(installed), voice_map=self._voice_map, default_voice=self._default_voice
+            )
+            self._book = (key, _Voices(book, unspeakable))
+        return self._book[1]
+
+    async def resolve_voice(self, voice: str | None) -> str:
+        """The voice spec a cast asking for `voice` (None: the default) is made with; raises
+        what `submit` raises for a voice: `UnknownVoice`, `VoiceUnavailable`, `Unavailable`."""
+        voices = self._voices(await self.require_workers())
+        resolved = voices.book.resolve(voice or self._default_voice)
+        reason = voices.unspeakable.get(voices.book.language(resolved))
+        if reason is not None:
+            raise VoiceUnavailable(reason)
+        return resolved
+
+    # -- making casts -------------------------------------------------------------------
+
+    async def check_queue(self) -> None:
+        """Raise `QueueFull` when a new cast would find the queue full (as `submit` does)."""
+        depth = await self.queue_depth()
+        if depth >= self._max_queue:
+            raise QueueFull(
+                f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
+                retry_after=self._retry_after(depth),
+            )
+
+    async def queue_depth(self) -> int:
+        """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""
+        return await self._line.depth()
+
+    async def pending_casts(self, *, limit: int) -> list[str]:
+        """Ids of the casts not known to be finished (waiting, being made, or not looked at
+        yet), in line order, as far as `jobs` was read."""
+        return await self._line.unfinished(limit=limit)
+
+    async def submit(
+        self, request: CastRequest, *, max_chars: int, text_param: str = "input"
+    ) -> SubmittedCast:
+        """Validate `request`, then create its cast unless an identical one exists.
+
+        Raises `InvalidRequest` (bad text, format or speed), `UnknownVoice`,
+        `VoiceUnavailable` (a language no worker can speak), `Unavailable` or
+        `ModelUnavailable` (no ready worker) or `QueueFull`. Nothing is written to the store
+        unless all checks pass.
+        """
+        text = _check_text(request.text, max_chars=max_chars, param=text_param)
+        if request.format not in FORMATS:
+            raise InvalidRequest(
+                f"Unsupported format {request.format!r}; use one of {', '.join(FORMATS)}.",
+                param="response_format",
+            )
+        if not MIN_SPEED <= request.speed <= MAX_SPEED:
+            raise InvalidRequest(
+                f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
+            )
+        voices = self._voices(await self.require_workers())
+        voice = voices.book.resolve(request.voice or self._default_voice)
+        reason = voices.unspeakable.get(voices.book.language(voice))
+        if reason is not None:
+            raise VoiceUnavailable(reason)
+        speed = round(float(request.speed), 3)
+        cast_id = casts.cast_id(
+            self._secret,
+            model=MODEL,
+            voice=voice,
+            speed=speed,
+            format=request.format,
+            text=text,
+            scope=request.scope,
+        )
+        recipe = casts.Recipe(
+            text=text,
+            model=MODEL,
+            voice=voice,
+            speed=speed,
+            format=request.format,
+            title=request.title or derive_title(text),
+            created_ms=self._now_ms(),
+        )
+        # A new cast joins the line, and so does a failed one this request makes again.
+        if await self._joins_line(cast_id):
+            depth = await self.queue_depth()
+            if depth >= self._max_queue:
+                raise QueueFull(
+                    f"The synthesis queue is full ({depth} casts waiting); try again shortly.",
+                    retry_after=self._retry_after(depth),
+                )
+        submission = await casts.submit(
+            self.store,
+            cast_id,
+            recipe,
+            sample_rate=SAMPLE_RATE,
+            at_once=request.at_once,
+            clock=self._clock,
+        )
+        return SubmittedCast(cast_id, submission.created, recipe)
+
+    async def _joins_line(self, cast_id: str) -> bool:
+        # Every identical request asks this, so one read of the last record, not the head.
+        stream = casts.cast_stream(cast_id)
+        tail = await self.store.check_tail(stream)
+        if tail == 0:
+            return True
+        last = (await self.store.read(stream, tail - 1, max_records=1)).records
+        return bool(last) and casts.event_of(last[0]) == casts.Event.ERROR
+
+    def _retry_after(self, depth: int) -> int:
+        # A cast takes seconds to render; suggest a wait that grows with the backlog.
+        return min(60, max(1, math.ceil((depth - self._max_queue + 1) * 2)))
+
+    # -- reading casts ------------------------------------------------------------------
+
+    async def audio(self, cast_id: str) -> AsyncGenerator[bytes, None]:
+        """The cast's audio bytes, live until `eos`, skipping records that hold none (an
+        encoder may not have a whole frame yet); raises `CastFailed` if the cast fails."""
+        async with contextlib.aclosing(casts.cast_audio(self.store, cast_id)) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                if chunk:
+                    yield chunk
+
+    async def finished_file(self, cast_id: str) -> casts.CastFile:
+        """The layout of a finished cast's file (kept for the files most recently asked for,
+        each while its stream's birth and length stay what they were). Raises `CastNotFound`,
+        and `CastFailed` unless the cast has ended in `eos`."""
+        head = await casts.read_head(self.store, cast_id)
+        found = self._files.pop(cast_id, None)
+        if found is None or (found.tail, found.born_ms) != (head.tail, head.born_ms):
+            found = await casts.lay_out(self.store, cast_id, head)
+        self._files[cast_id] = found
+        while len(self._files) > _FILES_KEPT:
+            self._files.popitem(last=False)
+        return found
+
+    async def file_bytes(
+        self, cast_id: str, file: casts.CastFile, start: int, stop: int
+    ) -> AsyncGenerator[bytes, None]:
+        """Bytes `start` to `stop` of the finished file `file` lays out, as a whole file reads
+        (`speechd.audio.finished_bytes`: a wav says its true sizes), a few records at a time."""
+        offset = start
+        body = casts.file_bytes(self.store, cast_id, file, start, stop)
+        async with contextlib.aclosing(body):  # type: ignore[type-var]
+            async for piece in body:
+                yield finished_bytes(file.format, piece, offset=offset, size=file.size)
+                offset += len(piece)
+
+    async def ended(self, cast_id: str) -> None:
+        """Return once the cast has ended in `eos` (nothing of its audio is read); raises
+        `CastNotFound`, and `CastFailed` if it fails."""
+        await casts.wait_ended(self.store, cast_id)
+
+    async def status(self, cast_id: str) -> casts.CastStatus:
+        """Where the cast stands (a queued one: its place in line, and when it should start);
+        raises `CastNotFound`."""
+        status = await casts.cast_status(self.store, cast_id, now_ms=self._now_ms())
+        if status.state != casts.CastState.QUEUED:
+            return status
+        workers = [w.worker for w in await self.workers()]
+        place = await self._line.place(cast_id, workers=workers)
+        if place is None:
+            return status
+        starts = None if place.starts_in_s is None else round(place.starts_in_s * 1000)
+        return msgspec.structs.replace(status, queue_position=place.ahead, starts_in_ms=starts)
+
+
+class _Voices(NamedTuple):
+    book: VoiceBook
+    unspeakable: dict[str, str]
