@@ -2,13 +2,14 @@
 
 A cast id is the capability to read the cast (its link), so no log line holds one, at any
 level: not the access log's paths (`/c/<id>`, `/v1/casts/<id>/words`, a live cast's input
-URL), not the worker's lines about a cast, not a store error naming `pub/casts/<id>`. Every
-handler speechd's processes log through carries `MaskIds`, which rewrites each line (its
-message, and a traceback's text) before it is written: a cast id becomes its first four
-characters and `…` (enough to tell a few casts apart in one log, nothing to read one with),
-and `scheme://user:password@` in a URL loses the credentials. Lines are masked where they are
-written rather than where they are made, so a line from a library (uvicorn's access log,
-Litestar's) is masked like speechd's own.
+URL), not the worker's lines about a cast, not a store error naming `pub/casts/<id>`.
+`MaskIds` rewrites a record (its message, and a traceback's text): a cast id becomes its
+first four characters and `…` (enough to tell a few casts apart in one log, nothing to read
+one with), and `scheme://user:password@` in a URL loses the credentials. It sits on
+speechd's own loggers (`LOGGERS`, from the moment `speechd` is imported), so their records
+are masked as they are made, for every handler, one an embedding program adds included; and
+on every handler speechd's processes write through (`mask_handlers`), so a line from a
+library (uvicorn's access log, Litestar's) is masked as it is written.
 
 A cast id is 22 characters of `A-Z a-z 0-9 - _` (`speechd.casts.is_cast_id`); any run of
 exactly 22 of them standing alone is masked, which may mask some other token of that shape
@@ -24,7 +25,15 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["MaskIds", "configure_logging", "mask_handlers", "mask_ids", "mask_url"]
+__all__ = [
+    "LOGGERS",
+    "MaskIds",
+    "configure_logging",
+    "mask_handlers",
+    "mask_ids",
+    "mask_loggers",
+    "mask_url",
+]
 
 _ID: Final = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]{4})[A-Za-z0-9_-]{18}(?![A-Za-z0-9_-])")
 _CREDENTIALS: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^\s/@]{1,1024}@")
@@ -34,6 +43,20 @@ FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 UVICORN_LOGGERS: Final = ("uvicorn", "uvicorn.error", "uvicorn.access")
 """The loggers uvicorn gives handlers of their own (its access log among them)."""
+
+LOGGERS: Final = (
+    "speechd",
+    "speechd.api",
+    "speechd.casts",
+    "speechd.durable",
+    "speechd.engine",
+    "speechd.service",
+    "speechd.telemetry",
+    "speechd.worker",
+    "speechd.wyoming",
+)
+"""speechd's loggers (a logger's filters see only the records made on it, not its
+children's: each is named)."""
 
 
 def mask_url(text: str) -> str:
@@ -89,6 +112,14 @@ def _masked_arg(arg: object) -> object:
     text = str(arg)
     masked = mask_ids(text)
     return arg if masked == text else masked
+
+
+def mask_loggers(loggers: Iterable[str] = LOGGERS) -> None:
+    """Give each of `loggers` a `MaskIds`, once: their records are masked as they are made."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, MaskIds) for f in logger.filters):
+            logger.addFilter(MaskIds())
 
 
 def mask_handlers(loggers: Iterable[str] = ("", *UVICORN_LOGGERS)) -> None:
