@@ -57,6 +57,10 @@ async def test_a_live_cast_taking_input_past_the_retention_completes(store: Stor
     pieces = ["Hello there, ", "this comes slowly, ", "a piece now and then, ", "and ends."]
     async with running_worker(store, StepEngine()), serve(store, SETTINGS) as first:
         async with httpx.AsyncClient(base_url=first.url, timeout=30) as http:
+            for _ in range(300):  # the worker says it is ready
+                if (await http.get("/readyz")).status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
             made = (await http.post("/v1/casts", json={"live": True, "voice": "af_heart"})).json()
         token = {"authorization": f"Bearer {made['input_token']}"}
         path = f"/v1/casts/{made['id']}/input"
