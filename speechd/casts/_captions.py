@@ -21,7 +21,8 @@ __all__ = ["CastCaptions", "CastWord", "placed", "record_words"]
 
 
 class TimedSpan(Protocol):
-    """A word placed in a chunk's PCM, in samples (`speechd.engine.WordTiming`)."""
+    """A word placed in a chunk's PCM, in samples (`speechd.engine.WordTiming`; its `source`
+    and `mark`, where it has them, are read too)."""
 
     @property
     def text(self) -> str: ...
@@ -53,21 +54,34 @@ def record_words(
             continue
         start_ms = min(round((word.start - begin) * 1000 / rate), duration_ms)
         end_ms = min(max(round((word.end - begin) * 1000 / rate), start_ms), duration_ms)
-        out.append(Word(start_ms, end_ms, word.text))
+        out.append(Word(start_ms, end_ms, word.text, _source(word), getattr(word, "mark", "")))
     return tuple(out)
 
 
+def _source(word: TimedSpan) -> tuple[int, int] | None:
+    source = getattr(word, "source", None)
+    if source is None or len(source) != 2 or source[0] < 0 or source[1] < source[0]:
+        return None
+    return (int(source[0]), int(source[1]))
+
+
 class CastWord(msgspec.Struct, frozen=True):
-    """A word (or phrase) of a cast: ms from the start of the cast's audio."""
+    """A word (or phrase) of a cast: ms from the start of the cast's audio; `source`: where
+    it is in the input as sent ([begin, end) characters; None when unknown); a mark (SSML's
+    named point) has no text and its name in `mark`."""
 
     text: str
     start_ms: int
     end_ms: int
+    source: tuple[int, int] | None = None
+    mark: str = ""
 
 
 def placed(word: Word, at_ms: int) -> CastWord:
     """`word` of a record whose audio starts `at_ms` into the cast, in the cast's time."""
-    return CastWord(word.text, at_ms + word.start_ms, at_ms + word.end_ms)
+    return CastWord(
+        word.text, at_ms + word.start_ms, at_ms + word.end_ms, word.source, word.mark
+    )
 
 
 class CastCaptions(msgspec.Struct, frozen=True):

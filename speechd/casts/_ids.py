@@ -45,13 +45,24 @@ def cast_id(
     speed: float,
     format: str,
     text: str,
+    input_format: str = "text",
+    normalize: bool = True,
     scope: str = "",
 ) -> str:
-    """The id of the cast these inputs make (22 url-safe characters). `scope`: who shares it
-    ("" every caller; else only callers of that scope, e.g. one API key's: another scope's
-    identical request makes a cast of its own)."""
-    fields: list[object] = [model, voice, round(float(speed), 3), format, text.strip()]
-    if scope:  # appended only when set, so unscoped ids stay what they always were
+    """The id of the cast these inputs make (22 url-safe characters).
+
+    The text counts stripped, but for how much whitespace it starts with (timed words give
+    offsets into the text as sent, so two texts that differ there are two casts); how the
+    text is read (`input_format`, `normalize`) counts where it is not the default, so ids
+    made before those existed stay the same. `scope`: who shares the cast ("" every caller;
+    else only callers of that scope, e.g. one API key's: another scope's identical request
+    makes a cast of its own), appended only when set, for the same reason."""
+    stripped = text.strip()
+    fields: list[object] = [model, voice, round(float(speed), 3), format, stripped]
+    reading = [input_format, normalize, len(text) - len(text.lstrip()) if stripped else 0]
+    if reading != ["text", True, 0]:
+        fields.append(reading)
+    if scope:
         fields.append(scope)
     material = msgspec.msgpack.encode(fields)
     digest = hashlib.blake2b(material, key=secret[:64], digest_size=_ID_BYTES).digest()

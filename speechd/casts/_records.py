@@ -28,9 +28,12 @@ Header names (persisted, so keep them stable):
     d   record duration in ms (decimal), audio only
     t   chunk text, UTF-8: the caption, published as the chunk is spoken; on a chunk's first
         record (a chunk longer than MAX_RECORD_S becomes several records; the others have "")
-    w   the record's words with their times, JSON: `[[start_ms, end_ms, "text"], ...]`, ms
-        from the record's own start, in order, within its `d`; audio only, and only when the
-        engine timed them (absent on older records and from engines without durations)
+    w   the record's words with their times, JSON: `[[start_ms, end_ms, "text", [begin, end],
+        "mark"], ...]`, ms from the record's own start, in order, within its `d`; `[begin,
+        end)` is where the word is in the input as sent (characters; left out when unknown),
+        and a named point (SSML `mark`) is an entry with no text and its name last; audio only,
+        and only when the engine timed them (absent on older records and from engines without
+        durations; older records' entries have the first three fields only)
     u   what each entry of `w` is: `word` (English) or `phrase` (G2Ps that read whole
         phrases); present exactly when `w` is
     p   where the record's chunk ends in the cast's plan: an opaque position, text (the
@@ -259,7 +262,9 @@ class Recipe(msgspec.Struct, frozen=True):
 
     A live cast (`live`) has no `text` here: it arrives in `input/<id>` (`_input`). Writing
     that input takes the token whose keyed digest is `input_key`; an input left idle for
-    `idle_s` seconds is closed as if its writer had said it was done."""
+    `idle_s` seconds is closed as if its writer had said it was done. `input_format` and
+    `normalize` are how the text is read (the front end's; recipes written before them
+    read as plain text, normalised)."""
 
     text: str
     model: str
@@ -271,6 +276,10 @@ class Recipe(msgspec.Struct, frozen=True):
     live: bool = False
     input_key: str = ""
     idle_s: float = 0.0
+    input_format: str = "text"
+    """`text`, or `ssml`: `text` is an SSML document (never live)."""
+    normalize: bool = True
+    """False: the text is read as sent, without speechd's normalisation."""
 
 
 class Requeue(msgspec.Struct, frozen=True):
@@ -397,12 +406,17 @@ def retry_record(retry: Retry, start_seq: int = -1) -> AppendRecord:
 
 
 class Word(msgspec.Struct, frozen=True, array_like=True):
-    """A word (or phrase) of an audio record: ms from the record's start, and its text. Stored
-    as `[start_ms, end_ms, text]` in the `w` header (array-like: fields only ever appended)."""
+    """A word (or phrase) of an audio record: ms from the record's start, its text, and where
+    it is in the input as sent (`source`: characters [begin, end), None when unknown); a mark
+    (SSML's named point) has no text, start == end and its name in `mark`. Stored as
+    `[start_ms, end_ms, text, source, mark]` in the `w` header (array-like: fields only ever
+    appended; trailing defaults left out)."""
 
     start_ms: int
     end_ms: int
     text: str
+    source: tuple[int, int] | None = None
+    mark: str = ""
 
 
 class AudioChunk(msgspec.Struct, frozen=True):
@@ -441,7 +455,8 @@ def audio_record(chunk: AudioChunk) -> AppendRecord:
         (H_TEXT, chunk.text.encode()),
     ]
     if chunk.words:
-        headers += [(H_WORDS, msgspec.json.encode(chunk.words)), (H_UNIT, chunk.unit.encode())]
+        rows = [_word_row(word) for word in chunk.words]
+        headers += [(H_WORDS, msgspec.json.encode(rows)), (H_UNIT, chunk.unit.encode())]
     if chunk.plan:
         headers.append((H_PLAN, chunk.plan.encode()))
     if chunk.start_seq >= 0:
@@ -451,6 +466,17 @@ def audio_record(chunk: AudioChunk) -> AppendRecord:
     if chunk.hold_ms > 0:
         headers.append((H_HOLD, _num(chunk.hold_ms)))
     return AppendRecord(chunk.body, tuple(headers))
+
+
+def _word_row(word: Word) -> list[object]:
+    """A word as its `w` entry: trailing defaults left out (msgspec writes every field of an
+    array-like struct), so a word with neither source nor mark is `[start, end, text]`."""
+    row: list[object] = [word.start_ms, word.end_ms, word.text]
+    if word.source is not None or word.mark:
+        row.append(word.source)
+    if word.mark:
+        row.append(word.mark)
+    return row
 
 
 def audio_chunk(record: Record) -> AudioChunk:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ._check import InputCheck, check_input
 from ._config import (
     DEFAULT_VOICE_MAP,
     LANGUAGES,
@@ -28,12 +29,14 @@ from ._config import (
 )
 from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis
+from ._lexicon import Lexicon, LexiconError, LexiconFile
 from ._loading import load_engine
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner, PlanStatus, PlanStep
 from ._runtime import SAMPLES_PER_FRAME
 from ._slices import normalize_text
 from ._speakable import missing_languages, voice_language
+from ._ssml import looks_like_ssml
 from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
 from ._voices import VoiceBook, installed_voices
 
@@ -51,6 +54,10 @@ __all__ = [
     "ChunkPolicy",
     "Engine",
     "EngineConfig",
+    "InputCheck",
+    "Lexicon",
+    "LexiconError",
+    "LexiconFile",
     "PlanStatus",
     "PlanStep",
     "Planner",
@@ -58,9 +65,11 @@ __all__ = [
     "Synthesis",
     "VoiceBook",
     "WordTiming",
+    "check_input",
     "device_name",
     "installed_voices",
     "load_engine",
+    "looks_like_ssml",
     "missing_languages",
     "normalize_text",
     "parse_device",

@@ -91,3 +91,6 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     engine: Literal["auto", "torch", "onnx"] = "auto"
     onnx_model: str | None = None
     cache_dir: str | None = None
+    lexicon: str | None = None
+    """A lexicon file (`speechd.engine.LexiconFile`), applied to every plan; reloaded when
+    it changes."""

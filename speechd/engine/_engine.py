@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -45,6 +46,7 @@ from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from ._files import ModelFolder
 from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
+from ._lexicon import LexiconFile
 from ._packs import VoicePacks
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
@@ -101,6 +103,18 @@ class Engine:
         self._g2p: dict[str, G2P] = {}
         self._g2p_lock = threading.Lock()
         self._trim_heap = HeapTrimmer() if runtime.device == "cpu" else None
+        self._lexicon: LexiconFile | None = None
+
+    def use_lexicon(self, path: str | None) -> None:
+        """Apply the lexicon file at `path` to every plan opened from now on (reloaded when
+        it changes; see `_lexicon`); None: none. LexiconError or OSError if it cannot be
+        read now."""
+        self._lexicon = LexiconFile(path) if path else None
+
+    @property
+    def plan_version(self) -> str:
+        """What besides the policy decides a plan's chunks here: the lexicon in force."""
+        return f"lexicon:{self._lexicon.current().digest}" if self._lexicon else ""
 
     @property
     def runtime(self) -> str:
@@ -158,12 +172,25 @@ class Engine:
         done: bool = False,
         position: str | None = None,
         flush_s: float = FLUSH_S,
+        ssml: bool = False,
+        normalize: bool = True,
     ) -> Planner:
         """An incremental planner for `voice`'s language (see `Planner`): fed `text` (all of
         it when `done`), or continuing from a `position` one of these reported (then fed the
-        same text from its beginning)."""
+        same text from its beginning). `ssml`: the text is an SSML document (whole);
+        `normalize` False: read as sent (see `Planner`). The deployment's lexicon applies."""
         g2p = self._g2p_for(self.voices.language(voice))
-        return Planner(g2p, policy, text=text, done=done, position=position, flush_s=flush_s)
+        return Planner(
+            g2p,
+            policy,
+            text=text,
+            done=done,
+            position=position,
+            flush_s=flush_s,
+            ssml=ssml,
+            normalize=normalize,
+            lexicon=self._lexicon.current() if self._lexicon else None,
+        )
 
     def warm_up(self, voice: str | None = None) -> None:
         """Build the default language's G2P and run one short synthesis, so the first real
@@ -178,7 +205,9 @@ class Engine:
         self, chunk: Chunk, voice: str, speed: float = 1.0, *, seed: int | None = None
     ) -> Synthesis:
         """Audio for one planned chunk. Same chunk, voice, speed and seed: same PCM on the
-        same runtime and device (a foreign ONNX export draws its own noise)."""
+        same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
+        `rate` scales `speed` (kept within the speed bounds), and its `lead_ms` and
+        `pause_ms` are silence before and after its speech (`with_pauses`)."""
         if not (isinstance(speed, int | float) and math.isfinite(speed)) or not (
             MIN_SPEED <= speed <= MAX_SPEED
         ):
@@ -194,14 +223,16 @@ class Engine:
             )
         style = self._packs.style(voice, len(phonemes))
         kept = "".join(p for p in phonemes if p in self._vocab)
+        speed = chunk_speed(chunk, speed)
         output = self._runtime.infer([self._vocab[p] for p in kept], style, float(speed), seed)
         durations = None if output.durations is None else output.durations.tolist()
-        pcm, head = _trim(output.audio, durations, _ending(phonemes))
+        pcm, head = _trim(output.audio, durations, _ending(chunk))
         del output
         if self._trim_heap is not None:
             self._trim_heap()
         vocab = self._vocab
         words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
+        pcm, words = with_pauses(chunk, pcm, words)
         return Synthesis(
             pcm,
             words=words,
@@ -266,12 +297,43 @@ _SILENT = 1e-3
 _LEAD_S = 0.05
 #: Silence kept after the voice stops, by how the chunk ends: a sentence, a clause or comma,
 #: or a cut between two words (a pause there sounds like a hesitation).
-_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04}
+_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04, "break": 0.0}
 _FADE = 120  # samples (5 ms)
 
 
-def _ending(phonemes: str) -> str:
-    last = phonemes.rstrip("\"')\u201d ")[-1:]
+def chunk_speed(chunk: Chunk, speed: float) -> float:
+    """The speed a chunk is read at: the cast's, scaled by the chunk's own `rate` (SSML
+    `prosody`), within the speed bounds."""
+    rate = getattr(chunk, "rate", 1.0)
+    return speed if rate == 1.0 else min(max(speed * rate, MIN_SPEED), MAX_SPEED)
+
+
+def with_pauses(
+    chunk: Chunk, pcm: npt.NDArray[np.float32], words: tuple[WordTiming, ...]
+) -> tuple[npt.NDArray[np.float32], tuple[WordTiming, ...]]:
+    """The chunk's speech with its pauses (SSML `break`): `lead_ms` of silence before it and
+    `pause_ms` after it, less the lead the next chunk keeps before its voice (`_LEAD_S`), so
+    the silence heard between two voices is the pause asked for. Word times move with the
+    lead."""
+    lead = round(getattr(chunk, "lead_ms", 0) * SAMPLE_RATE / 1000)
+    pause_ms = getattr(chunk, "pause_ms", 0)
+    tail = round(max(pause_ms / 1000 - _LEAD_S, 0.0) * SAMPLE_RATE) if pause_ms else 0
+    if not lead and not tail:
+        return pcm, words
+    out = np.concatenate(
+        [np.zeros(lead, np.float32), pcm, np.zeros(tail, np.float32)]
+    ).astype(np.float32, copy=False)
+    if lead:
+        words = tuple(
+            msgspec.structs.replace(w, start=w.start + lead, end=w.end + lead) for w in words
+        )
+    return out, words
+
+
+def _ending(chunk: Chunk) -> str:
+    if getattr(chunk, "pause_ms", 0):
+        return "break"  # the pause after it is silence of its own
+    last = chunk.phonemes.rstrip("\"')\u201d ")[-1:]
     if last in ".!?\u2026":
         return "sentence"
     return "clause" if last in ",;:\u2014" else "word"

@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from ._mapped import Mapped
+
 __all__ = ["ABBREVIATIONS", "english", "english_spell", "neutral_spell"]
 
 # ---------------------------------------------------------------- URLs and addresses
@@ -178,7 +180,9 @@ def _clock(hour: int, minute: int, second: int, ampm: str) -> str | None:
     return f"{spoken} and {second} seconds" if second else spoken
 
 
-def english(block: str, british: bool, inline: Callable[[str, Callable[[str], str]], str]) -> str:
+def english(
+    block: Mapped, british: bool, inline: Callable[[Mapped, Callable[[str], str]], Mapped]
+) -> Mapped:
     """One block (or a slice of one) of English, markup stripped by `inline`."""
     block = inline(block, english_spell)
 
@@ -202,16 +206,29 @@ def english(block: str, british: bool, inline: Callable[[str, Callable[[str], st
         spoken = _clock(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), ampm)
         return spoken + sentence_end(m, m.group(5)) if spoken else m.group(0)
 
-    def ampm(m: re.Match[str]) -> str:
-        return f"{m.group(1)} {m.group(2).upper()}M" + sentence_end(m, m.group(3))
+    def ampm(m: re.Match[str]) -> list[tuple[int, int] | str]:
+        return [m.span(1), f" {m.group(2).upper()}M" + sentence_end(m, m.group(3))]
 
-    def unit(m: re.Match[str]) -> str:
+    def phone(m: re.Match[str]) -> list[tuple[int, int] | str]:
+        """Digit by digit, each digit keeping its own place."""
+        parts: list[tuple[int, int] | str] = []
+        for n in range(1, 4):
+            if parts:
+                parts.append(", ")
+            start = m.start(n)
+            for i in range(m.end(n) - start):
+                if i:
+                    parts.append(" ")
+                parts.append((start + i, start + i + 1))
+        return parts
+
+    def unit(m: re.Match[str]) -> list[tuple[int, int] | Mapped | str]:
         us, gb = _UNITS[m.group(2)]
         word = (gb if british and gb else us) if m.group(1) == "1" else None
         if word is None:
             singular = gb if british and gb else us
             word = _PLURALS.get(singular, singular + "s")
-        return f"{m.group(1)} {word}"
+        return [m.span(1), " ", cur.at(word, *m.span(2))]
 
     def abbreviation(m: re.Match[str]) -> str:
         found = m.group(1)
@@ -221,20 +238,21 @@ def english(block: str, british: bool, inline: Callable[[str, Callable[[str], st
         ends = not after or (after.isupper() and found[:3] not in _MONTH_ABBR)
         return _ENDING[found] + ("." if ends else "")
 
-    if _DIGIT.search(block):  # the number rules need a digit
-        block = _ISO_DATE.sub(iso, block)
-        block = _SLASH_DATE.sub(slashed, block)
-        block = _TIME.sub(clock, block)
-        block = _AMPM.sub(ampm, block)
-        block = _PHONE.sub(lambda m: ", ".join(" ".join(g) for g in m.groups()), block)
-        block = _UNIT_RE.sub(unit, block)
-        block = _FRACTION_RE.sub(lambda m: _FRACTIONS[m.group(1)], block)
-        block = _RANGE.sub(r"\1 to \2", block)
-        block = _NEGATIVE.sub("minus ", block)
-        block = _APPROX.sub("about ", block)
-    if "." in block:
-        block = _DOMAIN.sub(lambda m: _dots(m.group(1)), block)
-    if "/" in block:
+    if _DIGIT.search(block.text):  # the number rules need a digit
+        block = block.sub(_ISO_DATE, iso)
+        block = block.sub(_SLASH_DATE, slashed)
+        block = block.sub(_TIME, clock)
+        block = block.sub(_AMPM, ampm)
+        block = block.sub(_PHONE, phone)
+        cur = block
+        block = cur.sub(_UNIT_RE, unit)
+        block = block.sub(_FRACTION_RE, lambda m: _FRACTIONS[m.group(1)])
+        block = block.sub(_RANGE, lambda m: [m.span(1), " to ", m.span(2)])
+        block = block.sub(_NEGATIVE, "minus ")
+        block = block.sub(_APPROX, "about ")
+    if "." in block.text:
+        block = block.sub(_DOMAIN, lambda m: _dots(m.group(1)))
+    if "/" in block.text:
         for pattern, word in _SHORTHAND:
-            block = pattern.sub(word, block)
-    return _ABBREV_RE.sub(abbreviation, block) if "." in block else block
+            block = block.sub(pattern, word)
+    return block.sub(_ABBREV_RE, abbreviation) if "." in block.text else block

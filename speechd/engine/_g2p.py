@@ -35,7 +35,7 @@ from speechd.errors import InvalidRequest
 
 from ._plan import Unit
 
-__all__ = ["G2P", "build_g2p", "cost", "split_segments"]
+__all__ = ["G2P", "build_g2p", "cost", "segment_spans", "split_segments"]
 
 _ESPEAK: Final = {"e": "es", "f": "fr-fr", "h": "hi", "i": "it", "p": "pt-br"}
 #: spaCy tags of words a phrase may start with: verbs, modals, prepositions, conjunctions,
@@ -68,6 +68,8 @@ _KNOWN_PUNCT: Final = frozenset(".,;:!?'\"()-\u2014\u2013\u2019\u201c\u201d$%&+@
 _GAP_AFTER: Final = frozenset(".!?\u2026\u3002\uff01\uff1f")
 #: misaki's pronunciation markup, kept whole.
 _MARKUP = re.compile(r"\[[^\[\]]+\]\([^()]+\)\W{0,4}")
+#: ... and the word it marks (what a caption shows).
+_MARKUP_WORD = re.compile(r"\[([^\[\]\n]{1,100})\]\([^()\n]{1,202}\)")
 
 
 class G2P(Protocol):
@@ -114,9 +116,11 @@ class EnglishG2P:
                     )
                 )
             units = merged
-        # misaki may rewrite a token's text (`0'0` -> `00`); captions show the source words.
+        # misaki may rewrite a token's text (`0'0` -> `00`); captions show the source words
+        # (a pronunciation's word, not its markup).
         for unit, word in zip(units, words, strict=True):
-            unit.text = word + unit.text[len(unit.text.rstrip()) :]
+            shown = _MARKUP_WORD.sub(r"\1", word) if "](" in word else word
+            unit.text = shown + unit.text[len(unit.text.rstrip()) :]
         return units
 
     def _units(self, text: str) -> list[Unit]:
@@ -186,6 +190,24 @@ class PhraseG2P:
         self._phonemize = phonemize
 
     def units(self, text: str) -> list[Unit]:
+        if "](" not in text:
+            return self._phrases(text)
+        # Pronunciation markup (what misaki reads for English) read here: a word given its
+        # phonemes is a unit of its own; any other markup (stress) leaves the word as it is.
+        units: list[Unit] = []
+        pos = 0
+        for m in _PHONEME_MARKUP.finditer(text):
+            phonemes = m.group(2)
+            if phonemes is None:
+                continue
+            units += self._phrases(_words_of(text[pos : m.start()]))
+            gap = text[m.end() : m.end() + 1]
+            units.append(Unit(m.group(1) + (" " if gap.isspace() else ""), phonemes.strip() + " "))
+            pos = m.end()
+        units += self._phrases(_words_of(text[pos:]))
+        return units
+
+    def _phrases(self, text: str) -> list[Unit]:
         units: list[Unit] = []
         for match in _pieces(text, self._PHRASE):
             piece = match.strip()
@@ -194,6 +216,15 @@ class PhraseG2P:
                 gap = match[len(match.rstrip()) :]
                 units.append(Unit(piece + gap, phonemes + (" " if gap else "")))
         return units
+
+
+#: Pronunciation markup: `[word](/phonemes/)` (group 2), or other markup (stress: no group 2).
+_PHONEME_MARKUP = re.compile(r"\[([^\[\]\n]{1,100})\]\((?:/([^/\n()]{1,200})/|[^()\n]{1,100})\)")
+
+
+def _words_of(text: str) -> str:
+    """Text without stress markup (the words it marks)."""
+    return _PHONEME_MARKUP.sub(lambda m: m.group(1), text) if "](" in text else text
 
 
 def _pieces(text: str, phrase: re.Pattern[str]) -> Iterator[str]:
@@ -290,10 +321,16 @@ def _spacy_model() -> Iterator[None]:
 
 
 def split_segments(text: str, *, first: bool = False) -> list[str]:
-    """Cut one line of normalised text into G2P-sized segments, each ending at the last
-    sentence end that fits (else the last word that fits): at most `_SEGMENT_CHARS`
-    characters (`_FIRST_SEGMENT_CHARS` for the text's first) and `_SEGMENT_COST` units."""
-    out: list[str] = []
+    """Cut one line of normalised text into G2P-sized segments (see `segment_spans`)."""
+    return [text[a:b] for a, b in segment_spans(text, first=first)]
+
+
+def segment_spans(text: str, *, first: bool = False) -> list[tuple[int, int]]:
+    """Where to cut one line of normalised text into G2P-sized segments, each ending at the
+    last sentence end that fits (else the last word that fits): at most `_SEGMENT_CHARS`
+    characters (`_FIRST_SEGMENT_CHARS` for the text's first) and `_SEGMENT_COST` units.
+    [start, end) of each, stripped, none empty."""
+    out: list[tuple[int, int]] = []
     pos = len(text) - len(text.lstrip())
     limit = _FIRST_SEGMENT_CHARS if first else _SEGMENT_CHARS
     while pos < len(text):
@@ -312,9 +349,15 @@ def split_segments(text: str, *, first: bool = False) -> list[str]:
         if fits < 0:  # one word longer than the window (no spaces): cut by characters
             fits = end
         cut = fits if fits == len(text) or gap < 0 else gap
-        out.append(text[pos:cut].strip())
+        a, b = pos, cut
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
         pos = cut
         while pos < len(text) and text[pos].isspace():
             pos += 1
         limit = _SEGMENT_CHARS
-    return [segment for segment in out if segment]
+    return out

@@ -58,6 +58,10 @@ def load_engine(config: EngineConfig) -> Engine:
         )
     vocab = _read_vocab(folder)
     engine = Engine(_load_runtime(config, folder), folder, voices, vocab)
+    try:
+        engine.use_lexicon(config.lexicon)
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"The lexicon cannot be read: {exc}") from exc
     try:  # the default voice's G2P now, so the first request does not wait for spaCy
         engine._g2p_for(voices.language(config.default_voice))
     except InvalidRequest as exc:

@@ -21,6 +21,13 @@ rule scans excludes the character that opens it (so no two attempts scan the sam
 what a pattern would have to backtrack over is a small scanner instead (headings, rules,
 tables, code spans). misaki's inline pronunciation markup, `[word](/phonemes/)`, is kept for
 English.
+
+Text travels as `Mapped` (`_mapped`): every character knows the characters of the raw text it
+came from, so the words spoken map back to what the user sent (a rule's output maps to its
+whole match; what a rule keeps, a link's text say, keeps its own place).
+
+`normalize=False` on a request skips all of this but the cleaning a G2P needs (control and
+odd-space characters, words cut at 48 characters): `read_raw_slice`.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 import msgspec
 
-from ._english import EMAIL, URL, english, neutral_spell
+from ._inline import LONG_RUN, MULTI_SPACE, SPAN, WORD_CHARS, normalize_piece, split_run
+from ._mapped import Mapped
 
 __all__ = [
     "CLOSERS",
@@ -45,13 +53,10 @@ __all__ = [
     "clean_line",
     "lines",
     "normalize_piece",
+    "read_raw_slice",
     "read_slice",
 ]
 
-#: The most characters an inline span (link text, emphasis, code, a tag) may hold.
-SPAN: Final = 300
-#: No word (a run without spaces) handed to a G2P is longer than this.
-WORD_CHARS: Final = 48
 #: Combining marks kept on one character (Unicode's canonical reordering is quadratic).
 _MAX_MARKS: Final = 16
 
@@ -82,36 +87,51 @@ _EMOJI = re.compile(
 )
 
 
-def clean_line(line: str) -> str:
+def clean_line(line: Mapped) -> Mapped:
     """One line (no line break) of pasted text: entities decoded, NFC, no control, zero-width
     or odd-space characters, no emoji; a line break an entity decodes to becomes a space."""
-    if "&" in line:
-        line = _ENTITY.sub(lambda m: html.unescape(m.group(0)), line)
-    if line.isascii():
-        return line.translate(_ASCII_CONTROL)
-    line = unicodedata.normalize("NFC", _cap_marks(line))
-    line = _EMOJI.sub(" ", _SPACES.sub(" ", _ZERO_WIDTH.sub("", line)))
+    if "&" in line.text:
+        line = line.sub(_ENTITY, lambda m: html.unescape(m.group(0)))
+    if line.text.isascii():
+        if line.text.translate(_ASCII_CONTROL) == line.text:
+            return line
+        return line.keep(lambda c: _ASCII_CONTROL.get(ord(c), c))
+    line = _nfc(_cap_marks(line))
+    line = line.sub(_ZERO_WIDTH, "").sub(_SPACES, " ").sub(_EMOJI, " ")
     # Control, format, unassigned and private-use characters (the last are our placeholders).
-    return "".join(
-        " " if c in _BREAK_CHARS else c
-        for c in line
-        if c in _BREAK_CHARS or unicodedata.category(c)[0] != "C"
-    )
+    return line.keep(_visible)
 
 
-def _cap_marks(text: str) -> str:
+def _visible(c: str) -> str | None:
+    if c in _BREAK_CHARS:
+        return " "
+    return c if unicodedata.category(c)[0] != "C" else None
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def _nfc(line: Mapped) -> Mapped:
+    """NFC, word by word (no canonical composition or reordering crosses a space), so a
+    word that changes maps to itself."""
+    if unicodedata.is_normalized("NFC", line.text):
+        return line
+    return line.sub(_TOKEN, lambda m: unicodedata.normalize("NFC", m.group(0)))
+
+
+def _cap_marks(text: Mapped) -> Mapped:
     """At most `_MAX_MARKS` combining marks in a row (what NFC must sort stays small)."""
-    out: list[str] = []
     run = 0
-    for c in text:
+
+    def wanted(c: str) -> str | None:
+        nonlocal run
         if unicodedata.combining(c):
             run += 1
-            if run > _MAX_MARKS:
-                continue
-        else:
-            run = 0
-        out.append(c)
-    return "".join(out)
+            return None if run > _MAX_MARKS else c
+        run = 0
+        return c
+
+    return text.keep(wanted)
 
 
 # ---------------------------------------------------------------- markdown blocks
@@ -146,20 +166,21 @@ class Carry(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=
 class Piece(NamedTuple):
     """A block (or a slice of one) normalised: one line of text, maybe empty."""
 
-    text: str
+    text: Mapped
     #: It ends its block; then `raw_end` is where the block ends in the raw text (a letter or
     #: digit after it earns the block a closing `.`).
     final: bool
     raw_end: int
 
 
-def _heading(line: str) -> str | None:
-    hashes = len(line) - len(line.lstrip("#"))
-    if not 1 <= hashes <= 6 or len(line) == hashes or not line[hashes].isspace():
+def _heading(line: Mapped) -> Mapped | None:
+    raw = line.text
+    hashes = len(raw) - len(raw.lstrip("#"))
+    if not 1 <= hashes <= 6 or len(raw) == hashes or not raw[hashes].isspace():
         return None
     text = line[hashes:].strip()
     bare = text.rstrip("#")
-    if bare != text and bare[-1:].isspace():  # a closing run of `#`
+    if bare.text != text.text and bare.text[-1:].isspace():  # a closing run of `#`
         text = bare.rstrip()
     return text
 
@@ -188,8 +209,8 @@ class _Reader:
 
     def __init__(self, carry: Carry) -> None:
         self.fence = carry.fence
-        self.blocks: list[tuple[str, bool, int]] = []  # (markup-level text, final, raw end)
-        self.para: list[str] = []
+        self.blocks: list[tuple[Mapped, bool, int]] = []  # (markup-level text, final, raw end)
+        self.para: list[Mapped] = []
         self.para_end = 0
         #: The open paragraph began before this slice (its first part is already out).
         self.continued = carry.open == 1
@@ -201,7 +222,7 @@ class _Reader:
         """After the last line: would the next line start a new block, whatever it says?"""
         return not (self.para or self.continued) or not joins(self.tail, self.length)
 
-    def line(self, raw: str, raw_end: int, *, whole: bool) -> None:
+    def line(self, raw: Mapped, raw_end: int, *, whole: bool) -> None:
         """A cleaned line; `whole` False: only its start, the slice ends inside it."""
         resume, self._resume = self._resume, 0
         if resume == 2:  # the rest of a fenced line
@@ -211,7 +232,7 @@ class _Reader:
             text = raw.rstrip() if whole else raw
             self._append(text.strip(), raw_end, self.length + len(text))
             return
-        if _FENCE.match(raw):
+        if _FENCE.match(raw.text):
             self._flush()
             self.fence = not self.fence
             return
@@ -219,11 +240,12 @@ class _Reader:
             self._flush()
             self.blocks.append((raw, whole, raw_end))
             return
-        quote = _QUOTE.match(raw)
+        quote = _QUOTE.match(raw.text)
         line = (raw[quote.end() :] if quote else raw).lstrip()
         shown = line.rstrip() if whole else line  # `length` counts the spaces before a cut
         line = line.rstrip()
-        if not line or (whole and (_is_rule(line) or _is_table_rule(line) or _REF_DEF.match(line))):
+        bare = line.text
+        if not bare or (whole and (_is_rule(bare) or _is_table_rule(bare) or _REF_DEF.match(bare))):
             self._flush()
             return
         heading = _heading(line)
@@ -234,33 +256,32 @@ class _Reader:
             else:
                 self._append(heading, raw_end, len(shown))
             return
-        if whole and line.startswith("|") and line.endswith("|") and len(line) > 1:
+        if whole and bare.startswith("|") and bare.endswith("|") and len(bare) > 1:
             self._flush()
-            cells = ", ".join(c.strip() for c in line[1:-1].split("|") if c.strip())
-            self.blocks.append((cells, True, raw_end))
+            self.blocks.append((_cells(line), True, raw_end))
             return
-        item = _BULLET.match(line)
+        item = _BULLET.match(bare)
         if item:
             self._flush()
             text = line[item.end() :]
             self._append(text, raw_end, len(shown) - item.end())
             return
-        if _ORDERED.match(line) or (
+        if _ORDERED.match(bare) or (
             (self.para or self.continued) and not joins(self.tail, self.length)
         ):
             self._flush()
         self._append(line, raw_end, len(shown))
 
-    def _append(self, text: str, raw_end: int, length: int) -> None:
-        if text:
+    def _append(self, text: Mapped, raw_end: int, length: int) -> None:
+        if text.text:
             self.para.append(text)
-            self.tail = text.rstrip(CLOSERS)[-1:]
+            self.tail = text.text.rstrip(CLOSERS)[-1:]
         self.length = length
         self.para_end = raw_end
 
     def _flush(self, final: bool = True) -> None:
         if self.para or self.continued:
-            self.blocks.append((" ".join(self.para), final, self.para_end))
+            self.blocks.append((Mapped.join(" ", self.para), final, self.para_end))
         self.para = []
         self.continued = False
 
@@ -275,6 +296,21 @@ class _Reader:
         return Carry(False, 1, self.length, self.tail)
 
 
+def _cells(line: Mapped) -> Mapped:
+    """A table row `| a | b |` read as `a, b`."""
+    cells: list[Mapped] = []
+    pos = 1
+    inner = len(line) - 1
+    while pos <= inner:
+        bar = line.text.find("|", pos, inner)
+        end = inner if bar < 0 else bar
+        cell = line[pos:end].strip()
+        if cell.text:
+            cells.append(cell)
+        pos = end + 1
+    return Mapped.join(", ", cells) if cells else Mapped("", offset=line.point(0))
+
+
 def lines(raw: str, start: int, end: int) -> Iterable[tuple[int, int, int]]:
     """(start, end, next start) of each line of raw[start:end]; the last one may be open
     (next start == end and no break after it)."""
@@ -287,18 +323,46 @@ def lines(raw: str, start: int, end: int) -> Iterable[tuple[int, int, int]]:
 
 
 def read_slice(
-    raw: str, start: int, end: int, carry: Carry, lang: str, *, inside: bool
+    raw: str, start: int, end: int, carry: Carry, lang: str, *, inside: bool, origin: int = 0
 ) -> tuple[list[Piece], Carry]:
     """Normalise raw[start:end], a slice that begins where `carry` says and ends at a block
-    boundary (or the end of the text) or, `inside`, inside a line."""
+    boundary (or the end of the text) or, `inside`, inside a line. `origin`: where raw[0]
+    is in the text the pieces' maps point into."""
     reader = _Reader(carry)
     for line_start, line_end, following in lines(raw, start, end):
         whole = not inside or following < end or line_end < end
-        reader.line(clean_line(raw[line_start:line_end]), line_end, whole=whole)
+        line = Mapped.of(raw[line_start:line_end], origin + line_start)
+        reader.line(clean_line(line), line_end, whole=whole)
     carry = reader.finish(inside)
     return [
         Piece(normalize_piece(text, lang), final, raw_end) for text, final, raw_end in reader.blocks
     ], carry
+
+
+def read_raw_slice(
+    raw: str, start: int, end: int, *, inside: bool, origin: int = 0
+) -> list[Piece]:
+    """raw[start:end] for a request that asked for no normalisation: one piece per line,
+    each a block (`inside`: the last line goes on in the next slice); only control and odd
+    space characters go and words are cut at `WORD_CHARS`, so a G2P gets what it can read."""
+    pieces = []
+    for line_start, line_end, following in lines(raw, start, end):
+        whole = not inside or following < end or line_end < end
+        line = Mapped.of(raw[line_start:line_end], origin + line_start)
+        pieces.append(Piece(_bare(line), whole, line_end))
+    return pieces
+
+
+def _bare(line: Mapped) -> Mapped:
+    line = line.sub(_SPACES, " ")
+    if not line.text.isascii():
+        line = line.keep(_visible)
+    elif line.text.translate(_ASCII_CONTROL) != line.text:
+        line = line.keep(lambda c: _ASCII_CONTROL.get(ord(c), c))
+    text = line.sub(MULTI_SPACE, " ").strip()
+    if len(text) > WORD_CHARS:
+        text = text.sub(LONG_RUN, lambda m: split_run(m, markup=True))
+    return text
 
 
 def block_state(
@@ -307,121 +371,6 @@ def block_state(
     """For each whole line: (where the next line starts, whether a block ends there)."""
     reader = _Reader(carry)
     for line_start, line_end, following in lines_:
-        reader.line(clean_line(raw[line_start:line_end]), line_end, whole=True)
+        line = clean_line(Mapped.of(raw[line_start:line_end], line_start))
+        reader.line(line, line_end, whole=True)
         yield following, reader.boundary()
-
-
-# ---------------------------------------------------------------- inline markdown
-
-_LINK_TARGET = r"\([^()\s]{0,512}(?:\s{1,8}\"[^\"\n]{0,300}\")?\)"
-_IMAGE = re.compile(r"!\[([^\[\]\n]{0,300})\]" + _LINK_TARGET)
-_PRONOUNCE = re.compile(
-    r"\[[^\[\]\n]{1,100}\]\((?:/[^/\n()]{1,200}/|[+-]?\d{1,2}(?:\.\d{1,2})?|#[^#\n()]{1,100}#)\)"
-)
-_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]" + _LINK_TARGET)
-_REF_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\[[^\[\]\n]{0,100}\]")
-_AUTOLINK = re.compile(r"<((?:https?://|mailto:)[^<>\s]{1,512}|[^<>@\s]{1,64}@[^<>@\s]{1,255})>")
-_TICKS = re.compile(r"`+")
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]{0,30}(?:\s[^<>]{0,300})?/?>")
-# Emphasis holds no character of its own marker, so an attempt ends at the next marker.
-_EMPHASIS = (
-    ("**", re.compile(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")),
-    ("__", re.compile(r"__(?=\S)([^_\n]{1,300}?)(?<=\S)__")),
-    ("~~", re.compile(r"~~(?=\S)([^~\n]{1,300}?)(?<=\S)~~")),
-    ("*", re.compile(r"(?<![\w*])\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*(?![\w*])")),
-    ("_", re.compile(r"(?<![\w_])_(?=\S)([^_\n]{1,300}?)(?<=\S)_(?![\w_])")),
-)
-_URL_HINT = re.compile(r"://|www\.", re.IGNORECASE)
-_TRAILING = ".,;:!?)]}'\""
-_REPEATED = re.compile(r"([!?])\1+|(\.)\.{3,}")
-_SHIELDED = re.compile(r"\ue000(\d{1,6})\ue001")
-_MULTI_SPACE = re.compile(r" {2,}")
-_SPACE_BEFORE_PUNCT = re.compile(r" ([,.!?;:…](?:\s|$))")
-_LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CHARS + 1},}}")
-
-
-def _code_spans(block: str) -> str:
-    """`code` -> code: a run of backticks opens a span the next run of the same length
-    closes, at most SPAN characters on (CommonMark's rule, in one pass)."""
-    runs = [(m.start(), m.end()) for m in _TICKS.finditer(block)]
-    if len(runs) < 2:
-        return block
-    closer: list[int | None] = [None] * len(runs)
-    seen: dict[int, int] = {}
-    for i in range(len(runs) - 1, -1, -1):
-        width = runs[i][1] - runs[i][0]
-        closer[i] = seen.get(width)
-        seen[width] = i
-    out: list[str] = []
-    pos = i = 0
-    while i < len(runs):
-        j = closer[i]
-        if j is not None and 0 < runs[j][0] - runs[i][1] <= SPAN:
-            out += (block[pos : runs[i][0]], block[runs[i][1] : runs[j][0]].strip())
-            pos = runs[j][1]
-            i = j + 1
-        else:
-            i += 1
-    out.append(block[pos:])
-    return "".join(out)
-
-
-def inline(block: str, spell: Callable[[str], str]) -> str:
-    """Strip inline markup; URLs and e-mails go through `spell`, shielded from the rest."""
-    kept: list[str] = []
-
-    def shield(text: str) -> str:
-        kept.append(text)
-        return f"\ue000{len(kept) - 1}\ue001"
-
-    if "<" in block:
-        block = _AUTOLINK.sub(lambda m: m.group(1).removeprefix("mailto:"), block)
-    if "[" in block:
-        block = _PRONOUNCE.sub(lambda m: shield(m.group(0)), block)
-        block = _IMAGE.sub(lambda m: m.group(1), block)
-        block = _LINK.sub(lambda m: m.group(1), block)
-        block = _REF_LINK.sub(lambda m: m.group(1), block)
-    if "`" in block:
-        block = _code_spans(block)
-    if "<" in block:
-        block = _TAG.sub(" ", block)
-
-    def url(m: re.Match[str]) -> str:
-        found = m.group(0)
-        core = found.rstrip(_TRAILING)
-        return shield(spell(core)) + found[len(core) :]
-
-    if _URL_HINT.search(block):
-        block = URL.sub(url, block)
-    if "@" in block:
-        block = EMAIL.sub(lambda m: shield(spell(m.group(0))), block)
-    for marker, pattern in _EMPHASIS:
-        if marker in block:
-            block = pattern.sub(lambda m: m.group(1), block)
-    block = _REPEATED.sub(lambda m: m.group(1) or "...", block)
-    return _SHIELDED.sub(lambda m: kept[int(m.group(1))], block) if kept else block
-
-
-def _split_run(m: re.Match[str]) -> str:
-    run = m.group(0)
-    if len(run) <= 3 * SPAN // 2 and _PRONOUNCE.search(run):
-        return run  # pronunciation markup is read as a whole
-    pieces = []
-    i = 0
-    while i < len(run):
-        j = min(i + WORD_CHARS, len(run))
-        while j < len(run) and unicodedata.combining(run[j]):
-            j += 1
-        pieces.append(run[i:j])
-        i = j
-    return " ".join(pieces)
-
-
-def normalize_piece(text: str, lang: str) -> str:
-    """A block (or a slice of one cut where no rule can span the cut), normalised."""
-    english_ = lang in ("a", "b")  # else the language-neutral steps only
-    text = english(text, lang == "b", inline) if english_ else inline(text, neutral_spell)
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", _MULTI_SPACE.sub(" ", text)).strip()
-    if lang not in ("j", "z") and len(text) > WORD_CHARS:  # they are written without spaces
-        text = _LONG_RUN.sub(_split_run, text)
-    return text

@@ -29,7 +29,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-from ._timing import Span, word_spans
+from ._timing import NO_SOURCE, Span, word_spans
 
 __all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Chunker", "Unit", "iter_chunks"]
 
@@ -42,12 +42,19 @@ MODEL_MAX_TOKENS: Final = 510
 class Chunk(msgspec.Struct, frozen=True):
     """One unit of synthesis: its source text (a caption), the phonemes the model reads, and
     its units' places in those phonemes (`words`: words in English, else phrases; see
-    `_timing`)."""
+    `_timing`).
+
+    From the front end's markup (SSML): `rate` multiplies the cast's speed for this chunk
+    (`prosody rate`); `pause_ms` is silence after its speech and `lead_ms` silence before it
+    (`break`: a chunk never spans one, so a pause is always between two chunks' speech)."""
 
     index: int
     text: str
     phonemes: str
     words: tuple[Span, ...] = ()
+    rate: float = 1.0
+    pause_ms: int = 0
+    lead_ms: int = 0
 
     @property
     def tokens(self) -> int:
@@ -222,6 +229,7 @@ class Boundary(IntEnum):
     COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
     CLAUSE = 3  # ; :
     SENTENCE = 4  # . ! ? … before a capital, or the end of a block
+    BREAK = 5  # a pause or a change of rate (markup): no chunk spans it
 
 
 @dataclass(slots=True)
@@ -237,6 +245,14 @@ class Unit:
     binds_next: bool = False
     #: The last unit of a block (paragraph, heading, list item).
     block_end: bool = False
+    #: Where its text is in the input as sent, [begin, end) (`_timing.NO_SOURCE`: unknown).
+    source: tuple[int, int] = NO_SOURCE
+    #: Markup units have no phonemes: a pause (`break`) of this many ms, or a named point
+    #: (`mark`).
+    pause_ms: int = 0
+    mark: str = ""
+    #: The speed factor its text is read at (`prosody rate`): chunks never mix two.
+    rate: float = 1.0
 
 
 _CLOSERS: Final = "\"')]}\u201d\u2019\u00bb"
@@ -269,6 +285,21 @@ def _boundary(unit: Unit, following: Unit | None, end: Boundary = Boundary.SENTE
     if unit.binds_next:
         return Boundary.TIGHT
     return Boundary.PHRASE if following.phrase_start else Boundary.WORD
+
+
+def _hard_boundary(window: Sequence[Unit]) -> int | None:
+    """The units before the first hard boundary in `window` (a pause after speech, or a
+    unit read at another rate than the first spoken one); None: there is none."""
+    rate = None
+    for i, unit in enumerate(window):
+        if unit.phonemes.strip():
+            if rate is None:
+                rate = unit.rate
+            elif unit.rate != rate:
+                return i
+        elif unit.pause_ms and rate is not None:
+            return i
+    return None
 
 
 def _join(units: Iterable[Unit]) -> tuple[str, str, tuple[Span, ...]]:
@@ -367,6 +398,8 @@ class Chunker:
         #: Units taken into chunks (or dropped in a chunk without phonemes), in all.
         self.taken = 0
         self._truncated = False
+        #: Silence owed before the next chunk's speech (a pause with no speech before it).
+        self._lead_ms = 0
 
     def push(self, unit: Unit) -> None:
         self.window.append(unit)
@@ -402,21 +435,32 @@ class Chunker:
         unit is that good a place to cut.
         """
         while self.window:
-            budget = self.budget
-            if end is None and (self.window_tokens <= budget + 1 or len(self.window) < 2):
-                return None
             window = self.window
-            # One more unit than fits, so the boundary after the last candidate is known.
+            while window and window[0].pause_ms and not window[0].phonemes.strip():
+                # A pause before any speech in the window: silence before the next chunk.
+                self._lead_ms += window.pop(0).pause_ms
+                self.taken += 1
+            if not window:
+                return None
+            budget = self.budget
+            hard = _hard_boundary(window)
+            if hard is None and end is None and (
+                self.window_tokens <= budget + 1 or len(window) < 2
+            ):
+                return None
+            # One more unit than fits, so the boundary after the last candidate is known; a
+            # hard boundary (a pause, a change of rate) ends the candidates as the text's end.
+            region, region_end = (window, end) if hard is None else (window[:hard], Boundary.BREAK)
             costs: list[int] = []
             marks: list[Boundary] = []
             total = 0
-            for i, unit in enumerate(window):
+            for i, unit in enumerate(region):
                 total += len(unit.phonemes)
-                following = window[i + 1] if i + 1 < len(window) else None
-                if following is None and end is None:
+                following = region[i + 1] if i + 1 < len(region) else None
+                if following is None and region_end is None:
                     break
                 costs.append(total - (1 if unit.phonemes.endswith(" ") else 0))
-                marks.append(_boundary(unit, following, end or Boundary.SENTENCE))
+                marks.append(_boundary(unit, following, region_end or Boundary.SENTENCE))
                 if costs[-1] > budget:
                     break
             policy = self.policy
@@ -424,7 +468,8 @@ class Chunker:
                 _cut_first if self.index == 0 else _cut_sentence if self.index == 1 else _cut_fill
             )
             cut = cutter(costs, marks, policy, budget)
-            # Units without phonemes (a stray symbol) ride along with the chunk before them.
+            # Units without phonemes (a stray symbol, a pause, a mark) ride along with the
+            # chunk before them.
             riders = 0
             while cut < len(window) and riders < _RIDE_ALONG and not window[cut].phonemes.strip():
                 cut += 1
@@ -436,12 +481,24 @@ class Chunker:
             self.window_tokens -= sum(len(u.phonemes) for u in taken)
             self.taken += len(taken)
             text, phonemes, words = _join(taken)
-            if not phonemes:  # only stray symbols: nothing to say
+            pause_ms = sum(u.pause_ms for u in taken)
+            if not phonemes:  # only stray symbols: nothing to say (a pause waits for speech)
+                self._lead_ms += pause_ms
                 continue
             truncated = _truncate(phonemes, policy.limit_tokens, quiet=self._truncated)
             self._truncated |= truncated != phonemes  # said once per plan, not per chunk
             phonemes = truncated
-            chunk = Chunk(index=self.index, text=text, phonemes=phonemes, words=words)
+            rate = next((u.rate for u in taken if u.phonemes.strip()), 1.0)
+            lead_ms, self._lead_ms = self._lead_ms, 0
+            chunk = Chunk(
+                index=self.index,
+                text=text,
+                phonemes=phonemes,
+                words=words,
+                rate=rate,
+                pause_ms=pause_ms,
+                lead_ms=lead_ms,
+            )
             self.buffered_s = policy.after(self.index, self.buffered_s, len(phonemes))
             self.index += 1
             return chunk

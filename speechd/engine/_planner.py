@@ -20,6 +20,13 @@ same text, policy and code, continues from with exactly the chunks this one make
 slice the next unit comes from (raw offsets, how it ends, the `Carry` it starts with, a CRC of
 its text), the units of it already in chunks, and the chunker's `index` and `buffered_s`.
 
+**SSML** (`ssml=True`, a closed text): the planner plans what `_document.Document` makes of
+the document, a bounded piece per step as the plan needs it; slices are cut at each event's
+sentinel, and an event is a slice of its own whose unit (a pause, a mark) goes to the chunker
+between the units around it. Positions count in that text, which the same document always
+makes the same. `normalize=False` reads text with `read_raw_slice` (no normalisation); a
+`lexicon` rewrites each normalised piece before G2P. Every unit carries its `source`.
+
 **Live text.** `feed` pieces, then `close`. Slices end only where what has arrived allows (a
 block, sentence or clause end; a word once the waiting text fills a chunk); text after the
 last such place waits, unless `flush` is called (or `step` is told the input has been idle
@@ -43,10 +50,14 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from ._g2p import G2P, split_segments
-from ._normalize import Carry, Piece, read_slice
+from ._document import Document, place_units
+from ._g2p import G2P, segment_spans
+from ._lexicon import Lexicon
+from ._mapped import Mapped
+from ._normalize import SPAN, Carry, Piece, read_raw_slice, read_slice
 from ._plan import Boundary, Chunk, Chunker, ChunkPolicy, Unit
-from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum
+from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum, needs_dot
+from ._ssml import SENTINEL, Event
 
 __all__ = ["PlanStatus", "PlanStep", "Planner"]
 
@@ -106,11 +117,12 @@ class _Slice:
 @dataclass(slots=True)
 class _Segment:
     slice: _Slice
-    text: str
+    text: Mapped
     final: bool  # its last unit ends a block
     dot_at: int | None  # a closing `.` depends on whether text follows this raw offset
     opens: bool  # the slice's first
     closes: bool  # the slice's last
+    event: Event | None = None  # an event's slice: its one unit (a pause, a mark) or none
 
 
 class Planner:
@@ -126,8 +138,19 @@ class Planner:
         position: str | None = None,
         flush_s: float = FLUSH_S,
         slice_chars: int = SLICE_CHARS,
+        ssml: bool = False,
+        normalize: bool = True,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self._g2p = g2p
+        self._normalize = normalize
+        self._lexicon = lexicon
+        self._doc: Document | None = None
+        if ssml:
+            if not done:
+                raise ValueError("SSML is planned whole: a live text is plain")
+            self._doc = Document(text, g2p.lang)
+            text, done = "", False  # the document's text comes as the plan needs it
         self._lang = g2p.lang
         self._policy = policy or ChunkPolicy()
         self._flush_s = flush_s
@@ -234,7 +257,7 @@ class Planner:
 
     def chunks(self) -> Iterator[Chunk]:
         """Every chunk of a closed text, stepping as needed."""
-        if not self._closed:
+        if not self._closed and self._doc is None:
             raise ValueError("chunks() plans a closed text: close() the input first")
         while True:
             step = self.step()
@@ -286,13 +309,15 @@ class Planner:
         slice, the text already in chunks included (a 340-character text read as one slice
         still counted all 340 once its first two chunks were cut)."""
         unread = sum(len(s.text) for s in self._segments) + max(self._received - self._cursor, 0)
+        if self._doc is not None:
+            unread += self._doc.left  # about a character of text per character of SSML
         return self._chunker.window_tokens + unread * _TOKENS_PER_CHAR
 
     def _unread(self) -> Iterator[str]:
         """The text not read by the G2P yet, in order: its queued segments (normalised), then
         the raw text not sliced yet."""
         for segment in self._segments:
-            yield segment.text
+            yield segment.text.text
         yield self._buf[max(self._cursor - self._base, 0) :]
         yield from self._pending
 
@@ -354,6 +379,14 @@ class Planner:
     def _slice(self) -> bool:
         """Normalise the next slice; False when there is none to cut (yet)."""
         cursor, received = self._cursor, self._received
+        doc = self._doc
+        if doc is not None:
+            doc.forget(cursor)  # no segment is queued: what is before the cursor is planned
+        if doc is not None and not doc.done and received <= cursor + self._slice_chars + SPAN:
+            self.feed(doc.read())  # the document's next piece first: read as needed
+            if doc.done:
+                self.close()
+            return True
         if cursor >= received:
             return False
         if self._until is not None:
@@ -370,47 +403,78 @@ class Planner:
         else:
             stop = min(cursor + self._slice_chars, received)
             buf = self._text(stop)
-            live = not self._closed and stop == received
-            flushing = live and self._flush_at == received
-            tokens = self._chunker.window_tokens + (received - cursor) * _TOKENS_PER_CHAR
-            cut = find_cut(
-                buf,
-                cursor - self._base,
-                stop - self._base,
-                self._carry,
-                complete=self._closed and stop == received,
-                live=live,
-                fill=tokens > self._chunker.budget + 1,
-                flush=flushing,
-            )
+            cut = self._at_event(buf, cursor, stop) if doc is not None else None
             if cut is None:
-                return False
-            end, kind = cut[0] + self._base, cut[1]
+                live = not self._closed and stop == received
+                flushing = live and self._flush_at == received
+                tokens = self._chunker.window_tokens + (received - cursor) * _TOKENS_PER_CHAR
+                cut = find_cut(
+                    buf,
+                    cursor - self._base,
+                    stop - self._base,
+                    self._carry,
+                    complete=self._closed and stop == received,
+                    live=live,
+                    fill=tokens > self._chunker.budget + 1,
+                    flush=flushing,
+                )
+                if cut is None:
+                    return False
+                cut = (cut[0] + self._base, cut[1])
+            end, kind = cut
         lo, hi = cursor - self._base, end - self._base
-        pieces, carry = read_slice(buf, lo, hi, self._carry, self._lang, inside=kind < Cut.BLOCK)
         sl = _Slice(cursor, end, kind, self._carry, zlib.crc32(buf[lo:hi].encode()))
         self._slices.append(sl)
+        if doc is not None and buf[lo] == SENTINEL:  # an event: a slice of its own
+            self._cursor = end
+            self._segments.append(
+                _Segment(sl, Mapped("", offset=cursor), False, None, True, True, doc.event(cursor))
+            )
+            return True
+        if self._normalize:
+            inside = kind < Cut.BLOCK
+            pieces, carry = read_slice(
+                buf, lo, hi, self._carry, self._lang, inside=inside, origin=self._base
+            )
+        else:
+            pieces = read_raw_slice(buf, lo, hi, inside=kind < Cut.BLOCK, origin=self._base)
+            carry = self._carry
         self._cursor, self._carry = end, carry
         self._queue(sl, pieces, self._base)
         return True
+
+    def _at_event(self, buf: str, cursor: int, stop: int) -> tuple[int, Cut] | None:
+        """The cut an event forces within raw[cursor:stop]: after its sentinel when the
+        sentinel is next, else before it (a block's end when a line ends there, else inside
+        the block, which goes on after the event); None when none is in reach."""
+        lo = cursor - self._base
+        if buf[lo] == SENTINEL:
+            return cursor + 1, Cut.FORCED
+        found = buf.find(SENTINEL, lo, stop - self._base)
+        if found < 0:
+            return None
+        return found + self._base, Cut.BLOCK if buf[found - 1] == "\n" else Cut.FORCED
 
     def _queue(self, sl: _Slice, pieces: list[Piece], base: int) -> None:
         """Queue the slice's segments (`base`: the raw offset of the pieces' `raw_end` 0)."""
         queued: list[_Segment] = []
         for piece in pieces:
-            if not any(c.isalnum() for c in piece.text):
+            if not any(c.isalnum() for c in piece.text.text):
                 continue  # as normalize_text drops it
+            text = self._lexicon.apply(piece.text) if self._lexicon else piece.text
             # The text's first segment is short, so the first chunk comes quickly.
-            parts = split_segments(piece.text, first=sl.start == 0 and not queued)
-            needs_dot = piece.final and closing(piece.text, True) != piece.text
-            dot_at = piece.raw_end + base if needs_dot else None
-            for i, part in enumerate(parts):
-                last = i == len(parts) - 1
+            spans = segment_spans(text.text, first=sl.start == 0 and not queued)
+            dot = self._normalize and piece.final and needs_dot(text.text)
+            dot_at = piece.raw_end + base if dot else None
+            for i, (a, b) in enumerate(spans):
+                last = i == len(spans) - 1
                 queued.append(
-                    _Segment(sl, part, piece.final and last, dot_at if last else None, False, False)
+                    _Segment(
+                        sl, text[a:b], piece.final and last, dot_at if last else None, False, False
+                    )
                 )
         if not queued:
-            queued.append(_Segment(sl, "", False, None, False, False))
+            queued.append(_Segment(sl, Mapped("", offset=sl.start), False, None, False, False))
         queued[0].opens = True
         queued[-1].closes = True
         self._segments.extend(queued)
@@ -436,8 +500,15 @@ class Planner:
         sl = segment.slice
         if segment.opens:
             sl.first_unit = self._made
-        units: list[Unit] = self._g2p.units(text) if text else []
-        if units:
+        if segment.event is not None:
+            units = _event_units(segment.event)
+        else:
+            units = self._g2p.units(text.text) if text.text else []
+            place_units(units, text, self._doc)
+            rate = self._doc.rate_at(sl.start) if self._doc is not None else 1.0
+            for unit in units:
+                unit.rate = rate
+        if units and segment.event is None:
             last = units[-1]
             if not last.text.endswith((" ", "\n")):
                 last.text += " "
@@ -473,3 +544,12 @@ class Planner:
         if last in (Cut.BLOCK, Cut.SENTENCE, Cut.FORCED):
             return Boundary.SENTENCE
         return Boundary.CLAUSE if last is Cut.CLAUSE else None
+
+
+def _event_units(event: Event) -> list[Unit]:
+    """The unit an event's slice makes: a pause or a mark (a change of rate makes none)."""
+    if event.pause_ms:
+        return [Unit("", "", source=event.source, pause_ms=event.pause_ms)]
+    if event.mark:
+        return [Unit("", "", source=event.source, mark=event.mark)]
+    return []

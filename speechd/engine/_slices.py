@@ -39,6 +39,7 @@ from enum import IntEnum
 from typing import Final
 
 from ._english import ABBREVIATIONS
+from ._mapped import Mapped
 from ._normalize import (
     CLOSERS,
     SPAN,
@@ -259,11 +260,14 @@ def iter_pieces(
         pos = end
 
 
-def closing(text: str, dot: bool) -> str:
+def needs_dot(text: str) -> bool:
+    """Does a block's last piece lack its closing punctuation?"""
+    return bool(text) and text.rstrip(CLOSERS)[-1:] not in TERMINAL
+
+
+def closing(text: Mapped, dot: bool) -> Mapped:
     """A block's last piece, closed with `.` when it earns one and ends without one."""
-    if dot and text and text.rstrip(CLOSERS)[-1:] not in TERMINAL:
-        return text + "."
-    return text
+    return text + "." if dot and needs_dot(text.text) else text
 
 
 def normalize_text(text: str, lang: str = "a") -> str:
@@ -280,8 +284,8 @@ def normalize_slices(text: str, lang: str, *, slice_chars: int = SLICE_CHARS) ->
     out: list[str] = []
     block: list[str] = []
     for piece, dot in iter_pieces(text, lang, slice_chars=slice_chars):
-        if any(c.isalnum() for c in piece.text):
-            block.append(closing(piece.text, dot) if piece.final else piece.text)
+        if any(c.isalnum() for c in piece.text.text):
+            block.append((closing(piece.text, dot) if piece.final else piece.text).text)
         if piece.final and block:
             out.append(" ".join(block))
             block = []

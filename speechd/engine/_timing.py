@@ -39,6 +39,7 @@ from ._runtime import SAMPLES_PER_FRAME  # 600 samples (25 ms at 24 kHz) per fra
 
 __all__ = [
     "LEAD_FRAMES",
+    "NO_SOURCE",
     "SAMPLES_PER_FRAME",
     "Span",
     "UnitKind",
@@ -68,22 +69,33 @@ def unit_kind(lang: str) -> UnitKind:
     return "word" if lang in _WORD_LANGUAGES else "phrase"
 
 
+#: The source of a unit whose place in the input is not known.
+NO_SOURCE: Final = (-1, -1)
+
+
 class Span(msgspec.Struct, frozen=True, array_like=True):
     """One unit of a chunk: its caption text and its phonemes' place in `Chunk.phonemes`,
-    characters [start, end), edge punctuation excluded."""
+    characters [start, end), edge punctuation excluded; `source`: the characters of the
+    input as sent it was read from, [begin, end). A `mark` (SSML's named point) has no text
+    and start == end: where the next unit starts."""
 
     text: str
     start: int
     end: int
+    source: tuple[int, int] = NO_SOURCE
+    mark: str = ""
 
 
 class WordTiming(msgspec.Struct, frozen=True, array_like=True):
     """One unit of a synthesized chunk: its text and where it sounds in `Synthesis.pcm`,
-    samples [start, end) (start <= end, both within the PCM, in order and not overlapping)."""
+    samples [start, end) (start <= end, both within the PCM, in order and not overlapping);
+    `source` and `mark` as its `Span` says."""
 
     text: str
     start: int
     end: int
+    source: tuple[int, int] = NO_SOURCE
+    mark: str = ""
 
 
 class UnitLike(Protocol):
@@ -91,15 +103,24 @@ class UnitLike(Protocol):
     def text(self) -> str: ...
     @property
     def phonemes(self) -> str: ...
+    @property
+    def source(self) -> tuple[int, int]: ...
+    @property
+    def mark(self) -> str: ...
 
 
 def word_spans(units: Iterable[UnitLike], phonemes: str) -> tuple[Span, ...]:
     """Where each unit's phonemes sit in `phonemes`, the units' phonemes as joined into a
     chunk (spaces collapsed, ends stripped). Units without phonemes (a stray symbol) get no
-    span; a unit not found (the chunk was truncated before it) ends the spans."""
+    span, but a mark gets an empty one where the next unit starts; a unit not found (the
+    chunk was truncated before it) ends the spans."""
     spans: list[Span] = []
     cursor = 0
     for unit in units:
+        if unit.mark:
+            at = cursor + 1 if phonemes[cursor : cursor + 1] == " " else cursor
+            spans.append(Span("", at, at, unit.source, unit.mark))
+            continue
         core = _SPACES.sub(" ", unit.phonemes.strip())
         text = unit.text.strip()
         if not core or not text:
@@ -115,7 +136,7 @@ def word_spans(units: Iterable[UnitLike], phonemes: str) -> tuple[Span, ...]:
             end -= 1
         if start == end:  # punctuation only ("—"): it shares the pause, not a word's time
             continue
-        spans.append(Span(text, start, end))
+        spans.append(Span(text, start, end, unit.source))
     return tuple(spans)
 
 
@@ -158,10 +179,13 @@ def word_timings(
         start = starts[1 + tokens[span.start]] * SAMPLES_PER_FRAME - shift
         end = starts[1 + tokens[span.end]] * SAMPLES_PER_FRAME - shift
         start = min(max(start, 0), length)
-        timings.append(WordTiming(span.text, start, min(max(end, start), length)))
-    if timings:
-        last = timings[-1]
+        end = start if span.mark else min(max(end, start), length)
+        timings.append(WordTiming(span.text, start, end, span.source, span.mark))
+    words = [i for i, t in enumerate(timings) if not t.mark]
+    if words:
+        last = timings[words[-1]]
         voiced = np.flatnonzero(np.abs(pcm[last.start : last.end]) > _SILENT)
         if voiced.size:
-            timings[-1] = WordTiming(last.text, last.start, last.start + int(voiced[-1]) + 1)
+            end = last.start + int(voiced[-1]) + 1
+            timings[words[-1]] = msgspec.structs.replace(last, end=end)
     return tuple(timings)

@@ -279,7 +279,13 @@ class Attempts:
         """The cast's plan, from its start or from `position` (ValueError if the planner
         cannot read it); not stepped yet: the loop plans it a step at a time."""
         policy = self._policy(recipe, timing)
-        make = functools.partial(open_plan, live=recipe.live, position=position)
+        make = functools.partial(
+            open_plan,
+            live=recipe.live,
+            position=position,
+            ssml=recipe.input_format == "ssml",
+            normalize=recipe.normalize,
+        )
         return await self._thread.call(make, self._engine, recipe.text, recipe.voice, policy)
 
     async def plan_failed(self, cast: Admitted, error: Exception) -> None:

@@ -188,8 +188,19 @@ def open_plan(
     *,
     live: bool = False,
     position: str | None = None,
+    ssml: bool = False,
+    normalize: bool = True,
 ) -> CastPlan:
     """A cast's plan, not stepped yet (on the engine thread: the first planner of a language
-    builds its G2P). A live cast's text comes later (`pending`); `position` resumes one."""
-    planner = engine.planner(voice, policy, text=text, done=not live, position=position)
+    builds its G2P). A live cast's text comes later (`pending`); `position` resumes one.
+    `ssml` and `normalize` say how the text is read (passed on only where they are not the
+    default, so an engine that reads plain text only still plans plain text)."""
+    reading: dict[str, bool] = {}
+    if ssml:
+        reading["ssml"] = True
+    if not normalize:
+        reading["normalize"] = False
+    planner = engine.planner(
+        voice, policy, text=text, done=not live, position=position, **reading
+    )
     return CastPlan(planner, plan_fingerprint(engine, policy), live=live)

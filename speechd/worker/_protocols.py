@@ -111,7 +111,8 @@ class EngineLike(Protocol):
         position: str | None = None,
     ) -> PlannerLike:
         """An incremental planner for `voice`'s language; ValueError for a position it
-        cannot read."""
+        cannot read. A recipe read otherwise than as plain normalised text adds `ssml=True`
+        or `normalize=False` (`open_plan`)."""
         ...
 
     def synthesize(

@@ -65,7 +65,7 @@ _FIXED_HEADERS = 512  # e a i n o d u p x, their values and the store's per-head
 # `k`: base64 of a Resume, whose encoder checkpoint holds at most TAIL_SAMPLES (16,384) s16
 # samples plus a few fields (speechd.audio._resume.Checkpoint): 44 KiB, rounded up.
 _RESUME_HEADER = 48 * 1024
-_WORD_JSON = 24  # a word's `[start_ms,end_ms,"..."]` beyond its text
+_WORD_JSON = 48  # a word's `[start_ms,end_ms,"...",[begin,end]]` beyond its text
 _MIN_RECORD_S = 0.02  # fewer samples than this per record: the store is too small to use
 _WARM_UP_CHUNKS = 4
 _WARM_UP_TEXT = (
@@ -154,7 +154,12 @@ def record_samples(
     headers = (
         _FIXED_HEADERS
         + len(text.encode())
-        + sum(2 * len(str(getattr(w, "text", "")).encode()) + _WORD_JSON for w in words)
+        + sum(
+            2 * len(str(getattr(w, "text", "")).encode())
+            + 2 * len(str(getattr(w, "mark", "")).encode())
+            + _WORD_JSON
+            for w in words
+        )
         + _RESUME_HEADER
     )
     room = min(limits.max_record_bytes - headers, limits.max_body_bytes) - _HELD_BACK

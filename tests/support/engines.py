@@ -149,9 +149,12 @@ class CostEngine:
         done: bool = False,
         position: str | None = None,
         flush_s: float = FLUSH_S,
+        ssml: bool = False,
+        normalize: bool = True,
     ) -> FakePlanner:
         """The incremental planner (`tests.support.planner`): a closed text plans as `plan`
-        does; text fed piece by piece is cut at clause ends as the real planner cuts it."""
+        does; text fed piece by piece is cut at clause ends as the real planner cuts it. The
+        cost model reads every text as plain words (`ssml` and `normalize` change nothing)."""
         if voice not in self.voices.installed:
             raise ValueError(f"unknown voice {voice!r}")
         self.plans.append((policy.rtf, policy.overhead_s, policy.max_chunk_s))

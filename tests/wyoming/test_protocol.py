@@ -24,7 +24,7 @@ from speechd.wyoming import PROGRAM
 from tests.live._support import playable, wait_done
 from tests.support.engines import VOICES
 
-from ._support import STOPPED, hear, served
+from ._support import STOPPED, Heard, hear, served
 
 TEXT = "The owl flew over the barn at midnight, and nobody saw it land."
 
@@ -188,3 +188,38 @@ async def test_audio_start_links_the_cast_when_the_public_url_is_known(
     data = heard.of("audio-start")[0].data
     assert data["cast_url"] == f"https://speech.example/c/{data['cast_id']}"
     assert heard.of(AudioStop().event().type)
+
+
+async def test_describe_answers_from_the_store_while_no_worker_is_ready(
+    store: Store, tmp_path: Path
+) -> None:
+    async with served(store, tmp_path, worker=False) as door, door.client() as client:
+        await client.write_event(Describe().event())
+        never = await hear(client)  # no worker was ever ready: nothing to list yet
+    async with served(store, tmp_path) as door:
+        # A worker was ready once (its process keeps its voices, as speechd worker does),
+        # and stopped.
+        ready = await door.door.service.workers()
+        await casts.remember_voices(store, ready[0])
+    async with served(store, tmp_path, worker=False) as door, door.client() as client:
+        await client.write_event(Describe().event())
+        event = await client.read_event()
+    assert never.kinds == ["error"] and never.errors[0].code == "no_worker_ready"
+    assert event is not None and Info.is_type(event.type)
+    assert {v.name for v in Info.from_event(event).tts[0].voices} >= set(VOICES)
+
+
+async def test_four_connections_at_once_each_hear_their_first_words_before_any_ends(
+    store: Store, tmp_path: Path
+) -> None:
+    texts = [f"Caller number {n} asks a question that takes a while to answer." for n in range(4)]
+    async with served(store, tmp_path, start="now") as door:
+
+        async def one(text: str) -> Heard:
+            async with door.client() as client:
+                await client.write_event(Synthesize(text=text).event())
+                return await hear(client)
+
+        heard = await asyncio.gather(*(one(t) for t in texts))
+    assert all(h.kinds[-1] == "audio-stop" and h.audio for h in heard)
+    assert max(h.first("audio-chunk") for h in heard) < min(h.first("audio-stop") for h in heard)
