@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from collections.abc import AsyncIterator
 
 import httpx
 from gateway_support import (
@@ -86,40 +88,59 @@ async def test_a_done_files_layout_reads_no_audio(store: Store) -> None:
         assert counting.read_bytes < 32_000 + biggest  # the one record the byte is in
 
 
+async def _slow_post(port: int, path: str, body: dict[str, object]) -> AsyncIterator[bytes]:
+    """POST `body` as JSON and yield the answer's head, then its body a piece at a time, from
+    a socket whose receive buffer is held small (no kernel autotuning: what the server has
+    read ahead of the client is then the server's, not the loopback's)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    writer.write(head.encode() + data)
+    await writer.drain()
+    try:
+        yield await reader.readuntil(b"\r\n\r\n")
+        while piece := await reader.read(64 * 1024):
+            yield piece
+    finally:
+        writer.close()
+
+
 async def test_stream_false_streams_the_finished_file_with_its_size_up_front(
     store: Store,
 ) -> None:
     """About 40 MB of wav: the answer says its size and starts before the api has read more
-    than a few records of it, and the api never holds much more than the client has taken."""
+    than a few records of it, and the api never reads much further ahead than the client has
+    taken (a few records, and the socket's send buffer)."""
     engine = StepEngine(rtf=0.0, audio_per_char=1.0)
     counting = CountingStore(store)
     text = " ".join(f"w{n:03d}" for n in range(170))  # ~850 characters: ~14 minutes
     body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "wav"}
-    async with (
-        running_worker(store, engine),
-        serve(counting) as live,
-        httpx.AsyncClient(base_url=live.url, timeout=120) as http,
-    ):
-        async with http.stream("POST", "/v1/audio/speech", json={**body, "stream": False}) as r:
-            assert r.status_code == 200
-            size = int(r.headers["content-length"])
-            assert "transfer-encoding" not in r.headers
-            assert size > 30_000_000
-            taken = 0
-            pieces = []
-            async for piece in r.aiter_raw(256 * 1024):
-                if not pieces:  # the first bytes: only a few records read so far
-                    assert counting.read_bytes < 8_000_000
-                pieces.append(piece)
-                taken += len(piece)
-                # Loopback socket buffers hold a few MB; the api itself about one record.
-                assert counting.read_bytes - taken < 16_000_000
-                await asyncio.sleep(0)
-        got = b"".join(pieces)
+    async with running_worker(store, engine), serve(counting) as live:
+        answer = _slow_post(live.port, "/v1/audio/speech", {**body, "stream": False})
+        # A far-off ceiling: making the cast takes a few seconds, answering it none.
+        lines = (await asyncio.wait_for(anext(answer), 300)).decode("latin-1").split("\r\n")
+        assert lines[0].startswith("HTTP/1.1 200")
+        headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+        size = int(headers["content-length"])
+        assert "transfer-encoding" not in headers and size > 30_000_000
+        assert counting.read_bytes < 8_000_000  # headers only, so far: nothing of the audio
+        got = bytearray()
+        async for piece in answer:
+            got += piece
+            assert counting.read_bytes - len(got) < 12_000_000
+            await asyncio.sleep(0.001)
         assert len(got) == size
-        cast_id = r.headers["x-cast-id"]
-        assert got == whole_file(await attempt_bodies(store, cast_id))
-        assert got == (await http.get(f"/v1/casts/{cast_id}/audio")).content
+        cast_id = headers["x-cast-id"]
+        assert bytes(got) == whole_file(await attempt_bodies(store, cast_id))
+        async with httpx.AsyncClient(base_url=live.url, timeout=120) as http:
+            assert bytes(got) == (await http.get(f"/v1/casts/{cast_id}/audio")).content
 
 
 async def _fake_cast(store: Store, cast_id: str, bodies: list[bytes], word: str) -> None:
