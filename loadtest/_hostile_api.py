@@ -180,6 +180,8 @@ def hostile_requests(*, accepting: bool = True) -> list[Hostile]:
             _json({"input": "a" + "\u0301" * 4096}),
             _JSON,
         ),
+        # SSML (issue 29): refused whole, before any work; reading is linear.
+        *ssml_requests(),
         # Public reads (a server with the default read quota may answer some with 429).
         Hostile(
             "records-seq-num-5000-digits",
@@ -231,6 +233,33 @@ def hostile_requests(*, accepting: bool = True) -> list[Hostile]:
             )
         )
     return kinds
+
+
+def ssml_requests() -> list[Hostile]:
+    """The SSML kinds: 10,000-deep nesting, 200,000 characters of tags, a huge attribute, a
+    DTD with nested entities (billion laughs), 200,000 characters whose one bad entity is the
+    last, each refused with a 400 on `input`."""
+    laughs = (
+        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        + "".join(f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10 if i > 1 else "&lol;" * 10}">'
+                  for i in range(1, 10))
+        + "]><speak>&lol9;</speak>"
+    )  # fmt: skip
+    tags = ("<s></s>" * 28_572)[:199_990]
+    return [
+        Hostile("casts-ssml-nested-10k", "POST", "/v1/casts",
+                _json({"input": "<speak>" + "<s>" * 10_000}), _JSON),
+        Hostile("casts-ssml-200k-tags", "POST", "/v1/casts",
+                _json({"input": f"<speak>{tags}</speak>"}), _JSON),
+        Hostile("casts-ssml-200k-attribute", "POST", "/v1/casts",
+                _json({"input": '<speak><s a="' + "x" * 199_970 + '">x</s></speak>'}), _JSON),
+        Hostile("casts-ssml-200k-bad-entity-last", "POST", "/v1/casts",
+                _json({"input": "<speak>" + "a&amp;" * 33_300 + "&lol;</speak>"}), _JSON),
+        Hostile("casts-ssml-billion-laughs", "POST", "/v1/casts", _json({"input": laughs}),
+                _JSON),
+        Hostile("speech-ssml-nested-4096", "POST", "/v1/audio/speech",
+                _json({"input": ("<speak>" + "<s>" * 1400)[:4096]}), _JSON),
+    ]  # fmt: skip
 
 
 # -- measuring ------------------------------------------------------------------------------

@@ -153,13 +153,13 @@ def start_speechd(
     extra: Sequence[str] = (),
 ) -> Server:
     """`speechd serve` with `policy` on `engine` ("torch" or "onnx"), on a fresh data folder
-    under `workdir` (`extra`: more flags)."""
+    under `workdir`; `extra`: more flags (`--idle-unload 3s`, say)."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
     argv = ["-m", "speechd.cli", "serve", "--port", str(port), "--data-dir", data]
     argv += ["--policy", policy, "--max-queue", str(max_queue), "--log-level", "warning"]
-    flags = _engine_flags(model_dir, device, threads, engine)
-    server = _start(name, argv + flags + list(extra), port, workdir)
+    flags = [*_engine_flags(model_dir, device, threads, engine), *extra]
+    server = _start(name, argv + flags, port, workdir)
     server.data_dir = data
     return server
 

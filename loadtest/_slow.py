@@ -75,11 +75,13 @@ class SlowEngine:
         *,
         rtf: float = RTF,
         overhead_s: float = OVERHEAD_S,
+        square_s: float = 0.0,
         default_voice: str = "af_heart",
         voice_map: dict[str, str] | None = None,
     ) -> None:
         self.rtf = rtf
         self.overhead_s = overhead_s
+        self.square_s = square_s
         self.voices = VoiceBook(
             VOICES,
             voice_map=DEFAULT_VOICE_MAP if voice_map is None else voice_map,
@@ -92,7 +94,10 @@ class SlowEngine:
         return (PAD_S + tokens / TOKENS_PER_S) / speed
 
     def compute_s(self, tokens: int, speed: float = 1.0) -> float:
-        return self.overhead_s + self.rtf * self.audio_s(tokens, speed)
+        return self._cost(self.audio_s(tokens, speed))
+
+    def _cost(self, audio: float) -> float:
+        return self.overhead_s + self.rtf * audio + self.square_s * audio * audio
 
     def planner(self, voice: str, policy: ChunkPolicy | None = None, **kwargs: Any) -> Planner:
         return Planner(self._g2p_for(self.voices.language(voice)), policy, **kwargs)
@@ -107,7 +112,7 @@ class SlowEngine:
         self, chunk: Any, voice: str, speed: float = 1.0, *, seed: int | None = None
     ) -> Synthesis:
         audio = self.audio_s(len(chunk.phonemes), speed)
-        time.sleep(self.overhead_s + self.rtf * audio)
+        time.sleep(self._cost(audio))
         samples = round(audio * SAMPLE_RATE)
         tone = 0.05 * np.sin(np.arange(samples, dtype=np.float32) * np.float32(0.0523))
         return Synthesis(tone.astype(np.float32))

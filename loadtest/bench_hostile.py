@@ -4,6 +4,7 @@
     python -m loadtest.bench_hostile --section first-audio --model-dir ~/.cache/speechd/kokoro-82m
         [--device cpu] [--threads N] [--url http://127.0.0.1:8000] [--repeat 3]
     python -m loadtest.bench_hostile --section api [--url http://127.0.0.1:8000]
+    python -m loadtest.bench_hostile --section ssml [--n 50000]
     python -m loadtest.bench_hostile --section words-load --model-dir ~/.cache/speechd/kokoro-82m
     python -m loadtest.bench_hostile --section whole-rss [--mib 50] [--hold 20]
 
@@ -34,6 +35,13 @@ Sections (`--section`, repeatable; default: every section listed here):
              speechd of its own on the cost model (or only the kinds that make no cast, to
              `--url`), and how long the api takes to answer it and the slowest `/healthz`
              meanwhile (target: <= 100 ms); `loadtest._hostile_api` does the work.
+
+  ssml       SSML (issue 29): the api's check of each SSML pattern (10,000-deep nesting,
+             200,000 characters of tags, a huge attribute, entities, ...) at 100,000 and
+             200,000 characters (targets: every check <= 100 ms, doubling ratio <= 2.5),
+             planning the documents that pass it (ratio <= 2.5), and the planning cost of an
+             SSML document against the same text plain (target <= 1.5x);
+             `loadtest._hostile_ssml` does the work. The api section sends the SSML kinds too.
 
   words-load, whole-rss  the read path under hostile readers (`loadtest._hostile_reads`):
              an ordinary request's first audio alone and beside 60 clients asking `/words` of
@@ -226,6 +234,12 @@ def api(args: argparse.Namespace) -> None:
     run(args.url)
 
 
+def ssml(args: argparse.Namespace) -> None:
+    from ._hostile_ssml import ssml as run_ssml
+
+    run_ssml(args)
+
+
 def words_load(args: argparse.Namespace) -> None:
     from ._hostile_reads import words_load as run
 
@@ -241,6 +255,7 @@ def whole_rss(args: argparse.Namespace) -> None:
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "planning": planning,
     "api": api,
+    "ssml": ssml,
     "first-audio": first_audio,
     "words-load": words_load,
     "whole-rss": whole_rss,

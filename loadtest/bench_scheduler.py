@@ -48,14 +48,7 @@ from speechd.casts import (
     submit,
 )
 from speechd.durable import Store, open_store
-from speechd.worker import (
-    COMFORTABLE_LEAD_S,
-    QUANTUM_S,
-    DeadlinePolicy,
-    FifoPolicy,
-    Policy,
-    Worker,
-)
+from speechd.worker import QUANTUM_S, Worker, WorkerConfig
 
 from ._listener import Listener
 from ._raw import RawLoop, lone_cast_policy, on_own_thread, raw_loop
@@ -106,7 +99,7 @@ def workload(quick: bool) -> list[CastSpec]:
 async def serve(
     engine: Any,
     chunk_policy: Any,
-    policy: Policy,
+    policy: WorkerConfig,
     label: str,
     casts: list[CastSpec],
     scenario: str,
@@ -116,15 +109,10 @@ async def serve(
     with tempfile.TemporaryDirectory(prefix="speechd-bench-") as data:
         store = await open_store(data)
         try:
-            worker = Worker(
-                store,
-                engine,
-                worker_id=f"bench-{policy.name}",
-                chunk_policy=chunk_policy,
-                encoders=new_encoder,
-                policy=policy,
-                quantum_s=quantum_s,
+            config = msgspec.structs.replace(
+                policy, worker_id=f"bench-{policy.policy}", quantum_s=quantum_s
             )
+            worker = Worker(store, engine, config, chunk_policy=chunk_policy, encoders=new_encoder)
             await worker.warm_up(VOICE)  # as a worker process does before it is ready
             stop = asyncio.Event()
             running = asyncio.create_task(worker.run(stop))
@@ -231,8 +219,8 @@ def main() -> None:
     parser.add_argument(
         "--lead",
         type=float,
-        default=COMFORTABLE_LEAD_S,
-        help=f"the deadline policy's comfortable lead, s ({COMFORTABLE_LEAD_S})",
+        default=WorkerConfig().comfortable_lead_s,
+        help=f"the deadline policy's comfortable lead, s ({WorkerConfig().comfortable_lead_s})",
     )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
@@ -320,20 +308,23 @@ def main() -> None:
 
 def legs(
     arrivals: list[CastSpec], burst: list[CastSpec], lead: float
-) -> list[list[tuple[str, list[CastSpec], str, Policy]]]:
+) -> list[list[tuple[str, list[CastSpec], str, WorkerConfig]]]:
     """The runs of a round, in legs with a raw engine loop between them: the saturation runs,
     whose throughput is the figure the raw loop is for, each have raw loops next to them."""
+    deadline = WorkerConfig(policy="deadline", comfortable_lead_s=lead)
+    fifo = WorkerConfig(policy="fifo")
+    unpaced = WorkerConfig(policy="deadline", comfortable_lead_s=1e9)
     return [
         [
-            ("staggered", arrivals, "deadline", DeadlinePolicy(comfortable_lead_s=lead)),
-            ("staggered", arrivals, "fifo", FifoPolicy()),
+            ("staggered", arrivals, "deadline", deadline),
+            ("staggered", arrivals, "fifo", fifo),
         ],
-        [("saturation", burst, "deadline", DeadlinePolicy(comfortable_lead_s=lead))],
-        [("saturation", burst, "fifo", FifoPolicy())],
+        [("saturation", burst, "deadline", deadline)],
+        [("saturation", burst, "fifo", fifo)],
         # The deadline policy paces a cast that is far ahead (it sleeps, keeping the device
         # free for newcomers), so the last cast of a burst may end later than it could:
         # without pacing, the run shows the scheduling overhead alone.
-        [("saturation", burst, "deadline, no pacing", DeadlinePolicy(comfortable_lead_s=1e9))],
+        [("saturation", burst, "deadline, no pacing", unpaced)],
     ]
 
 

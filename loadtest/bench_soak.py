@@ -77,7 +77,7 @@ from speechd.durable import (
     StreamInfo,
     open_store,
 )
-from speechd.worker import Worker, make_policy
+from speechd.worker import Worker, WorkerConfig
 from tests.nats_support import NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
@@ -170,12 +170,9 @@ def _worker_process(url: str, receipts: int, stop: Any, results: Any) -> None:
         worker = Worker(
             store,
             CostEngine(**ENGINE),
-            worker_id="soak",
+            WorkerConfig(worker_id="soak", policy="deadline", heartbeat_s=1.0, receipts=receipts),
             chunk_policy=FakeChunkPolicy(),
             encoders=FakeEncoder,
-            policy=make_policy("deadline"),
-            heartbeat_s=1.0,
-            receipts=receipts,
         )
         try:
             await worker.run(_until(stop))

@@ -75,7 +75,7 @@ from speechd.durable import (
     StreamInfo,
     open_store,
 )
-from speechd.worker import Worker, make_policy
+from speechd.worker import Worker, WorkerConfig
 from tests.nats_support import NatsCluster, NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 
@@ -190,11 +190,9 @@ def _worker_process(url: str, worker_id: str, policy: str, stop: Any, results: A
         worker = Worker(
             store,
             CostEngine(**ENGINE),
-            worker_id=worker_id,
+            WorkerConfig(worker_id=worker_id, policy=policy, heartbeat_s=1.0),  # type: ignore[arg-type]
             chunk_policy=FakeChunkPolicy(),
             encoders=FakeEncoder,
-            policy=make_policy(policy),
-            heartbeat_s=1.0,
         )
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -12,13 +12,19 @@ Prints, in this order, each as soon as it is measured:
 4. whether two attempts of one chunk give identical bytes: the same chunk and seed
    synthesized twice, other chunks in between (as a retry would be), PCM and mp3 compared;
 5. peak GPU memory of this process (torch's allocator);
-6. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
+6. sharing the device (issue 30): the sanity check's figures (device against CPU), an unload
+   and a wake in this process (time, RSS, torch's reserve), and a real out-of-memory: torch's
+   allocator held just above the weights, then the longest chunk (made in pieces, or the
+   reason it could not be);
+7. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
    figures its /metrics showed meanwhile (GPU load, power, joules per audio second, the
-   worker's GPU memory);
-7. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
+   worker's GPU memory); then `loadtest.bench_device` through `speechd serve --idle-unload`
+   (RSS held, after the unload and after the wake, the wake time, first audio warm against
+   idle, the device memory the worker holds);
+8. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
    memory), where onnxruntime has the device's provider (onnxruntime-gpu for CUDA); left out
    of a quick run;
-8. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
+9. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
    with what is left of the budget.
 
 `--device cpu` runs the same steps on the CPU with smaller sizes (`--quick` is implied): a
@@ -192,7 +198,97 @@ def peak_memory(device: str) -> None:
         f"{torch.cuda.max_memory_reserved(index) / 2**20:.0f} MiB reserved")  # fmt: skip
 
 
-# -- 6: time to first audio through `speechd serve` ------------------------------------------
+# -- 6: sharing the device (issue 30) --------------------------------------------------------
+
+
+def _reserved_mib(device: str) -> str:
+    import torch
+
+    if not device.startswith("cuda"):
+        return "n/a"
+    return f"{torch.cuda.memory_reserved(int(device.partition(':')[2] or 0)) / 2**20:.0f} MiB"
+
+
+def sharing(engine: Any) -> None:
+    """The sanity check's figures, an unload and a wake in this process (RSS and torch's
+    reserve), and a real out-of-memory: the allocator held just above what the weights take,
+    then the longest chunk asked for (it should be made in pieces)."""
+    from speechd.engine import ChunkPolicy
+    from speechd.engine._heap import _resident_bytes
+
+    device = engine.device
+    if engine.sanity is not None:
+        say(f"sanity check against the CPU: {engine.sanity.describe()}")
+    else:
+        say("sanity check: none on the CPU (nothing to compare it with)")
+    if engine.fallback:
+        say(f"the engine left {device} for the CPU: {engine.fallback}")
+    rss = (_resident_bytes() or 0) / 2**20
+    say(f"held: RSS {rss:.0f} MiB, torch reserve {_reserved_mib(device)}")
+    began = time.perf_counter()
+    engine.unload()
+    unload_s = time.perf_counter() - began
+    rss = (_resident_bytes() or 0) / 2**20
+    say(f"unloaded in {unload_s:.2f} s: RSS {rss:.0f} MiB, torch reserve {_reserved_mib(device)}"
+        " (the CUDA context itself stays while the process lives)")  # fmt: skip
+    wake_s = engine.load()
+    rss = (_resident_bytes() or 0) / 2**20
+    say(f"woken in {wake_s:.2f} s (warm-up included): RSS {rss:.0f} MiB, torch reserve "
+        f"{_reserved_mib(device)}")  # fmt: skip
+    if not device.startswith("cuda") or engine.runtime != "torch":
+        say("a real out-of-memory: n/a (torch on CUDA only)")
+        return
+    import torch
+
+    index = int(device.partition(":")[2] or 0)
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.empty_cache()
+    tight = torch.cuda.memory_allocated(index) + (64 << 20)
+    text = " ".join(paragraph(8, seed) for seed in range(3))
+    policy = ChunkPolicy(max_tokens=500, sentence_tokens=500).with_rtf(0.0)
+    chunks = engine.plan(text, VOICE, policy)
+    longest = max(chunks, key=lambda c: len(c.phonemes))
+    torch.cuda.set_per_process_memory_fraction(tight / total, index)
+    try:
+        began = time.perf_counter()
+        made = engine.synthesize(longest, VOICE, 1.0, seed=1)
+        say(f"a real out-of-memory: {len(longest.phonemes)} phonemes with the allocator held "
+            f"to {tight / 2**20:.0f} MiB: made ({made.duration_s:.1f} s of audio in "
+            f"{time.perf_counter() - began:.2f} s, {len(made.durations)} durations for "
+            f"{len(made.tokens)} tokens + 2 markers)")  # fmt: skip
+    except Exception as exc:  # ModelUnavailable (stayed full), or a failure to report
+        say(f"a real out-of-memory: {type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
+        torch.cuda.empty_cache()
+
+
+def idle_unload(model_dir: str, device: str, timeout_s: float) -> None:
+    """loadtest.bench_device through `speechd serve --idle-unload 2s`, torch only, 2 rounds."""
+    if timeout_s < 90:
+        say(f"idle unload through speechd serve: skipped, {timeout_s:.0f} s of the budget left")
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "clients")])}
+    command = [sys.executable, "-m", "loadtest.bench_device", "--model-dir", model_dir,
+               "--device", device, "--engines", "torch", "--rounds", "2",
+               "--idle-unload", "2"]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        say(f"idle unload through speechd serve: did not finish within {timeout_s:.0f} s")
+        return
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"idle unload through speechd serve: bench_device failed: {tail}")
+        return
+    for line in done.stdout.splitlines():
+        if line.strip():
+            say(line)
+
+
+# -- 7: time to first audio through `speechd serve` ------------------------------------------
 
 _FIGURES = {
     "speechd_device_gpu_utilization_percent": "gpu %",
@@ -286,7 +382,7 @@ def serve(model_dir: str, device: str, levels: list[int], sentences: int) -> Non
             server.stop()
 
 
-# -- 7: torch against ONNX Runtime ----------------------------------------------------------
+# -- 8: torch against ONNX Runtime ----------------------------------------------------------
 
 
 def _onnx_on(device: str) -> str | None:
@@ -329,7 +425,7 @@ def runtimes(model_dir: str, device: str, timeout_s: float) -> None:
             say(line)
 
 
-# -- 8: the model tier ------------------------------------------------------------------------
+# -- 9: the model tier ------------------------------------------------------------------------
 
 
 def model_tier(model_dir: str, device: str, timeout_s: float) -> None:
@@ -381,6 +477,8 @@ def main() -> int:
     two_attempts(engine)
     say()
     peak_memory(engine.device)
+    say("\n== sharing the device: the sanity check, unload and wake, a real out-of-memory")
+    sharing(engine)
     del engine  # its memory back before the server's worker loads its own model
     if device.startswith("cuda"):
         import torch
@@ -388,6 +486,8 @@ def main() -> int:
         torch.cuda.empty_cache()
     say(f"\n== time to first audio through speechd serve ({elapsed():.0f} s so far)")
     serve(args.model_dir, device, levels, sentences=1 if quick else 2)
+    say(f"\n== idle unload through speechd serve ({elapsed():.0f} s so far)")
+    idle_unload(args.model_dir, device, min(150.0, args.budget_s - elapsed() - 150))
     say(f"\n== torch against ONNX Runtime ({elapsed():.0f} s so far)")
     if quick:
         say("torch against ONNX Runtime: skipped in a quick run (python -m loadtest.bench_engine)")

@@ -179,14 +179,39 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--cache-dir", help="for ONNX exports of a read-only model folder (~/.cache/speechd)"
     )
     group.add_argument(
+        "--lexicon",
+        help="pronunciation lexicon file (word = /phonemes/ or respelling), reloaded on change",
+    )
+    group.add_argument(
         "--threads", type=int, help="CPU threads for the runtime (default: the runtime's)"
     )
+    from speechd.worker import WorkerConfig  # torch-free; its defaults are the worker's
+
+    default = WorkerConfig()
     group.add_argument(
-        "--policy", choices=["deadline", "fifo"], help="scheduler; fifo is a baseline (deadline)"
+        "--policy",
+        choices=["deadline", "fifo"],
+        help=f"scheduler; fifo is a baseline ({default.policy})",
     )
-    group.add_argument("--quantum", help="longest synthesis of one chunk, in seconds (2.5)")
     group.add_argument(
-        "--receipts", type=int, help="latest receipts progress/done keeps, older trimmed (10000)"
+        "--quantum", help=f"longest synthesis of one chunk, in seconds ({default.quantum_s:g})"
+    )
+    group.add_argument(
+        "--receipts",
+        type=int,
+        help=f"latest receipts progress/done keeps, older trimmed ({default.receipts})",
+    )
+    group.add_argument(
+        "--idle-unload",
+        metavar="DURATION",
+        help="give the model and its device memory back after this long with nothing to "
+        "make, e.g. 5m; the next cast takes it again (default: off)",
+    )
+    group.add_argument(
+        "--max-device-memory",
+        metavar="SIZE",
+        help="the most the worker holds on its device, e.g. 2G; chunks are planned within "
+        "it (default: no cap)",
     )
 
 
@@ -234,7 +259,8 @@ def _configure_logging(settings: Settings) -> None:
 
 
 def worker_config(settings: Settings) -> WorkerConfig:
-    """The worker's configuration, from the same settings the api reads."""
+    """The worker's configuration, from the same settings the api reads: the one place
+    settings are mapped to it."""
     from speechd.worker import WorkerConfig
 
     return WorkerConfig(
@@ -243,6 +269,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
         policy=settings.policy,
         quantum_s=settings.quantum,
         receipts=settings.receipts,
+        idle_unload_s=settings.idle_unload,
     )
 
 

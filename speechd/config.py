@@ -3,9 +3,9 @@
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
 default. `SPEECHD_API_KEY` and `SPEECHD_ALLOWED_ORIGIN` hold one value or several separated
-by commas. Durations
-(`--retention`, `--shutdown-timeout`) take seconds or a number with a unit: `90s`, `15m`,
-`12h`, `30d`.
+by commas. Durations (`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a
+number with a unit: `90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a
+number with a binary unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig, parse_device
+from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device, parse_size
 from speechd.limits import MAX_VOICE_CHARS
 
 __all__ = [
@@ -115,6 +115,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
+    lexicon: str | None = None
+    """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
+    every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
     policy: Literal["deadline", "fifo"] = "deadline"
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
@@ -132,6 +135,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wyoming_zeroconf: str | None = None
     """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
     Assistant finds it by itself); "" names it after the host; None: no advertising."""
+    idle_unload: Seconds | None = None
+    """Seconds with nothing to make after which the worker gives its model and device memory
+    back (the next cast takes them again, waiting for the load); None keeps it loaded."""
+    max_device_memory: Annotated[int, Meta(ge=1)] | None = None
+    """Bytes the worker may hold on its device (`2G`, `512M`); chunks are planned within it,
+    and torch's allocator (or ONNX Runtime's CUDA arena) is held to it. None: no cap."""
     default_voice: Annotated[str, Meta(min_length=1, max_length=MAX_VOICE_CHARS)] = "af_heart"
     voice_map: dict[str, str] = {}
     """Voice aliases (name -> voice spec) added to, or replacing, the engine's OpenAI names."""
@@ -152,6 +161,8 @@ def engine_config(settings: Settings) -> EngineConfig:
         engine=settings.engine,
         onnx_model=settings.onnx_model,
         cache_dir=settings.cache_dir,
+        lexicon=settings.lexicon,
+        max_device_memory=settings.max_device_memory,
     )
     if not settings.voice_map:
         return engine
@@ -180,7 +191,7 @@ _ENV_NAMES = {"api_keys": "API_KEY", "allowed_origins": "ALLOWED_ORIGIN"}
 _FLAG_NAMES = {"api_keys": "api-key", "allowed_origins": "allowed-origin"}
 _LISTS = ("api_keys", "allowed_origins")  # comma-separated in the environment
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]{0,31}://[^/\s?#]{1,255}")
-_DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout")
+_DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -213,6 +224,13 @@ def load_settings(
             values[name] = parse_duration(values[name])
     if values.get("allowed_origins"):
         values["allowed_origins"] = tuple(map(_origin, values["allowed_origins"]))
+    if values.get("max_device_memory") is not None:
+        try:
+            values["max_device_memory"] = parse_size(values["max_device_memory"])
+        except ValueError as exc:
+            raise SettingsError(
+                f"--max-device-memory / {ENV_PREFIX}MAX_DEVICE_MEMORY: {exc}"
+            ) from exc
     if isinstance(values.get("device"), str):
         try:
             values["device"] = parse_device(values["device"])
@@ -223,6 +241,11 @@ def load_settings(
         problem = _wyoming_uri_problem(uri)
         if problem is not None:
             raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
+    if values.get("lexicon"):
+        try:  # read now, so a broken file stops the start with its line, not a worker
+            LexiconFile(str(values["lexicon"]))
+        except (OSError, UnicodeDecodeError, LexiconError) as exc:
+            raise SettingsError(f"--lexicon / {ENV_PREFIX}LEXICON: {exc}") from exc
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:

@@ -23,10 +23,13 @@ def _size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
-def _queued(progress: Progress) -> str:
-    """`queued`, with the place in line and the estimated start when the server knows them."""
+def _queued(progress: Progress, status: str = "queued") -> str:
+    """`queued` (or `loading the model`), with the place in line and the estimated start when
+    the server knows them."""
     ahead = progress.queue_position
-    text = "queued" if ahead is None else "queued, next" if ahead == 0 else f"queued, {ahead} ahead"
+    text = "loading the model" if status == "loading" else "queued"
+    if ahead is not None:
+        text += ", next" if ahead == 0 else f", {ahead} ahead"
     starts = progress.starts_in_seconds
     if starts is not None:
         text += f", starts in ~{starts:.0f} s" if starts >= 1 else ", starts now"
@@ -67,8 +70,8 @@ class ProgressBar:
         if view is not None:
             progress = view.progress
             done, planned = progress.chunks_done, progress.chunks_planned
-            if view.status == "queued":
-                parts.append(_queued(progress))
+            if view.status in ("queued", "loading"):
+                parts.append(_queued(progress, view.status))
             elif planned:
                 filled = round(_BAR * min(done, planned) / planned)
                 parts.append(f"[{'#' * filled}{'.' * (_BAR - filled)}] {done}/{planned} chunks")

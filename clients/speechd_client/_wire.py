@@ -35,6 +35,16 @@ Start = Literal["smooth", "now"]
 TERMINAL_EVENTS = frozenset({"eos", "error"})
 
 
+class _WordRow(msgspec.Struct, array_like=True, frozen=True):
+    """One entry of an audio record's `w` header (fields only ever appended)."""
+
+    start_ms: int
+    end_ms: int
+    text: str
+    source: tuple[int, int] | None = None
+    mark: str = ""
+
+
 class Voice(msgspec.Struct, frozen=True):
     id: str
     name: str
@@ -80,7 +90,8 @@ class Progress(msgspec.Struct, frozen=True):
     queue_position: int | None = None
     """A queued cast's place in line: waiting casts ahead of it (0: it starts next)."""
     starts_in_seconds: float | None = None
-    """A queued cast's estimated wait until it starts (None: the server cannot tell)."""
+    """A queued or loading cast's estimated wait until it starts (None: the server cannot
+    tell)."""
     hold_seconds: float = 0.0
     """How long after its first audio its listeners start, so that the rest plays without a
     stall (a device slower than real time; 0: at once)."""
@@ -94,7 +105,8 @@ class CastView(msgspec.Struct, frozen=True):
     id: str
     url: str
     status: str
-    """queued, generating, done or failed"""
+    """queued, loading (the server's model is being taken again), generating, done or
+    failed"""
     title: str
     voice: str
     speed: float
@@ -164,14 +176,23 @@ class CastRecord(msgspec.Struct, frozen=True):
     @property
     def words(self) -> list[tuple[int, int, str]]:
         """An audio record's words (or phrases, see `unit`) as (start_ms, end_ms, text), ms
-        from the record's own start; [] when the record has none."""
+        from the record's own start; [] when the record has none. SSML marks are left out
+        (`entries` has them, and each word's place in the text as sent)."""
+        return [(start, end, text) for start, end, text, _, mark in self.entries if not mark]
+
+    @property
+    def entries(self) -> list[tuple[int, int, str, tuple[int, int] | None, str]]:
+        """Each entry of the `w` header as (start_ms, end_ms, text, source, mark): `source` is
+        where the word is in the input as sent, [begin, end) characters (None when the server
+        did not say), `mark` an SSML mark's name ("" for a word). [] without words."""
         raw = self.headers.get("w")
         if not raw:
             return []
         try:
-            return msgspec.json.decode(raw, type=list[tuple[int, int, str]])
+            rows = msgspec.json.decode(raw, type=list[_WordRow])
         except msgspec.DecodeError:
             return []
+        return [(r.start_ms, r.end_ms, r.text, r.source, r.mark) for r in rows]
 
     @property
     def unit(self) -> str | None:

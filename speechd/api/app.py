@@ -9,8 +9,9 @@ build as many apps as they like. The api never imports torch: it validates, clai
 streams, and workers do the rest.
 
     GET /healthz     200 as soon as the api answers
-    GET /readyz      200 once a worker has its model loaded (each worker's device named);
-                     503 before
+    GET /readyz      200 once a worker is ready: its model loaded, or given back while idle
+                     (`--idle-unload`; `model` says which, and each worker's device, its state
+                     and any fallback to the CPU); 503 before
     GET /metrics     Prometheus text (see `speechd.api.metrics` for what is measured where)
     /v1/...          the OpenAI-compatible routes (`speechd.api.openai_compat`)
     /v1/casts, /, /c/<id>, /static/...
@@ -74,11 +75,23 @@ def healthz() -> dict[str, str]:
 @get("/readyz")
 async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
     workers = await service.require_workers()
+    health = await service.health()  # the one require_workers read (cached)
     return {
         "status": "ready",
+        "model": health.model or "resident",
         "workers": [w.worker for w in workers],
-        "devices": {w.worker: {"device": w.device, "name": w.device_name} for w in workers},
+        "devices": {w.worker: _device(w) for w in workers},
     }
+
+
+def _device(worker: casts.WorkerNotice) -> dict[str, str]:
+    """A ready worker's device as /readyz shows it: where its model is, and why it speaks on
+    the CPU when it left the device it was asked for."""
+    shown = {"device": worker.device, "name": worker.device_name}
+    shown["state"] = worker.state or "resident"
+    if worker.fallback:
+        shown["fallback"] = worker.fallback
+    return shown
 
 
 @get("/metrics", media_type=CONTENT_TYPE)

@@ -150,9 +150,11 @@ async def _worker_readings(service: CastService) -> list[WorkerReadings]:
         found.append(
             WorkerReadings(
                 worker=ready.worker,
-                device=ready.device,
+                device=latest.device or ready.device,
                 device_name=latest.device_name or ready.device_name,
                 readings=latest.telemetry,
+                state=latest.state,
+                fallback=latest.fallback,
             )
         )
     return found

@@ -7,10 +7,12 @@ from __future__ import annotations
 from ._captions import CastCaptions, CastWord, record_words
 from ._file import CastFile, file_bytes, lay_out, wait_ended
 from ._health import (
+    IDLE,
     LOADING,
     READY,
     STOPPED,
     UNAVAILABLE,
+    WAKING,
     WorkerHealth,
     known_voices,
     last_notice,
@@ -125,6 +127,7 @@ __all__ = [
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
+    "IDLE",
     "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
@@ -139,6 +142,7 @@ __all__ = [
     "STALE_QUEUED_S",
     "STOPPED",
     "UNAVAILABLE",
+    "WAKING",
     "WORKERS_PREFIX",
     "AudioChunk",
     "CastCaptions",

@@ -30,10 +30,12 @@ from ._streams import KNOWN_VOICES, WORKERS_PREFIX, worker_stream
 __all__ = [
     "FRESH_HEARTBEATS",
     "HEARTBEAT",
+    "IDLE",
     "LOADING",
     "READY",
     "STOPPED",
     "UNAVAILABLE",
+    "WAKING",
     "WorkerHealth",
     "known_voices",
     "last_notice",
@@ -49,6 +51,9 @@ HEARTBEAT = "heartbeat"
 STOPPED = "stopped"
 LOADING = "loading"
 UNAVAILABLE = "unavailable"
+#: Where a ready worker's model is (`WorkerNotice.state`; "" is held).
+IDLE = "idle"
+WAKING = "waking"
 _LIVE = (READY, HEARTBEAT)
 _KNOWN_VOICES_KEPT = 64  # records in `config/voices` before it starts over
 
@@ -57,13 +62,42 @@ class WorkerHealth(msgspec.Struct, frozen=True):
     """The workers as the store tells them, at one moment."""
 
     ready: list[WorkerNotice]
-    """The workers ready now: their `ready` notice, with `time_ms` of their latest one."""
+    """The workers ready now, idle ones (their model given back) included: their `ready`
+    notice, with the time, model state, device, fallback and readings of their latest one."""
     last: WorkerNotice | None = None
     """Of the workers not ready, the newest notice (what the last one heard from said)."""
     last_fresh: bool = False
     """Whether that worker is still heard from: it beats within its heartbeat period."""
     last_age_s: float = 0.0
     """How long ago that notice was written."""
+
+    @property
+    def model(self) -> str:
+        """Where the ready workers' model is, taken together: "resident" when any holds it,
+        else "waking" when any is taking it again, else "idle" ("" without a ready worker)."""
+        states = {w.state for w in self.ready}
+        if not states:
+            return ""
+        if "" in states or not states <= {IDLE, WAKING}:
+            return "resident"
+        return WAKING if WAKING in states else IDLE
+
+    def wake_in_ms(self, now_ms: int) -> int | None:
+        """While no ready worker holds its model: how soon the first of them should hold it
+        again, from its measured load time (less what has passed of a wake under way); None
+        when one holds it, or no load time is known."""
+        if self.model not in (IDLE, WAKING):
+            return None
+        soonest: int | None = None
+        for worker in self.ready:
+            model = worker.telemetry.model if worker.telemetry is not None else None
+            if model is None or model.load_s is None:
+                continue
+            left = round(model.load_s * 1000)
+            if worker.state == WAKING:
+                left = max(0, left - max(0, now_ms - model.since_ms))
+            soonest = left if soonest is None else min(soonest, left)
+        return soonest
 
     def unavailable(self) -> SpeechdError | None:
         """Why no worker is ready, as the error to answer with (None: one is ready).
@@ -145,7 +179,7 @@ async def worker_health(store: Store, *, now_ms: int) -> WorkerHealth:
         if _fresh(*last, now_ms):
             first = last if info.next_seq == 1 else await _notice_at(store, info.name, 0)
             if first is not None and first[1].kind == READY:
-                ready.append(msgspec.structs.replace(first[1], time_ms=last[1].time_ms))
+                ready.append(_as_now(first[1], last[1]))
                 continue
         if newest is None or last[0].timestamp > newest[0].timestamp:
             newest = last
@@ -153,6 +187,20 @@ async def worker_health(store: Store, *, now_ms: int) -> WorkerHealth:
         return WorkerHealth(ready)
     age_s = (now_ms - newest[0].timestamp) / 1000
     return WorkerHealth(ready, newest[1], _young(*newest, now_ms), age_s)
+
+
+def _as_now(ready: WorkerNotice, latest: WorkerNotice) -> WorkerNotice:
+    """A ready worker's `ready` notice (its voices), with what its latest one says now: the
+    time, where its model is (`state`), its device and why it left the one asked for, its
+    readings."""
+    return msgspec.structs.replace(
+        ready,
+        time_ms=latest.time_ms,
+        state=latest.state,
+        device=latest.device or ready.device,
+        fallback=latest.fallback,
+        telemetry=latest.telemetry if latest.telemetry is not None else ready.telemetry,
+    )
 
 
 async def ready_workers(store: Store, *, now_ms: int) -> list[WorkerNotice]:

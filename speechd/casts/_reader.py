@@ -46,6 +46,9 @@ _REPLAY_BYTES = 4 * 1024 * 1024
 
 class CastState(StrEnum):
     QUEUED = "queued"
+    LOADING = "loading"
+    """Waiting for its first audio while no worker holds the model (`--idle-unload` gave it
+    back; the worker is taking it again): the api says so, from the workers' notices."""
     GENERATING = "generating"
     DONE = "done"
     FAILED = "failed"
@@ -74,7 +77,8 @@ class CastStatus(msgspec.Struct, frozen=True):
     queue_position: int | None = None
     """Queued casts only, when known: how many waiting casts are ahead (0: it starts next)."""
     starts_in_ms: int | None = None
-    """Queued casts only, when measured capacity allows: the estimated wait until it starts."""
+    """Queued casts, when measured capacity allows: the estimated wait until it starts;
+    loading ones, when the model's load time is known: that wait plus the rest of the load."""
     retryable: bool = False
     hold_ms: int = 0
     plays_in_ms: int | None = None

@@ -344,6 +344,11 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     `ready` repeat the `cast` and `chunk` of the life before, so its last words stay last. A
     `ready` notice lists in `unspeakable` the languages of its voices it cannot speak
     (language code -> why, e.g. a G2P package that is not installed).
+
+    A ready worker's `state` says where its model is: "" held, `idle` given back after
+    `--idle-unload` (the worker is ready all the same: the next cast wakes it), `waking` taking
+    it again; `fallback` why it speaks on the CPU rather than the device it was asked for ("":
+    it does not). Readers take both, and `device`, from the worker's latest notice.
     """
 
     kind: str
@@ -359,6 +364,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     unspeakable: dict[str, str] = {}
     device_name: str = ""
     telemetry: Readings | None = None
+    state: str = ""
+    fallback: str = ""
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -31,6 +31,7 @@ from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis
 from ._lexicon import Lexicon, LexiconError, LexiconFile
 from ._loading import load_engine
+from ._memory import parse_size
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner, PlanStatus, PlanStep
 from ._runtime import SAMPLES_PER_FRAME
@@ -73,6 +74,7 @@ __all__ = [
     "missing_languages",
     "normalize_text",
     "parse_device",
+    "parse_size",
     "unit_kind",
     "voice_language",
     "word_spans",

@@ -81,6 +81,10 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     (with a CUDA provider, for a GPU) and the model can be exported or found, torch
     otherwise. Exports are kept beside the weights, or under `cache_dir` (default
     `~/.cache/speechd`) when the model folder cannot be written.
+
+    `max_device_memory` caps the bytes the worker holds on its device (None: no cap): chunks
+    are planned to fit (`MemoryBudget`), and torch's allocator (or ONNX Runtime's CUDA
+    arena) is held to it on a CUDA device.
     """
 
     model_dir: str | None = None
@@ -94,3 +98,4 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lexicon: str | None = None
     """A lexicon file (`speechd.engine.LexiconFile`), applied to every plan; reloaded when
     it changes."""
+    max_device_memory: Annotated[int, msgspec.Meta(ge=1)] | None = None

@@ -28,11 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEVICE_HELP",
+    "CudaWarmUp",
     "Device",
     "device_name",
     "parse_device",
     "resolve_device",
     "warm_cuda",
+    "warm_cuda_measured",
 ]
 
 log = logging.getLogger("speechd.engine")
@@ -145,16 +147,48 @@ def warm_cuda(engine: Engine) -> float:
     The same path serves both runtimes, through `Engine.synthesize`: on ONNX Runtime it runs
     the sessions (the CUDA provider's arena grows, and TensorRT, where the session has it,
     builds or loads its engines), and each run has returned its audio to the host, so there
-    is nothing left to wait for; on torch the device is synchronised."""
+    is nothing left to wait for; on torch the device is synchronised, and the long chunk's
+    peak memory over what was allocated before it is what one second of audio needs on this
+    device (`CudaWarmUp.activation_bytes_per_s`, for the memory budget)."""
+    return warm_cuda_measured(engine).seconds
+
+
+class CudaWarmUp(msgspec.Struct, frozen=True):
+    seconds: float
+    activation_bytes_per_s: int | None = None
+    """torch on CUDA only: the long chunk's peak allocation over its audio seconds."""
+
+
+def warm_cuda_measured(engine: Engine) -> CudaWarmUp:
+    """`warm_cuda`, with what it measured."""
     started = time.perf_counter()
     voice = engine.voices.default_voice
     chunks = engine.plan(_WARM_TEXT, voice, ChunkPolicy().with_rtf(0.0))
-    for chunk in sorted(chunks, key=lambda c: -c.tokens)[:1] + chunks[:1]:
-        engine.synthesize(chunk, voice, 1.0, seed=0)
-    if engine.runtime == "torch":
-        import torch
-
+    longest = sorted(chunks, key=lambda c: -c.tokens)[:1]
+    torch = _torch_if(engine)
+    per_s: int | None = None
+    for n, chunk in enumerate(longest + chunks[:1]):
+        if torch is not None and n == 0:
+            torch.cuda.synchronize(engine.device)
+            torch.cuda.reset_peak_memory_stats(engine.device)
+            before = int(torch.cuda.memory_allocated(engine.device))
+        made = engine.synthesize(chunk, voice, 1.0, seed=0)
+        if torch is not None and n == 0 and made.duration_s > 0:
+            torch.cuda.synchronize(engine.device)
+            peak = int(torch.cuda.max_memory_allocated(engine.device)) - before
+            per_s = max(1, round(peak / made.duration_s))
+    if torch is not None:
         torch.cuda.synchronize(engine.device)
     seconds = time.perf_counter() - started
     log.info("CUDA warm-up on %s (%s): %.2f s", engine.device, engine.runtime, seconds)
-    return seconds
+    return CudaWarmUp(seconds, per_s)
+
+
+def _torch_if(engine: Engine) -> Any:
+    """torch, where the engine runs it on CUDA; None otherwise (ONNX Runtime's worker never
+    imports it)."""
+    if engine.runtime != "torch" or not engine.device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch

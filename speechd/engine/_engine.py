@@ -43,14 +43,18 @@ import numpy.typing as npt
 from speechd.errors import InvalidRequest
 
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
+from ._device import warm_cuda
 from ._files import ModelFolder
 from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
 from ._lexicon import LexiconFile
+from ._memory import MemoryBudget, held_bytes
 from ._packs import VoicePacks
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
+from ._resident import ResidentRuntime
 from ._runtime import SAMPLES_PER_FRAME, Runtime
+from ._sanity import SanityReport
 from ._timing import UnitKind, WordTiming, unit_kind, word_timings
 from ._torch import quiet_third_party
 from ._voices import VoiceBook
@@ -103,6 +107,13 @@ class Engine:
         self._g2p: dict[str, G2P] = {}
         self._g2p_lock = threading.Lock()
         self._trim_heap = HeapTrimmer() if runtime.device == "cpu" else None
+        self._resident = runtime if isinstance(runtime, ResidentRuntime) else None
+        self.memory: MemoryBudget | None = None
+        """The device memory budget chunks are planned within (`load_engine` sets it)."""
+        self.sanity: SanityReport | None = None
+        """What the sanity check at load measured (an accelerator only)."""
+        self.load_s = 0.0
+        """Seconds the last `load` took, its warm-up included (0.0 before any)."""
         self._lexicon: LexiconFile | None = None
 
     def use_lexicon(self, path: str | None) -> None:
@@ -129,6 +140,49 @@ class Engine:
     def detail(self) -> str:
         """The runtime's own description (version, providers, threads)."""
         return self._runtime.detail
+
+    @property
+    def fallback(self) -> str:
+        """Why the engine left the device it was asked for, for the CPU ("": it has not)."""
+        return self._resident.fallback if self._resident is not None else ""
+
+    # ------------------------------------------------------------------ residency
+
+    @property
+    def resident(self) -> bool:
+        """Whether the model is held now (see `unload`)."""
+        return self._resident is None or self._resident.resident
+
+    def unload(self) -> None:
+        """Give the model back: the runtime and its weights, and the memory they held on the
+        device (torch's CUDA cache, ONNX Runtime's sessions) and in the C heap. Voices, G2P
+        and planning stay, so casts are planned while the model is away; `load`, or the next
+        `synthesize`, takes it again."""
+        if self._resident is not None:
+            self._resident.unload()
+
+    def load(self) -> float:
+        """Take the model again after `unload`, and warm it up as `load_engine` did (on a
+        CUDA device `warm_cuda`, elsewhere one short chunk), so the chunk that follows is
+        as fast as any; the seconds it all took (0.0 when it was held)."""
+        if self._resident is None or self._resident.resident:
+            return 0.0
+        started = time.perf_counter()
+        self._resident.load()
+        if self.device.startswith("cuda"):
+            warm_cuda(self)
+        else:
+            self.warm_up()
+        self.load_s = time.perf_counter() - started
+        log.info("Kokoro-82M taken again on %s in %.2f s", self.device, self.load_s)
+        return self.load_s
+
+    def held_bytes(self) -> int | None:
+        """Device memory the engine holds now, where its runtime can tell (torch on CUDA:
+        its caching allocator's reserve); None elsewhere."""
+        if not self.resident:
+            return 0 if self.device != "cpu" else None
+        return held_bytes(self.runtime, self.device)
 
     def __repr__(self) -> str:
         return (
@@ -180,6 +234,8 @@ class Engine:
         same text from its beginning). `ssml`: the text is an SSML document (whole);
         `normalize` False: read as sent (see `Planner`). The deployment's lexicon applies."""
         g2p = self._g2p_for(self.voices.language(voice))
+        if self.memory is not None and self.memory.chunk_s > 0:
+            policy = (policy or ChunkPolicy()).with_memory(self.memory.chunk_s)
         return Planner(
             g2p,
             policy,
@@ -228,6 +284,8 @@ class Engine:
         durations = None if output.durations is None else output.durations.tolist()
         pcm, head = _trim(output.audio, durations, _ending(chunk))
         del output
+        if self._trim_heap is None and self.device == "cpu":  # fell back to the CPU
+            self._trim_heap = HeapTrimmer()
         if self._trim_heap is not None:
             self._trim_heap()
         vocab = self._vocab

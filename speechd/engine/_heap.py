@@ -59,6 +59,12 @@ class HeapTrimmer:
         resident = _resident_bytes() or 0
         if resident <= self._floor + self._slack:
             return False
+        return self.trim()
+
+    def trim(self) -> bool:
+        """Trim now, whatever RSS grew by (after a model was dropped, say); whether it could."""
+        if self._trim is None:
+            return False
         self._trim(0)
         self._floor = _resident_bytes() or 0
         return True

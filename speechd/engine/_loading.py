@@ -1,10 +1,16 @@
 """Loading an engine: the model folder, the runtime `EngineConfig.engine` picks, the G2P of
-the default voice, and on a CUDA device a warm-up (`warm_cuda`, through whichever runtime).
+the default voice and, on an accelerator, the sanity check and a warm-up (`warm_cuda`, through
+whichever runtime); then the device memory budget chunks are planned within.
 
 "auto" takes ONNX Runtime when it is installed (with a CUDA provider, where there is an
 NVIDIA GPU) and the model can be exported or found, and torch otherwise, logging why; an ONNX
 path that fails falls back to torch. The torch runtime imports torch and kokoro; the ONNX one
 imports neither (its export, when one must be made, runs in a child process).
+
+The engine speaks through a `ResidentRuntime`, which can give the model back and take it
+again (`Engine.unload`, `Engine.load`), and moves to the CPU when a device stays full or fails
+the sanity check under `--device auto` (with a device named, the load fails instead, saying
+why). A wake opens the same runtime on the same device the first load chose.
 """
 
 from __future__ import annotations
@@ -15,18 +21,26 @@ import logging
 import time
 from pathlib import Path
 
-from speechd.errors import InvalidRequest, ModelUnavailable
+import msgspec
+
+from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable
 
 from ._config import EngineConfig
-from ._device import warm_cuda
+from ._device import warm_cuda_measured
 from ._engine import Engine
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
+from ._memory import MemoryBudget, cap_torch, weights_on_device
+from ._resident import ResidentRuntime, RuntimeOpener
 from ._runtime import Runtime
+from ._sanity import sanity_check
 from ._voices import VoiceBook
 
 __all__ = ["load_engine"]
 
 log = logging.getLogger("speechd.engine")
+
+#: Where a chunk retried in pieces may be cut: after a space or a punctuation mark.
+_BOUNDARIES = " ,.;:!?\u2014\u2026"
 
 
 def _read_vocab(folder: ModelFolder) -> dict[str, int]:
@@ -43,9 +57,13 @@ def _read_vocab(folder: ModelFolder) -> dict[str, int]:
     return vocab
 
 
-def load_engine(config: EngineConfig) -> Engine:
+def load_engine(config: EngineConfig, *, open_runtime: RuntimeOpener | None = None) -> Engine:
     """Load Kokoro-82M as `config` says; ModelUnavailable when it cannot (within seconds,
-    except for the one-off ONNX export of new weights)."""
+    except for the one-off ONNX export of new weights).
+
+    `open_runtime(device)` opens the runtime on a device; by default as `config` says. Tests
+    pass one that stands for a device this machine lacks (a CUDA device that runs out of
+    memory, or times speech wrongly)."""
     started = time.perf_counter()
     folder = open_model_folder(config.model_dir) if config.model_dir else fetch_model_folder()
     voices = VoiceBook(
@@ -57,7 +75,14 @@ def load_engine(config: EngineConfig) -> Engine:
             f"installed: {', '.join(folder.voices)}."
         )
     vocab = _read_vocab(folder)
-    engine = Engine(_load_runtime(config, folder), folder, voices, vocab)
+    opener = open_runtime or _opener(config, folder)
+    resident = ResidentRuntime(
+        opener,
+        opener(config.device),
+        wanted=config.device,
+        boundaries=[vocab[c] for c in _BOUNDARIES if c in vocab],
+    )
+    engine = Engine(resident, folder, voices, vocab)
     try:
         engine.use_lexicon(config.lexicon)
     except (OSError, ValueError) as exc:
@@ -68,16 +93,94 @@ def load_engine(config: EngineConfig) -> Engine:
         raise ModelUnavailable(
             f"The default voice {config.default_voice!r} cannot be used: {exc.message}"
         ) from exc
-    if engine.device.startswith("cuda"):
-        warm_cuda(engine)
+    if engine.device != "cpu":
+        _check_device(engine, resident, opener, config.device)
+    _plan_memory(engine, resident, config, folder)
+    engine.load_s = time.perf_counter() - started
     log.info(
         "Kokoro-82M loaded from %s in %.1f s (%d voices): %s",
         folder.root,
-        time.perf_counter() - started,
+        engine.load_s,
         len(folder.voices),
         engine.detail,
     )
     return engine
+
+
+def _opener(config: EngineConfig, folder: ModelFolder) -> RuntimeOpener:
+    """Opens the runtime `config` asks for on a device; after the first, always the same
+    runtime (`auto` decides once), held to the memory budget on a CUDA device."""
+    kind = config.engine
+
+    def open_runtime(device: str) -> Runtime:
+        nonlocal kind
+        runtime = _load_runtime(msgspec.structs.replace(config, device=device, engine=kind), folder)
+        kind = runtime.name  # type: ignore[assignment]
+        if config.max_device_memory and runtime.name == "torch":
+            cap_torch(runtime.device, config.max_device_memory)
+        return runtime
+
+    return open_runtime
+
+
+def _check_device(
+    engine: Engine, resident: ResidentRuntime, opener: RuntimeOpener, wanted: str
+) -> None:
+    """The sanity check (`_sanity`) of the accelerator the engine loaded on: a device that
+    fails it is refused (ModelUnavailable), or left for the CPU under `auto`."""
+    device = engine.device
+    cpu = opener("cpu")
+    try:
+        report = sanity_check(engine, resident.current, cpu)
+    except CastFailed as exc:
+        problem: str | None = f"{device} failed the sanity check's synthesis: {exc.message}"
+    else:
+        engine.sanity = report
+        log.info("sanity check of %s against the CPU: %s", device, report.describe())
+        problem = report.problem
+    if problem is None:
+        return
+    if wanted != "auto":
+        raise ModelUnavailable(f"{problem} (--device cpu or auto speaks on the CPU instead).")
+    resident.fall_back(problem, cpu)
+
+
+def _plan_memory(
+    engine: Engine, resident: ResidentRuntime, config: EngineConfig, folder: ModelFolder
+) -> None:
+    """The device memory budget (`--max-device-memory`), and on a CUDA device the warm-up,
+    which measures what a second of audio takes there. A device the budget leaves no room on
+    is refused (ModelUnavailable), or left for the CPU under `auto`."""
+    file_size = folder.weights.stat().st_size
+
+    def plan(per_audio_s: int | None = None) -> MemoryBudget:
+        weights = weights_on_device(engine.runtime, engine.device, file_size)
+        return MemoryBudget.plan(
+            config.max_device_memory,
+            weights=weights,
+            runtime=engine.runtime,
+            device=engine.device,
+            per_audio_s=per_audio_s,
+        )
+
+    try:
+        engine.memory = plan()
+        if engine.device.startswith("cuda"):
+            warmed = warm_cuda_measured(engine)
+            if warmed.activation_bytes_per_s:
+                engine.memory = plan(warmed.activation_bytes_per_s)
+    except ModelUnavailable as exc:
+        if config.device != "auto" or engine.device == "cpu":
+            raise
+        resident.fall_back(exc.message)
+        engine.memory = plan()
+    if engine.memory.limit is not None:
+        log.info(
+            "memory budget on %s: %.0f MiB, chunks of at most %.1f s of audio",
+            engine.device,
+            engine.memory.limit / (1 << 20),
+            engine.memory.chunk_s,
+        )
 
 
 def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
@@ -155,4 +258,10 @@ def _load_onnx(config: EngineConfig, folder: ModelFolder) -> Runtime:
             started = time.perf_counter()
             export = ensure_export(folder, cache)
             log.info("ONNX export %s ready in %.1f s", export, time.perf_counter() - started)
-    return load_onnx_runtime(export, config.device, config.threads, trt_cache=cache / "tensorrt")
+    return load_onnx_runtime(
+        export,
+        config.device,
+        config.threads,
+        trt_cache=cache / "tensorrt",
+        gpu_mem_limit=config.max_device_memory,
+    )

@@ -21,7 +21,6 @@ nothing is rewritten. Every operation is linear in the text it returns.
 
 from __future__ import annotations
 
-import itertools
 import re
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -179,76 +178,81 @@ class Mapped:
         the match returning a string, a `Mapped`, or a list of parts: strings (new text),
         `(start, end)` spans of this text (kept, with their own map) and `Mapped`s."""
         text = self.text
-        pieces: list[Mapped | str] = []
-        pos = n = 0
+        changes: list[tuple[int, int, str | Mapped | Sequence[Part]]] = []
         for m in pattern.finditer(text):
             a, b = m.span()
             out = repl if isinstance(repl, str) else repl(m)
             if isinstance(out, str) and out == text[a:b]:
                 continue  # unchanged: keep the characters' own map
-            if a > pos:
-                pieces.append(self[pos:a])
-            pieces.extend(self._resolve(out, a, b))
-            pos = b
-            n += 1
-            if count and n >= count:
+            changes.append((a, b, out))
+            if count and len(changes) >= count:
                 break
-        if not n:
+        if not changes:
             return self
+        # Built on arrays, not pieces: a hostile line may hold thousands of matches.
+        begins, ends = self._maps()
+        out_text: list[str] = []
+        out_begins = array("q")
+        out_ends = array("q")
+        pos = 0
+        for a, b, out in changes:
+            if a > pos:
+                out_text.append(text[pos:a])
+                out_begins += begins[pos:a]
+                out_ends += ends[pos:a]
+            begin, end = self.source(a, b)
+            for part in (out,) if isinstance(out, (str, Mapped)) else out:
+                if isinstance(part, str):
+                    if part:
+                        out_text.append(part)
+                        out_begins += array("q", [begin]) * len(part)
+                        out_ends += array("q", [end]) * len(part)
+                elif isinstance(part, Mapped):
+                    if part.text:
+                        out_text.append(part.text)
+                        part_begins, part_ends = part._maps()
+                        out_begins += part_begins
+                        out_ends += part_ends
+                elif part[1] > part[0]:
+                    out_text.append(text[part[0] : part[1]])
+                    out_begins += begins[part[0] : part[1]]
+                    out_ends += ends[part[0] : part[1]]
+            pos = b
         if pos < len(text):
-            pieces.append(self[pos:])
-        return Mapped._glue(pieces)
-
-    def _resolve(self, out: str | Mapped | Sequence[Part], a: int, b: int) -> list[Mapped]:
-        """What a rule put in place of text[a:b], as mapped pieces."""
-        begin, end = self.source(a, b)
-        if isinstance(out, str):
-            return [Mapped.new(out, begin, end)] if out else []
-        if isinstance(out, Mapped):
-            return [out]
-        resolved: list[Mapped] = []
-        for part in out:
-            if isinstance(part, str):
-                if part:
-                    resolved.append(Mapped.new(part, begin, end))
-            elif isinstance(part, Mapped):
-                resolved.append(part)
-            else:
-                resolved.append(self[part[0] : part[1]])
-        return resolved
-
-    @staticmethod
-    def _glue(pieces: Sequence[Mapped | str]) -> Mapped:
-        """Pieces end to end, kept lazy when they are contiguous plain slices."""
-        if all(isinstance(p, Mapped) and p._begins is None for p in pieces):
-            plain = [p for p in pieces if isinstance(p, Mapped) and p.text]
-            if plain and all(
-                q._offset == p._offset + len(p.text) for p, q in itertools.pairwise(plain)
-            ):
-                return Mapped("".join(p.text for p in plain), offset=plain[0]._offset)
-        return Mapped.concat(pieces)
+            out_text.append(text[pos:])
+            out_begins += begins[pos:]
+            out_ends += ends[pos:]
+        return Mapped("".join(out_text), out_begins, out_ends)
 
     def keep(self, wanted: Callable[[str], str | None]) -> Mapped:
         """Each character replaced by `wanted(c)`: itself, another (mapped to it), "" or None
         (dropped). Per character: for lines that need it (control characters, marks)."""
-        pieces: list[Mapped | str] = []
-        pos = 0
-        changed = False
-        for i, c in enumerate(self.text):
-            out = wanted(c)
-            if out == c:
-                continue
-            changed = True
-            if i > pos:
-                pieces.append(self[pos:i])
-            if out:
-                pieces.append(Mapped.new(out, self.begin(i), self.end(i)))
-            pos = i + 1
-        if not changed:
+        text = self.text
+        changes = [(i, out) for i, c in enumerate(text) if (out := wanted(c)) != c]
+        if not changes:
             return self
-        if pos < len(self.text):
-            pieces.append(self[pos:])
-        return Mapped._glue(pieces) if pieces else Mapped("", offset=self.point(0))
+        begins, ends = self._maps()
+        out_text: list[str] = []
+        out_begins = array("q")
+        out_ends = array("q")
+        pos = 0
+        for i, out in changes:
+            if i > pos:
+                out_text.append(text[pos:i])
+                out_begins += begins[pos:i]
+                out_ends += ends[pos:i]
+            if out:
+                out_text.append(out)
+                out_begins += array("q", [begins[i]]) * len(out)
+                out_ends += array("q", [ends[i]]) * len(out)
+            pos = i + 1
+        if pos < len(text):
+            out_text.append(text[pos:])
+            out_begins += begins[pos:]
+            out_ends += ends[pos:]
+        if not out_text:
+            return Mapped("", offset=self.point(0))
+        return Mapped("".join(out_text), out_begins, out_ends)
 
     def words(self) -> list[tuple[int, int]]:
         """[start, end) of each run of non-space characters (spaces: " " only)."""

@@ -189,20 +189,23 @@ def _cpu_run_options(ort: Any) -> Any:
     return options
 
 
-def _gpu_chain(available: Sequence[str], index: int, trt: dict[str, str] | None) -> list[Any]:
+def _gpu_chain(
+    available: Sequence[str],
+    index: int,
+    trt: dict[str, str] | None,
+    mem_limit: int | None = None,
+) -> list[Any]:
     chain: list[Any] = []
     if trt is not None and TENSORRT in available:
         chain.append((TENSORRT, {"device_id": str(index), **trt}))
-    chain.append(
-        (
-            CUDA,
-            {
-                "device_id": str(index),
-                "cudnn_conv_algo_search": "HEURISTIC",
-                "arena_extend_strategy": "kSameAsRequested",
-            },
-        )
-    )
+    cuda = {
+        "device_id": str(index),
+        "cudnn_conv_algo_search": "HEURISTIC",
+        "arena_extend_strategy": "kSameAsRequested",
+    }
+    if mem_limit:  # the CUDA arena's cap (--max-device-memory), in bytes
+        cuda["gpu_mem_limit"] = str(mem_limit)
+    chain.append((CUDA, cuda))
     chain.append(CPU)
     return chain
 
@@ -252,11 +255,16 @@ def check_device(device: str) -> None:
 
 
 def load_onnx_runtime(
-    export: Path, device: str, threads: int | None, *, trt_cache: Path
+    export: Path,
+    device: str,
+    threads: int | None,
+    *,
+    trt_cache: Path,
+    gpu_mem_limit: int | None = None,
 ) -> OnnxRuntime:
     """Sessions over `export` (speechd's export folder, or a foreign `.onnx` file) on `device`
     ("auto", "cpu", "cuda", "cuda:N"; only "auto" may end up on the CPU). TensorRT keeps its
-    engines in `trt_cache`."""
+    engines in `trt_cache`; `gpu_mem_limit` caps each session's CUDA arena (bytes)."""
     check_device(device)
     import onnxruntime as ort
 
@@ -267,8 +275,10 @@ def load_onnx_runtime(
 
     def open_on(gpu: bool) -> tuple[_Split | _Whole, list[str]]:
         if export.is_dir():
-            return _open_split(ort, export, options, available, gpu, index, trt_cache)
-        chain = _gpu_chain(available, index, None) if gpu else [CPU]
+            return _open_split(
+                ort, export, options, available, gpu, index, trt_cache, gpu_mem_limit
+            )
+        chain = _gpu_chain(available, index, None, gpu_mem_limit) if gpu else [CPU]
         session = ort.InferenceSession(str(export), options, providers=chain)
         run = None if gpu else _cpu_run_options(ort)
         return _Whole(session, export, run), list(session.get_providers())
@@ -312,6 +322,7 @@ def _open_split(
     gpu: bool,
     index: int,
     trt_cache: Path,
+    mem_limit: int | None = None,
 ) -> tuple[_Split, list[str]]:
     manifest = json.loads((export / MANIFEST).read_text(encoding="utf-8"))
     if not gpu:
@@ -324,16 +335,16 @@ def _open_split(
         trt_front = _trt_options(trt_cache, front_shapes)
         trt_back = _trt_options(trt_cache, back_shapes)
     front = ort.InferenceSession(
-        str(export / FRONT), options, providers=_gpu_chain(available, index, trt_front)
+        str(export / FRONT), options, providers=_gpu_chain(available, index, trt_front, mem_limit)
     )
     back = ort.InferenceSession(
-        str(export / BACK), options, providers=_gpu_chain(available, index, trt_back)
+        str(export / BACK), options, providers=_gpu_chain(available, index, trt_back, mem_limit)
     )
     providers = list(back.get_providers())
     long_back = None
     if TENSORRT in providers:
         long_back = ort.InferenceSession(
-            str(export / BACK), options, providers=_gpu_chain(available, index, None)
+            str(export / BACK), options, providers=_gpu_chain(available, index, None, mem_limit)
         )
     log.info("ONNX export %s on %s", export, ", ".join(providers))
     return _Split(front, back, long_back), providers

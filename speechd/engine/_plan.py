@@ -85,6 +85,9 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         the buffer bound is dropped in favour of fewer, longer chunks.
     max_chunk_s: no chunk after the first holds more than this many seconds of audio (but
         `floor_tokens`); 0: no cap but the token caps. The worker sets it from its quantum.
+    memory_chunk_s: no chunk at all, the first included, holds more than this many seconds
+        of audio (but `min_tokens`): what the device memory budget leaves room for
+        (`--max-device-memory`, `MemoryBudget.chunk_s`); 0: no cap. `with_rtf` keeps it.
     pad_s / tokens_per_s: the audio length model, `(pad_s + tokens / tokens_per_s) / speed`;
         the defaults slightly underestimate Kokoro-82M's English (loadtest.bench_engine
         prints the fit), so the simulated buffer errs on the short side.
@@ -100,6 +103,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rtf: Annotated[float, msgspec.Meta(ge=0)] = 0.7
     overhead_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     max_chunk_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    memory_chunk_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     margin: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
     pad_s: Annotated[float, msgspec.Meta(ge=0)] = 0.2
     tokens_per_s: Annotated[float, msgspec.Meta(gt=0)] = 20.0
@@ -119,6 +123,13 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def with_speed(self, speed: float) -> "ChunkPolicy":
         return msgspec.structs.replace(self, speed=float(speed))
+
+    def with_memory(self, chunk_s: float) -> "ChunkPolicy":
+        """This policy with chunks held to `chunk_s` seconds of audio by the device memory
+        budget (0: no cap; a tighter cap already set stays)."""
+        if chunk_s <= 0 or 0 < self.memory_chunk_s <= chunk_s:
+            return self
+        return msgspec.structs.replace(self, memory_chunk_s=float(chunk_s))
 
     def audio_s(self, tokens: int) -> float:
         """Estimated seconds of audio for a chunk of `tokens` phonemes."""
@@ -160,7 +171,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def budget(self, index: int, buffered_s: float) -> int:
         """Most tokens chunk `index` may hold with `buffered_s` of audio ahead of the listener."""
         if index == 0:
-            return min(self.first_max_tokens, self.limit_tokens)
+            return min(self.first_max_tokens, self.limit_tokens, self._memory_cap)
         cap = self.sentence_tokens if index == 1 else self.max_tokens
         if 0 < self.rtf < 1:
             seconds = (self.margin * buffered_s - self.overhead_s) / self.rtf
@@ -169,7 +180,14 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             # Last: the cap bounds how long a newcomer waits for the device, which a listener
             # who cannot be kept ahead anyway does not outweigh.
             cap = min(cap, max(self.tokens(self.max_chunk_s), self.floor_tokens))
-        return min(cap, self.limit_tokens)
+        return min(cap, self.limit_tokens, self._memory_cap)
+
+    @property
+    def _memory_cap(self) -> int:
+        """The most tokens the device memory budget lets one chunk hold at this speed."""
+        if self.memory_chunk_s <= 0:
+            return self.limit_tokens
+        return max(self.tokens(self.memory_chunk_s), self.min_tokens)
 
     def estimate(
         self,

@@ -45,19 +45,28 @@ import re
 import zlib
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 import msgspec
 
-from ._document import Document, place_units
-from ._g2p import G2P, segment_spans
+from ._document import Document
+from ._g2p import G2P
 from ._lexicon import Lexicon
-from ._mapped import Mapped
-from ._normalize import SPAN, Carry, Piece, read_raw_slice, read_slice
-from ._plan import Boundary, Chunk, Chunker, ChunkPolicy, Unit
-from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum, needs_dot
-from ._ssml import SENTINEL, Event
+from ._normalize import SPAN, Carry, read_raw_slice, read_slice
+from ._plan import Boundary, Chunk, Chunker, ChunkPolicy
+from ._segments import (
+    POSITION_VERSION,
+    Position,
+    Segment,
+    Slice,
+    decode_position,
+    encode_position,
+    event_segment,
+    segment_units,
+    segments,
+)
+from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum
+from ._ssml import SENTINEL
 
 __all__ = ["PlanStatus", "PlanStep", "Planner"]
 
@@ -69,7 +78,6 @@ _TOKENS_PER_CHAR: Final = 1.0
 _SENTENCE_GAP: Final = re.compile("[.!?\u2026][\"')\\]}\u201d\u2019\u00bb]?(?=\\s|\\Z)")
 #: How long live input may pause mid-clause before what has arrived is spoken anyway.
 FLUSH_S: Final = 0.6
-_POSITION_VERSION: Final = 1
 
 
 class PlanStatus(enum.Enum):
@@ -86,43 +94,6 @@ class PlanStep(NamedTuple):
     chars_left: int = 0
 
 
-class _Position(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    version: int
-    start: int  # the slice the next unit comes from: raw[start:end]
-    end: int  # -1: not cut yet (then units is 0 and the planner cuts it as it would)
-    kind: int  # how it ends (`Cut`)
-    carry: Carry
-    crc: int  # zlib.crc32 of raw[start:end]
-    units: int  # of its units, those already in chunks
-    index: int  # the chunker's state
-    buffered_s: float
-
-
-_ENCODE = msgspec.json.Encoder()
-_DECODE = msgspec.json.Decoder(_Position)
-
-
-@dataclass(slots=True)
-class _Slice:
-    start: int
-    end: int
-    kind: Cut
-    carry: Carry
-    crc: int
-    first_unit: int | None = None  # the number of its first unit, once G2P reaches it
-    made: int = 0  # units G2P made of it so far
-    complete: bool = False  # all of them
-
-
-@dataclass(slots=True)
-class _Segment:
-    slice: _Slice
-    text: Mapped
-    final: bool  # its last unit ends a block
-    dot_at: int | None  # a closing `.` depends on whether text follows this raw offset
-    opens: bool  # the slice's first
-    closes: bool  # the slice's last
-    event: Event | None = None  # an event's slice: its one unit (a pause, a mark) or none
 
 
 class Planner:
@@ -166,13 +137,13 @@ class Planner:
         # The pipeline.
         self._cursor = 0
         self._carry = Carry()
-        self._until: _Position | None = None  # resume: the first slice, as it was cut
+        self._until: Position | None = None  # resume: the first slice, as it was cut
         self._skip = 0  # resume: units of it already spoken
         self._skipped = 0
         self._drop = 0
         self._made = 0  # units made (skipped ones included)
-        self._slices: deque[_Slice] = deque()
-        self._segments: deque[_Segment] = deque()
+        self._slices: deque[Slice] = deque()
+        self._segments: deque[Segment] = deque()
         self._chunker = Chunker(self._policy)
         if position is not None:
             self._resume(position)
@@ -278,13 +249,13 @@ class Planner:
                 units = 0 if sl.first_unit is None else consumed - sl.first_unit
                 return self._encode(sl, units)
         if self._until is not None:  # resumed, and nothing of the first slice made yet
-            return _ENCODE.encode(self._until).decode()
+            return encode_position(self._until)
         # Everything before the cursor is in chunks; the next slice is not cut yet.
         index, buffered_s = self._chunker.index, self._chunker.buffered_s
-        here = _Position(
-            _POSITION_VERSION, self._cursor, -1, 0, self._carry, 0, 0, index, buffered_s
+        here = Position(
+            POSITION_VERSION, self._cursor, -1, 0, self._carry, 0, 0, index, buffered_s
         )
-        return _ENCODE.encode(here).decode()
+        return encode_position(here)
 
     @property
     def chars_left(self) -> int:
@@ -329,13 +300,13 @@ class Planner:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _spent(sl: _Slice, consumed: int) -> bool:
+    def _spent(sl: Slice, consumed: int) -> bool:
         return sl.complete and sl.first_unit is not None and sl.first_unit + sl.made <= consumed
 
-    def _encode(self, sl: _Slice, units: int) -> str:
-        return _ENCODE.encode(
-            _Position(
-                _POSITION_VERSION,
+    def _encode(self, sl: Slice, units: int) -> str:
+        return encode_position(
+            Position(
+                POSITION_VERSION,
                 sl.start,
                 sl.end,
                 int(sl.kind),
@@ -345,14 +316,14 @@ class Planner:
                 self._chunker.index,
                 self._chunker.buffered_s,
             )
-        ).decode()
+        )
 
     def _resume(self, position: str) -> None:
         try:
-            where = _DECODE.decode(position)
+            where = decode_position(position)
         except msgspec.DecodeError as exc:
             raise ValueError(f"not a plan position: {exc}") from exc
-        if where.version != _POSITION_VERSION or where.start < 0 or where.units < 0:
+        if where.version != POSITION_VERSION or where.start < 0 or where.units < 0:
             raise ValueError("not a plan position this planner reads")
         self._cursor = self._base = where.start
         self._received = where.start
@@ -423,13 +394,11 @@ class Planner:
                 cut = (cut[0] + self._base, cut[1])
             end, kind = cut
         lo, hi = cursor - self._base, end - self._base
-        sl = _Slice(cursor, end, kind, self._carry, zlib.crc32(buf[lo:hi].encode()))
+        sl = Slice(cursor, end, kind, self._carry, zlib.crc32(buf[lo:hi].encode()))
         self._slices.append(sl)
         if doc is not None and buf[lo] == SENTINEL:  # an event: a slice of its own
             self._cursor = end
-            self._segments.append(
-                _Segment(sl, Mapped("", offset=cursor), False, None, True, True, doc.event(cursor))
-            )
+            self._segments.append(event_segment(sl, doc.event(cursor)))
             return True
         if self._normalize:
             inside = kind < Cut.BLOCK
@@ -440,7 +409,8 @@ class Planner:
             pieces = read_raw_slice(buf, lo, hi, inside=kind < Cut.BLOCK, origin=self._base)
             carry = self._carry
         self._cursor, self._carry = end, carry
-        self._queue(sl, pieces, self._base)
+        dots = self._normalize  # a block closed with `.` is the normaliser's
+        self._segments.extend(segments(sl, pieces, self._base, self._lexicon, dots=dots))
         return True
 
     def _at_event(self, buf: str, cursor: int, stop: int) -> tuple[int, Cut] | None:
@@ -454,30 +424,6 @@ class Planner:
         if found < 0:
             return None
         return found + self._base, Cut.BLOCK if buf[found - 1] == "\n" else Cut.FORCED
-
-    def _queue(self, sl: _Slice, pieces: list[Piece], base: int) -> None:
-        """Queue the slice's segments (`base`: the raw offset of the pieces' `raw_end` 0)."""
-        queued: list[_Segment] = []
-        for piece in pieces:
-            if not any(c.isalnum() for c in piece.text.text):
-                continue  # as normalize_text drops it
-            text = self._lexicon.apply(piece.text) if self._lexicon else piece.text
-            # The text's first segment is short, so the first chunk comes quickly.
-            spans = segment_spans(text.text, first=sl.start == 0 and not queued)
-            dot = self._normalize and piece.final and needs_dot(text.text)
-            dot_at = piece.raw_end + base if dot else None
-            for i, (a, b) in enumerate(spans):
-                last = i == len(spans) - 1
-                queued.append(
-                    _Segment(
-                        sl, text[a:b], piece.final and last, dot_at if last else None, False, False
-                    )
-                )
-        if not queued:
-            queued.append(_Segment(sl, Mapped("", offset=sl.start), False, None, False, False))
-        queued[0].opens = True
-        queued[-1].closes = True
-        self._segments.extend(queued)
 
     def _dot(self, raw_end: int) -> bool | None:
         """Does a letter or digit follow raw offset `raw_end` (None: not known yet)?"""
@@ -500,20 +446,7 @@ class Planner:
         sl = segment.slice
         if segment.opens:
             sl.first_unit = self._made
-        if segment.event is not None:
-            units = _event_units(segment.event)
-        else:
-            units = self._g2p.units(text.text) if text.text else []
-            place_units(units, text, self._doc)
-            rate = self._doc.rate_at(sl.start) if self._doc is not None else 1.0
-            for unit in units:
-                unit.rate = rate
-        if units and segment.event is None:
-            last = units[-1]
-            if not last.text.endswith((" ", "\n")):
-                last.text += " "
-                last.phonemes += " "
-            last.block_end = segment.final
+        units = segment_units(segment, text, self._g2p, self._doc)
         for unit in units:
             if self._skip:
                 self._skip -= 1
@@ -544,12 +477,3 @@ class Planner:
         if last in (Cut.BLOCK, Cut.SENTENCE, Cut.FORCED):
             return Boundary.SENTENCE
         return Boundary.CLAUSE if last is Cut.CLAUSE else None
-
-
-def _event_units(event: Event) -> list[Unit]:
-    """The unit an event's slice makes: a pause or a mark (a change of rate makes none)."""
-    if event.pause_ms:
-        return [Unit("", "", source=event.source, pause_ms=event.pause_ms)]
-    if event.mark:
-        return [Unit("", "", source=event.source, mark=event.mark)]
-    return []

@@ -1,9 +1,10 @@
-"""SSML, read safely into the planner's text: a small, linear, explicit tokenizer.
+"""SSML, read safely into the planner's text, over the XML tokenizer in `_xml`.
 
 The subset (anything else is spoken as its text and named in `unsupported`):
 
     speak           the root; `xml:lang` must be the voice's language
-    p, s            a paragraph, a sentence: blocks, as blank lines are in plain text
+    p               a paragraph: a block, as a blank line is in plain text
+    s               a sentence: closed with a full stop where it has no closing punctuation
     break           `time` (`500ms`, `2s`, at most 10 s) or `strength` (none .. x-strong):
                     a pause, a planner unit of its own (real silence between two chunks)
     sub             `alias` is read in place of the element's text
@@ -18,13 +19,12 @@ The subset (anything else is spoken as its text and named in `unsupported`):
                     as written); other languages read it as plain text
     mark            `name`: a named point, reported among the timed words
 
-The reader never expands anything: no DTD (a `<!DOCTYPE` is refused), no entity but XML's
-five escapes and character references (`&amp;` `&lt;` `&gt;` `&quot;` `&apos;` `&#N;`),
-no processing instruction but the XML declaration. Every bound is checked as the text is
-read, before anything is built on it: nesting depth, names, attributes (count and size),
-the text of `say-as` and `phoneme`. Each token is found with `str.find` or an anchored
-pattern of bounded quantifiers, and the position only moves forward, so reading is linear
-in the text.
+The reader never expands anything: `_xml` refuses a DTD, every entity but XML's five escapes
+and character references, and processing instructions but the XML declaration, and bounds
+names and attributes. This module bounds the rest as the document is read, before anything
+is built on it: nesting depth (`MAX_DEPTH`), elements (`MAX_ELEMENTS`), the text of `say-as`
+and `phoneme` (`MAX_CONTENT`), a break's length. Reading is linear in the document: each
+token is read once and the position only moves forward.
 
 What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
 text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`
@@ -86,6 +86,8 @@ _MULTIPLIER = re.compile(r"\d{1,2}(?:\.\d{1,3})?")
 #: Elements whose content is text only, read whole at their end.
 _TEXT_ONLY: Final = frozenset({"sub", "say-as", "phoneme"})
 _EMPTY: Final = frozenset({"break", "mark"})
+#: What ends a sentence already (closing quotes and brackets count with it).
+_TERMINAL: Final = frozenset(".!?\u2026:;\"')]\u201d\u2019\u00bb")
 
 
 class Event(NamedTuple):
@@ -206,8 +208,10 @@ class SsmlReader(XmlReader):
         rate = top.rate if top else 1.0
         stress = top.stress if top else ""
         span = (start, self._pos)
-        if name in ("speak", "p", "s"):
+        if name in ("speak", "p"):
             self._block(start)
+        elif name == "s":
+            self._sentence(start, closing=False)
         elif name == "break":
             self._pause(attrs, span)
         elif name == "mark":
@@ -254,8 +258,10 @@ class SsmlReader(XmlReader):
         elif name in _EMPTY:
             if lt > opened.content and self._text[opened.content : lt].strip():
                 raise self._fail(f"<{name}> must be empty", opened.start)
-        elif name in ("speak", "p", "s"):
+        elif name in ("speak", "p"):
             self._block(lt)
+        elif name == "s":
+            self._sentence(lt, closing=True)
         if name == "prosody":
             outer = self._stack[-1].rate if self._stack else 1.0
             if outer != opened.rate:
@@ -399,8 +405,19 @@ class SsmlReader(XmlReader):
         if not self.speakable:
             self.speakable = any(c.isalnum() for c in text.text)
 
+    def _sentence(self, at: int, *, closing: bool) -> None:
+        """A sentence's edge (`s`): its text apart from the text around it, and, at its end,
+        a full stop where it has no closing punctuation (sentences of a paragraph stay one
+        block, so its G2P reads them together, as it would plain prose)."""
+        if self._tail in ("\n", " ", SENTINEL):
+            return
+        ending = "" if not closing or self._tail in _TERMINAL else "."
+        if self._keep:
+            self._out.append(Mapped.new(ending + " ", at, at))
+        self._tail = " "
+
     def _block(self, at: int) -> None:
-        """A block boundary (`p`, `s`): a blank line, once."""
+        """A block boundary (`p`, `speak`): a blank line, once."""
         if self._tail != "\n":
             if self._keep:
                 self._out.append(Mapped.new("\n\n", at, at))

@@ -30,7 +30,9 @@ _NAME = re.compile(_NAME_CHARS)
 #: stops at a character the next part cannot start with, so a failed match is linear); what
 #: it does not match is read by the careful path, which says what is wrong.
 _VALUE = rf"(?:\"[^\"<&]{{0,{MAX_ATTR_CHARS}}}\"|'[^'<&]{{0,{MAX_ATTR_CHARS}}}')"
-_FAST_TAG = re.compile(rf"<({_NAME_CHARS})((?:\s+{_NAME_CHARS}\s*=\s*{_VALUE})*)\s*(/?)>")
+_FAST_TAG = re.compile(
+    rf"<({_NAME_CHARS})((?:\s+{_NAME_CHARS}\s*=\s*{_VALUE}){{0,{MAX_ATTRS}}})\s*(/?)>"
+)
 _FAST_ATTR = re.compile(rf"({_NAME_CHARS})\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
 _FAST_CLOSE = re.compile(rf"</({_NAME_CHARS})\s*>")
 _ATTR = re.compile(rf"\s+({_NAME_CHARS})\s*=\s*([\"'])")

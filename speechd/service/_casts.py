@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import re
 import time
@@ -32,7 +33,15 @@ from speechd import casts
 from speechd.audio import FORMATS, SAMPLE_RATE, finished_bytes
 from speechd.casts import QueueLine, WorkerHealth, known_voices, worker_health
 from speechd.durable import Store
-from speechd.engine import LANGUAGES, MAX_SPEED, MIN_SPEED, VoiceBook, voice_language
+from speechd.engine import (
+    LANGUAGES,
+    MAX_SPEED,
+    MIN_SPEED,
+    VoiceBook,
+    check_input,
+    looks_like_ssml,
+    voice_language,
+)
 from speechd.errors import (
     InvalidRequest,
     ModelUnavailable,
@@ -60,6 +69,8 @@ seconds) before it gets a 503. When the last worker heard from failed to load th
 gets the 503 at once."""
 
 _TITLE_CHARS = 80
+_INLINE_CHECK = 8192  # SSML longer than this is checked on a thread
+_TAGS = re.compile(r"<[^<>]{0,1024}>")
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
@@ -81,6 +92,12 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     """The caller wants its first audio at once (`start: now`): the worker may make the cast's
     first chunk while it waits in line. Only a request that creates the cast (or makes a
     failed one again) sets it for the cast; an identical request joining it changes nothing."""
+    input_format: str | None = None
+    """`text` or `ssml` (an SSML document, checked whole before the cast is made); None: SSML
+    when the text starts with `<speak` (or an XML declaration)."""
+    normalize: bool = True
+    """False: read the text as sent, without speechd's normalisation (numbers, units, URLs,
+    Markdown); inline pronunciations and the lexicon still apply."""
     scope: str = ""
     """Who shares the cast (`casts.cast_id`): "" every caller making the same request; else
     only callers of this scope (`--share-casts per-key`: one API key's)."""
@@ -91,6 +108,14 @@ class SubmittedCast(msgspec.Struct, frozen=True):
     created: bool
     """False when an identical request made this cast first (it may be done already)."""
     recipe: casts.Recipe
+    unsupported: tuple[str, ...] = ()
+    """SSML elements (and attributes, `say-as` kinds) outside the subset, each once: spoken
+    as their text. A route names them in a response header."""
+
+
+def _title_text(text: str, ssml: bool) -> str:
+    """What a title is taken from: an SSML document's first 4,096 characters without tags."""
+    return " ".join(_TAGS.sub(" ", text[:4096]).split()) if ssml else text
 
 
 def derive_title(text: str) -> str:
@@ -114,7 +139,9 @@ def voice_label(voice: str) -> str:
 
 
 def _check_text(text: str, *, max_chars: int, param: str) -> str:
-    """`text` stripped, or `InvalidRequest` if it is empty, too long or not speakable text."""
+    """`text` without the whitespace it ends with (what it starts with stays: timed words
+    give offsets into the text as sent), or `InvalidRequest` if it is empty, too long or not
+    speakable text."""
     if len(text) > max_chars:
         raise InvalidRequest(f"The input is longer than {max_chars} characters.", param=param)
     bad = _FORBIDDEN.search(text)
@@ -122,8 +149,8 @@ def _check_text(text: str, *, max_chars: int, param: str) -> str:
         char = ord(bad.group())
         what = "an unpaired surrogate" if 0xD800 <= char <= 0xDFFF else "the control character"
         raise InvalidRequest(f"The input contains {what} U+{char:04X}.", param=param)
-    text = text.strip()
-    if not text:
+    text = text.rstrip()
+    if not text.strip():
         raise InvalidRequest("The input is empty: there is nothing to speak.", param=param)
     return text
 
@@ -285,12 +312,22 @@ class CastService:
             raise InvalidRequest(
                 f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
             )
+        input_format = request.input_format or ("ssml" if looks_like_ssml(text) else "text")
+        if input_format not in ("text", "ssml"):
+            raise InvalidRequest(
+                f"input_format is text or ssml, not {input_format!r}.", param="input_format"
+            )
         voices = self._voices(await self.require_workers())
         voice = voices.book.resolve(request.voice or self._default_voice)
-        reason = voices.unspeakable.get(voices.book.language(voice))
+        lang = voices.book.language(voice)
+        reason = voices.unspeakable.get(lang)
         if reason is not None:
             raise VoiceUnavailable(reason)
         speed = round(float(request.speed), 3)
+        ssml = input_format == "ssml"
+        check = functools.partial(check_input, text, lang=lang, ssml=ssml, speed=speed)
+        # Reading a long SSML document takes milliseconds: off the event loop.
+        found = await asyncio.to_thread(check) if ssml and len(text) > _INLINE_CHECK else check()
         cast_id = casts.cast_id(
             self._secret,
             model=MODEL,
@@ -298,6 +335,8 @@ class CastService:
             speed=speed,
             format=request.format,
             text=text,
+            input_format=input_format,
+            normalize=request.normalize,
             scope=request.scope,
         )
         recipe = casts.Recipe(
@@ -306,8 +345,10 @@ class CastService:
             voice=voice,
             speed=speed,
             format=request.format,
-            title=request.title or derive_title(text),
+            title=request.title or derive_title(_title_text(text, ssml)),
             created_ms=self._now_ms(),
+            input_format=input_format,
+            normalize=request.normalize,
         )
         # A new cast joins the line, and so does a failed one this request makes again.
         if await self._joins_line(cast_id):
@@ -325,7 +366,7 @@ class CastService:
             at_once=request.at_once,
             clock=self._clock,
         )
-        return SubmittedCast(cast_id, submission.created, recipe)
+        return SubmittedCast(cast_id, submission.created, recipe, found.unsupported)
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.
@@ -381,16 +422,31 @@ class CastService:
         await casts.wait_ended(self.store, cast_id)
 
     async def status(self, cast_id: str) -> casts.CastStatus:
-        """Where the cast stands (a queued one: its place in line, and when it should start);
-        raises `CastNotFound`."""
-        status = await casts.cast_status(self.store, cast_id, now_ms=self._now_ms())
-        if status.state != casts.CastState.QUEUED:
+        """Where the cast stands (a queued one: its place in line, and when it should start;
+        one waiting for its first audio while the workers' model is given back: `loading`,
+        and when the model should be held again); raises `CastNotFound`."""
+        now_ms = self._now_ms()
+        status = await casts.cast_status(self.store, cast_id, now_ms=now_ms)
+        queued = status.state == casts.CastState.QUEUED
+        if not queued and not (
+            status.state == casts.CastState.GENERATING and status.chunks_done == 0
+        ):
             return status
-        workers = [w.worker for w in await self.workers()]
-        place = await self._line.place(cast_id, workers=workers)
+        health = await self.health()
+        waking = health.model in (casts.IDLE, casts.WAKING)
+        if waking:
+            wake_ms = health.wake_in_ms(now_ms)
+            status = msgspec.structs.replace(
+                status, state=casts.CastState.LOADING, starts_in_ms=wake_ms
+            )
+        if not queued:
+            return status
+        place = await self._line.place(cast_id, workers=[w.worker for w in health.ready])
         if place is None:
             return status
-        starts = None if place.starts_in_s is None else round(place.starts_in_s * 1000)
+        starts = status.starts_in_ms
+        if place.starts_in_s is not None and (starts is not None or not waking):
+            starts = (starts or 0) + round(place.starts_in_s * 1000)
         return msgspec.structs.replace(status, queue_position=place.ahead, starts_in_ms=starts)
 
 

@@ -91,6 +91,13 @@ class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     text: str = ""
     """A first piece of the input (may be empty)."""
+    input_format: str | None = None
+    """Only `text` (or None): a live cast's text is plain, its pronunciation markup and the
+    lexicon included. SSML is read whole, so it is refused here: a document is only known to
+    be well-formed and within its bounds at its end, and by then a live cast has spoken most
+    of it (its markup read aloud, or an error after the audio)."""
+    normalize: bool = True
+    """False: read the text as sent, without speechd's normalisation."""
 
 
 class LiveCast(msgspec.Struct, frozen=True):
@@ -176,6 +183,12 @@ class LiveCasts:
                 f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
             )
         check_piece(request.text, param="input")
+        if request.input_format not in (None, "text"):
+            raise InvalidRequest(
+                "A live cast takes plain text (with [word](/phonemes/) pronunciations): an SSML "
+                "document is only checked whole, so make it a cast of its own (no `live`).",
+                param="input_format",
+            )
         voice = await self.service.resolve_voice(request.voice)
         await self.service.check_queue()
         cast_id = base64.urlsafe_b64encode(secrets.token_bytes(_ID_BYTES)).rstrip(b"=").decode()
@@ -192,6 +205,7 @@ class LiveCasts:
             live=True,
             input_key=self._token_key(token),
             idle_s=self.idle_s,
+            normalize=request.normalize,
         )
         state = casts.InputState(0, 0, None, 0, 0)
         if request.text:

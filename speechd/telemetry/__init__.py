@@ -18,7 +18,7 @@ import contextlib
 
 from ._families import WorkerReadings, telemetry_families
 from ._nvml import NvmlSource
-from ._readings import DeviceSample, Readings
+from ._readings import DeviceSample, ModelReadings, Readings
 from ._sampler import DeviceSource, Telemetry, start_telemetry
 from ._tegrastats import TegraLine, TegrastatsSource, find_tegrastats, parse_tegrastats
 from ._top import TopView, parse_metrics, render_top, run_top
@@ -26,6 +26,7 @@ from ._top import TopView, parse_metrics, render_top, run_top
 __all__ = [
     "DeviceSample",
     "DeviceSource",
+    "ModelReadings",
     "NvmlSource",
     "Readings",
     "TegraLine",

@@ -17,6 +17,15 @@ worker has that figure, so a CPU-only deployment shows no device gauges at all.
     speechd_device_power_watts{worker,rail}                      rail: board, VDD_IN, rails
     speechd_device_rail_power_watts{worker,rail}                 each tegrastats rail
     speechd_device_temperature_celsius{worker,sensor}
+    speechd_worker_model_state{worker,state}                     1: resident, idle or waking
+    speechd_worker_model_load_seconds{worker}                    the last load (or wake)
+    speechd_worker_model_wake_seconds{worker}                    the last wake, chunk to model
+    speechd_worker_model_unloads_total{worker}
+    speechd_worker_model_wakes_total{worker}
+    speechd_worker_unloaded_resident_memory_bytes{worker}        RSS after the last unload
+    speechd_worker_device_memory_held_bytes{worker}              torch on CUDA: its reserve
+    speechd_worker_device_memory_budget_bytes{worker}            --max-device-memory
+    speechd_worker_device_fallback{worker}                       1: left its device for the CPU
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._readings import Readings
+from ._readings import ModelReadings, Readings
 
 if TYPE_CHECKING:  # imported where used: the worker imports this package, not prometheus
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -41,6 +50,10 @@ class WorkerReadings:
     device: str
     device_name: str = ""
     readings: Readings | None = None
+    state: str = ""
+    """Where its model is: "" held, "idle" given back, "waking" being taken again."""
+    fallback: str = ""
+    """Why it speaks on the CPU rather than the device it was asked for ("": it does not)."""
 
 
 _Value = Callable[[Readings], float | int | None]
@@ -112,6 +125,7 @@ def telemetry_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
     for name, doc, value in _WORKER_COUNTERS:
         yield from _per_worker(CounterMetricFamily(name, doc, labels=["worker"]), measured, value)
     yield from _labelled(measured)
+    yield from _model_families(workers)
 
 
 def _per_worker(
@@ -172,3 +186,95 @@ def _labelled(measured: Sequence[tuple[str, Readings]]) -> Iterator[Metric]:
     for family in (used, total, power, rails, temps):
         if family.samples:
             yield family
+
+
+_ModelValue = Callable[[ModelReadings], float | int | None]
+
+_MODEL_GAUGES: tuple[tuple[str, str, _ModelValue], ...] = (
+    (
+        "speechd_worker_model_load_seconds",
+        "Seconds the worker's last model load (the first, or the last wake) took.",
+        lambda m: m.load_s,
+    ),
+    (
+        "speechd_worker_model_wake_seconds",
+        "Seconds the worker's last wake took, from the chunk that needed the model to the "
+        "model held again.",
+        lambda m: m.wake_s,
+    ),
+    (
+        "speechd_worker_unloaded_resident_memory_bytes",
+        "The worker process's resident memory just after it last gave its model back.",
+        lambda m: m.rss_unloaded_bytes,
+    ),
+    (
+        "speechd_worker_device_memory_held_bytes",
+        "Device memory the worker holds, where its runtime tells (torch on CUDA).",
+        lambda m: m.device_held_bytes,
+    ),
+    (
+        "speechd_worker_device_memory_budget_bytes",
+        "The device memory the worker may hold (--max-device-memory).",
+        lambda m: m.device_budget_bytes,
+    ),
+)
+
+_MODEL_COUNTERS: tuple[tuple[str, str, _ModelValue], ...] = (
+    (
+        "speechd_worker_model_unloads",
+        "Times the worker gave its model back after --idle-unload with nothing to make.",
+        lambda m: m.unloads,
+    ),
+    (
+        "speechd_worker_model_wakes",
+        "Times the worker took its model again for a cast.",
+        lambda m: m.wakes,
+    ),
+)
+
+
+def _model_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    state = GaugeMetricFamily(
+        "speechd_worker_model_state",
+        "Where the worker's model is: resident (held), idle (given back after --idle-unload; "
+        "the worker is ready, a cast wakes it) or waking (being taken again).",
+        labels=["worker", "state"],
+    )
+    fallback = GaugeMetricFamily(
+        "speechd_worker_device_fallback",
+        "1 when the worker speaks on the CPU rather than the device it was asked for (a full "
+        "device or a failed sanity check; /readyz says why).",
+        labels=["worker"],
+    )
+    for w in workers:
+        state.add_metric([w.worker, w.state or "resident"], 1)
+        if w.fallback:
+            fallback.add_metric([w.worker], 1)
+    if workers:
+        yield state
+    if fallback.samples:
+        yield fallback
+    models = [
+        (w.worker, w.readings.model)
+        for w in workers
+        if w.readings is not None and w.readings.model is not None
+    ]
+    for name, doc, value in _MODEL_GAUGES:
+        yield from _per_model(GaugeMetricFamily(name, doc, labels=["worker"]), models, value)
+    for name, doc, value in _MODEL_COUNTERS:
+        yield from _per_model(CounterMetricFamily(name, doc, labels=["worker"]), models, value)
+
+
+def _per_model(
+    family: GaugeMetricFamily | CounterMetricFamily,
+    models: Sequence[tuple[str, ModelReadings]],
+    value: _ModelValue,
+) -> Iterator[Metric]:
+    for worker, model in models:
+        figure = value(model)
+        if figure is not None:
+            family.add_metric([worker], float(figure))
+    if family.samples:
+        yield family

@@ -11,7 +11,36 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-__all__ = ["DeviceSample", "Readings"]
+__all__ = ["DeviceSample", "ModelReadings", "Readings"]
+
+
+class ModelReadings(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where a worker's model is and what taking it and giving it back cost (`--idle-unload`,
+    `--max-device-memory`).
+
+    resident: whether the model is held now.
+    since_ms: when it was last taken or given back (ms since the epoch).
+    load_s: seconds the last load took (the first, or the last wake), its warm-up included.
+    wake_s: seconds the last wake took, from the chunk that needed the model until it was
+        held again (None before any wake).
+    unloads / wakes: how many times the model was given back and taken again.
+    rss_held_bytes / rss_unloaded_bytes: the worker's RSS just before the last unload and just
+        after it (None before any unload).
+    device_held_bytes: device memory the worker holds, where its runtime tells (torch on CUDA:
+        its allocator's reserve; 0 while unloaded there); None elsewhere.
+    device_budget_bytes: `--max-device-memory`, where it is set.
+    """
+
+    resident: bool = True
+    since_ms: int = 0
+    load_s: float | None = None
+    wake_s: float | None = None
+    unloads: int = 0
+    wakes: int = 0
+    rss_held_bytes: int | None = None
+    rss_unloaded_bytes: int | None = None
+    device_held_bytes: int | None = None
+    device_budget_bytes: int | None = None
 
 
 class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -33,6 +62,7 @@ class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
     audio_s: seconds of audio this worker appended since it started.
     energy_per_audio_s: joules of device power per second of audio made over the last minute
         (idle spells within it included); None without a power reading or without audio in it.
+    model: where the worker's model is and what loading and unloading it cost (`ModelReadings`).
     """
 
     source: str = ""
@@ -51,6 +81,7 @@ class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
     energy_j: float | None = None
     audio_s: float = 0.0
     energy_per_audio_s: float | None = None
+    model: ModelReadings | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import msgspec
 
 from ._cpu import cpu_seconds, rss_bytes
 from ._nvml import NvmlSource
-from ._readings import DeviceSample, Readings
+from ._readings import DeviceSample, ModelReadings, Readings
 from ._tegrastats import TegrastatsSource, find_tegrastats
 
 __all__ = ["DeviceSource", "Telemetry", "start_telemetry"]
@@ -72,6 +72,7 @@ class Telemetry:
         self._lock = threading.Lock()
         self._latest = Readings(source=device.name if device is not None else "")
         self._audio_s = 0.0
+        self._model: ModelReadings | None = None
         self._energy_j: float | None = None
         self._previous: tuple[float, float] | None = None  # (time, cpu seconds)
         self._power: tuple[float, float] | None = None  # (time, watts) of the last sample
@@ -84,9 +85,20 @@ class Telemetry:
     # -- on the worker's event loop (a lock, nothing else) -------------------------------
 
     def reading(self) -> Readings:
-        """The latest readings, with the audio reported up to now."""
+        """The latest readings, with the audio reported up to now and the model's state."""
         with self._lock:
-            return msgspec.structs.replace(self._latest, audio_s=round(self._audio_s, 3))
+            return msgspec.structs.replace(
+                self._latest, audio_s=round(self._audio_s, 3), model=self._model
+            )
+
+    def model(self, readings: ModelReadings) -> None:
+        """Where the worker's model is now, and what loading and unloading it cost."""
+        with self._lock:
+            self._model = readings
+
+    def resident_bytes(self) -> int | None:
+        """The worker process's RSS now (a /proc read: cheap, but not on a hot path)."""
+        return self._rss()
 
     def audio_made(self, seconds: float) -> None:
         """Count `seconds` of audio the worker appended."""

@@ -36,6 +36,14 @@ class _Worker:
     power_w: float | None = None
     joules_per_audio_s: float | None = None
     temperature_c: float | None = None
+    model: str = ""
+    """Where its model is: resident, idle (given back) or waking."""
+    load_s: float | None = None
+    wake_s: float | None = None
+    rss_unloaded: float | None = None
+    held: float | None = None
+    budget: float | None = None
+    fallback: bool = False
 
 
 @dataclass
@@ -65,6 +73,11 @@ _PER_WORKER = {
     "speechd_device_memory_total_bytes": "memory_total",
     "speechd_device_power_watts": "power_w",
     "speechd_worker_energy_per_audio_second_joules": "joules_per_audio_s",
+    "speechd_worker_model_load_seconds": "load_s",
+    "speechd_worker_model_wake_seconds": "wake_s",
+    "speechd_worker_unloaded_resident_memory_bytes": "rss_unloaded",
+    "speechd_worker_device_memory_held_bytes": "held",
+    "speechd_worker_device_memory_budget_bytes": "budget",
 }
 
 
@@ -95,6 +108,12 @@ def parse_metrics(text: str) -> TopView:
                 worker = view.workers.setdefault(labels["worker"], _Worker(labels["worker"]))
                 worker.device = labels.get("device", "")
                 worker.device_name = labels.get("device_name", "")
+            elif name == "speechd_worker_model_state" and "worker" in labels and value:
+                worker = view.workers.setdefault(labels["worker"], _Worker(labels["worker"]))
+                worker.model = labels.get("state", "")
+            elif name == "speechd_worker_device_fallback" and "worker" in labels:
+                worker = view.workers.setdefault(labels["worker"], _Worker(labels["worker"]))
+                worker.fallback = bool(value)
             elif name == "speechd_device_temperature_celsius" and "worker" in labels:
                 worker = view.workers.setdefault(labels["worker"], _Worker(labels["worker"]))
                 worker.temperature_c = max(worker.temperature_c or value, value)
@@ -130,7 +149,10 @@ def _leads(view: TopView) -> str:
 
 
 def _rows(workers: Iterable[_Worker]) -> list[list[str]]:
-    rows = [["WORKER", "DEVICE", "CPU", "RSS", "GPU", "DEV MEM", "POWER", "J/AUDIO S", "TEMP"]]
+    rows = [
+        ["WORKER", "DEVICE", "MODEL", "CPU", "RSS", "GPU", "DEV MEM", "HELD", "POWER",
+         "J/AUDIO S", "TEMP"]
+    ]  # fmt: skip
     for w in sorted(workers, key=lambda w: w.worker):
         memory = "-"
         if w.memory_used is not None and w.memory_total:
@@ -139,17 +161,40 @@ def _rows(workers: Iterable[_Worker]) -> list[list[str]]:
         rows.append(
             [
                 w.worker,
-                device[:32],
+                ("(fallback) " if w.fallback else "") + device[:32],
+                _model(w),
                 _fmt(w.cpu_percent, ".0f", "%"),
                 _gib(w.rss_bytes),
                 _fmt(w.gpu_percent, ".0f", "%"),
                 memory,
+                _held(w),
                 _fmt(w.power_w, ".1f", " W"),
                 _fmt(w.joules_per_audio_s, ".2f"),
                 _fmt(w.temperature_c, ".0f", " C"),
             ]
         )
     return rows
+
+
+def _model(w: _Worker) -> str:
+    """Where the model is and what its last load or wake took: `resident 2.1 s`, `idle (RSS
+    0.6 GiB) wake 1.4 s`, `waking`."""
+    state = w.model or "-"
+    if w.model == "idle" and w.rss_unloaded is not None:
+        state += f" ({_gib(w.rss_unloaded)})"
+    if w.wake_s is not None:
+        state += f" wake {w.wake_s:.1f} s"
+    elif w.load_s is not None and w.model == "resident":
+        state += f" load {w.load_s:.1f} s"
+    return state
+
+
+def _held(w: _Worker) -> str:
+    """Device memory the worker holds, against its budget where one is set."""
+    if w.held is None and w.budget is None:
+        return "-"
+    held = "-" if w.held is None else f"{w.held / 2**30:.2f}"
+    return held + (f"/{w.budget / 2**30:.2f} GiB" if w.budget is not None else " GiB")
 
 
 def render_top(view: TopView, *, url: str, at: float, interval_s: float) -> str:

@@ -5,9 +5,10 @@ of the line (`Intake.pending`) while the policy lets them in (`Policy.admit`, by
 `max_active` allows; each admitted cast is planned for its share of the device
 (`Policy.share`) with its chunks capped to the quantum while it protects someone (`quantum`,
 `chunk_quantum`). `retime` asks that rule again for every active cast before each planning
-slice, and `views` is how the policy sees the active casts. A plain class over the worker's
-state: the decisions are the policy's (pure), the reads and writes the intake's, the
-ownership's and the attempts'.
+slice, and `views` is how the policy sees the active casts. It holds no casts: it is handed
+the loop's active casts (`ActiveCasts`) and returns the casts it opened, for the loop to add.
+The decisions are the policy's (pure), the reads and writes the intake's, the ownership's and
+the attempts'.
 
 **First audio at once, ahead of admission.** A job whose request wants its first audio at
 once (`JobRef.at_once`, `start: now`) and whose cast has no audio yet is opened early when it
@@ -28,20 +29,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from speechd.casts import CastHead, Event, read_head
 from speechd.durable import Store
 
 from ._attempts import Attempts
-from ._cast import Admitted, JobRef
+from ._cast import ActiveCasts, Admitted, JobRef
 from ._costs import ChunkTimes, chunk_quantum, plan_timing
 from ._intake import Intake
 from ._ownership import Ownership
 from ._planning import predictions
 from ._policy import ActiveCast, Candidate, Policy
 
-__all__ = ["AHEAD", "Admission"]
+__all__ = ["AHEAD", "Admission", "Admitting"]
 
 log = logging.getLogger("speechd.worker")
 
@@ -50,12 +52,17 @@ AHEAD = 4
 ahead of their admission (those that want it: `start: now`)."""
 
 
-class Admission:
-    """Admission and chunk sizes over the worker's active casts (see the module docstring).
+@dataclass
+class Admitting:
+    """What one round of admission did: the casts it opened (for the loop to make active),
+    and whether a job still waits in line for capacity."""
 
-    `policy` and `times` are read through callables: the worker's attributes stay the one
-    place they live (a caller may swap them).
-    """
+    opened: list[Admitted]
+    starved: bool = False
+
+
+class Admission:
+    """Admission and chunk sizes over the worker's active casts (see the module docstring)."""
 
     def __init__(
         self,
@@ -63,93 +70,95 @@ class Admission:
         intake: Intake,
         ownership: Ownership,
         attempts: Attempts,
-        active: MutableMapping[str, Admitted],
         *,
-        policy: Callable[[], Policy],
-        times: Callable[[], ChunkTimes],
+        policy: Policy,
+        times: ChunkTimes,
         sample_rate: int,
         max_active: int | None,
         quantum_s: float,
         clock: Callable[[], float],
-        stop: Callable[[], asyncio.Event],
     ) -> None:
         self._store = store
         self._intake = intake
         self._ownership = ownership
         self._attempts = attempts
-        self._active = active
         self._policy = policy
         self._times = times
         self._rate = sample_rate
         self._max_active = max_active
         self._quantum_s = quantum_s
         self._clock = clock
-        self._stop = stop
         self._ahead = max_active if max_active is not None else AHEAD
         # The head of the line's cast as read before it had to wait for room.
         self._waiting_head: tuple[int, CastHead] | None = None
         self._looked: set[int] = set()  # offsets of at-once jobs read for `_open_ahead`
 
-    async def admit(self) -> bool:
-        """Admit waiting jobs while the policy allows; True if one waits for capacity. Then
-        open the at-once casts that wait early in line for their first chunk (see above)."""
+    async def admit(self, casts: ActiveCasts, stop: asyncio.Event) -> Admitting:
+        """Admit waiting jobs beside the active `casts` while the policy allows (until `stop`
+        is set). Then open the at-once casts that wait early in line for their first chunk
+        (see above). Every cast opened is in the result, none is added to `casts`."""
         back = await self._ownership.recheck()
         self._intake.pending.extendleft(reversed(back))
         await self._intake.commit()
-        starved = await self._admit()
-        if self._intake.pending and not self._stop().is_set():
-            await self._open_ahead()
-        return starved
+        done = Admitting([])
+        done.starved = await self._admit(casts, done.opened, stop)
+        if self._intake.pending and not stop.is_set():
+            await self._open_ahead(casts, done.opened)
+        return done
 
-    async def _admit(self) -> bool:
+    async def _admit(self, casts: ActiveCasts, opened: list[Admitted], stop: asyncio.Event) -> bool:
         pending = self._intake.pending
-        while pending and not self._stop().is_set():
-            admitted = sum(1 for cast in self._active.values() if not cast.parked)
+        while pending and not stop.is_set():
+            admitted = casts.admitted + sum(1 for cast in opened if not cast.parked)
             if self._max_active is not None and admitted >= self._max_active:
                 return False
-            taken = await self._consider(pending[0])
+            taken = await self._consider(pending[0], casts, opened)
             if taken is None:
                 return True
             self._looked.discard(pending.popleft().offset)
         return False
 
-    async def _open_ahead(self) -> None:
+    async def _open_ahead(self, casts: ActiveCasts, opened: list[Admitted]) -> None:
         """Open the casts of the at-once jobs among the first `ahead` in line that have no
         audio yet, parked: each job is read once for it, and at most `ahead` casts are
         parked at a time."""
-        parked = sum(1 for cast in self._active.values() if cast.parked)
+        parked = casts.parked + sum(1 for cast in opened if cast.parked)
         for job in itertools.islice(self._intake.pending, self._ahead):
             if parked >= self._ahead:
                 return
-            if not job.at_once or job.id in self._active or job.offset in self._looked:
+            mine = job.id in casts or any(cast.id == job.id for cast in opened)
+            if not job.at_once or mine or job.offset in self._looked:
                 continue
             self._looked.add(job.offset)
             head = await read_head(self._store, job.id)
             fresh = head.start is None or head.event == Event.RETRY
             if head.meta is None or not fresh or head.audio_ms > 0:
                 continue  # left to its turn in line (which settles whatever it is)
-            policy, times = self._policy(), self._times()
-            now, views = self._clock(), self.views(admission=True, ahead=False)
+            policy, times = self._policy, self._times
+            now, views = self._clock(), self.views([*casts, *opened], admission=True, ahead=False)
             whole = Candidate(job.id, times.audio_for_chars(head.meta.text_chars, head.meta.speed))
             share = policy.share(now, views, whole)
             quantum = self.quantum(now, views, job.id, None, share)
-            await self._attempts.open(job, head, plan_timing(times, share=share, quantum_s=quantum))
-            cast = self._active.get(job.id)
+            timing = plan_timing(times, share=share, quantum_s=quantum)
+            cast = await self._attempts.open(job, head, timing)
             if cast is not None:
                 cast.parked = True
+                opened.append(cast)
                 parked += 1
                 log.info("cast %s: its first chunk is made ahead of its turn in line", job.id)
 
-    async def _consider(self, job: JobRef) -> bool | None:
+    async def _consider(
+        self, job: JobRef, casts: ActiveCasts, opened: list[Admitted]
+    ) -> bool | None:
         """Start `job`'s cast, or settle the job otherwise; None: it must wait for room.
 
         The cast is read once when its job reaches the head of the line, and again only when
         there is room for it (it may have been started or ended by another worker meanwhile),
         not on every turn of the loop while it waits.
         """
-        cast = self._active.get(job.id)
+        cast = casts.get(job.id) or next((c for c in opened if c.id == job.id), None)
         if cast is not None and cast.parked:
-            return self._unpark(cast)
+            return self._unpark(cast, [*casts, *opened])
         if cast is not None:  # a duplicate job: the cast is being made
             await self._intake.finish(job)
             return False
@@ -163,13 +172,25 @@ class Admission:
                 return False
             head = found
         assert head.meta is not None
-        policy, times = self._policy(), self._times()
+        policy, times = self._policy, self._times
         whole = times.audio_for_chars(head.meta.text_chars, head.meta.speed)
         candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
-        now, views = self._clock(), self.views(admission=True, ahead=False)
+        now, views = self._clock(), self.views([*casts, *opened], admission=True, ahead=False)
         if not policy.admit(now, views, candidate, rtf=times.rtf):
             self._waiting_head = (job.offset, head)
             return None
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "cast %s admitted: %.1f s of audio predicted at rtf %.3f, beside %s",
+                job.id,
+                candidate.audio_s,
+                times.rtf,
+                [
+                    (v.id[:6], round(v.lead(now) or 0.0, 2), round(v.remaining_audio_s, 1),
+                     round(sum(g for _, g in v.chunks), 1))
+                    for v in views
+                ],
+            )  # fmt: skip
         self._waiting_head = None
         if waited:
             fresh = await self._settle(job)
@@ -181,17 +202,20 @@ class Admission:
         behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
         quantum = self.quantum(now, views, job.id, behind, share)
         timing = plan_timing(times, share=share, quantum_s=quantum)
-        await self._attempts.open(job, head, timing)
+        cast = await self._attempts.open(job, head, timing)
+        if cast is not None:
+            opened.append(cast)
         return True
 
-    def _unpark(self, cast: Admitted) -> bool | None:
-        """Admit parked `cast` at the head of the line if the policy lets it in now (None:
-        not yet): its chunks not cut yet are planned for its share of the device from here."""
-        policy, times = self._policy(), self._times()
+    def _unpark(self, cast: Admitted, casts: list[Admitted]) -> bool | None:
+        """Admit parked `cast` at the head of the line beside `casts` if the policy lets it
+        in now (None: not yet): its chunks not cut yet are planned for its share of the
+        device from here."""
+        policy, times = self._policy, self._times
         made = cast.samples / self._rate
         whole = times.audio_for_chars(len(cast.recipe.text), cast.recipe.speed)
         candidate = Candidate(cast.id, max(whole - made, 0.0))
-        now, views = self._clock(), self.views(admission=True, ahead=False)
+        now, views = self._clock(), self.views(casts, admission=True, ahead=False)
         if not policy.admit(now, views, candidate, rtf=times.rtf):
             return None
         share = policy.share(now, views, candidate)
@@ -217,8 +241,8 @@ class Admission:
         caps): the quantum while it protects someone (`Policy.protects`: another cast is
         active, or `waiting`, the next cast in line, could be let in beside it); otherwise
         past it (`chunk_quantum`: up to `MAX_LIFT` quanta)."""
-        times = self._times()
-        protects = self._policy().protects(now, views, cast_id, waiting, rtf=times.rtf)
+        times = self._times
+        protects = self._policy.protects(now, views, cast_id, waiting, rtf=times.rtf)
         return chunk_quantum(times, quantum_s=self._quantum_s, protects=protects, share=share)
 
     async def _settle(self, job: JobRef) -> CastHead | None:
@@ -234,8 +258,10 @@ class Admission:
             return None
         return head
 
-    def views(self, *, admission: bool = False, ahead: bool = True) -> list[ActiveCast]:
-        """The runnable casts as the policy sees them: those whose next chunk is planned. A
+    def views(
+        self, casts: Iterable[Admitted], *, admission: bool = False, ahead: bool = True
+    ) -> list[ActiveCast]:
+        """The runnable `casts` as the policy sees them: those whose next chunk is planned. A
         live cast waiting for text is not among them, so it is neither run nor counted as
         missing a deadline (its listener waits at the live edge; when text comes, its clock
         goes on from there, see `Admitted.landed`).
@@ -247,9 +273,9 @@ class Admission:
         A parked cast that waits in line after its first chunk is never among them; one
         still to make its first chunk is unless `ahead` is False (admission counts only what
         it admitted)."""
-        times = self._times()
+        times = self._times
         views = []
-        for cast in self._active.values():
+        for cast in casts:
             if cast.waits or (cast.parked and not ahead):
                 continue
             plan = cast.plan
@@ -269,18 +295,18 @@ class Admission:
             )
         return views
 
-    def retime(self) -> None:
+    def retime(self, casts: ActiveCasts) -> None:
         """Each cast's chunks not cut yet keep to the quantum while it protects someone and
         grow past it while it protects nobody (`quantum`): a newcomer's arrival (in line or
         admitted) brings the quantum back for them, and its end lifts it again
         (`Planner.retime`; the chunks already cut stay as they are). A cast parked for its
         first chunk is no reason to keep to it: it gets the device after the chunk in
         flight, before any chunk cut now."""
-        now, views = self._clock(), self.views(admission=True, ahead=False)
+        now, views = self._clock(), self.views(casts, admission=True, ahead=False)
         pending = self._intake.pending
         waiting = Candidate(pending[0].id, 0.0) if pending else None
-        times = self._times()
-        for cast in self._active.values():
+        times = self._times
+        for cast in casts:
             plan = cast.plan
             if plan.done or cast.waits:
                 continue  # nothing left to cut, or cut for its share once admitted

@@ -23,12 +23,12 @@ cast does not count.
 
 from __future__ import annotations
 
-import functools
+import enum
 import logging
 import math
 import time
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 import msgspec
 
@@ -47,7 +47,6 @@ from speechd.casts import (
     eos_record,
     kept_spans,
     last_notice,
-    resume_point,
     start_record,
 )
 from speechd.durable import (
@@ -58,16 +57,18 @@ from speechd.durable import (
 )
 
 from ._cast import Admitted, JobRef
+from ._continuation import Going, Plans
 from ._costs import PlanTiming
 from ._endings import RECEIPTS, Endings
 from ._intake import Intake
 from ._ownership import Ownership
-from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
-from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
-from ._render import ChunkFailed, Resume, end_file, read_resume
+from ._plan import model_fingerprint
+from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EngineLike
+from ._render import ChunkFailed, end_file
+from ._resume import Resume
 from ._thread import EngineThread
 
-__all__ = ["Attempts"]
+__all__ = ["Appended", "Attempts", "Fate"]
 
 log = logging.getLogger("speechd.worker")
 
@@ -78,8 +79,30 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class Fate(enum.Enum):
+    """What became of a cast that an attempt method touched: it goes on here, or it is no
+    longer this worker's to make (the loop drops it from its active casts)."""
+
+    GOES_ON = "goes on"
+    ENDED = "ended"  # eos or a terminal error is durable, its job finished
+    LOST = "lost"  # another worker took it over (its job is deferred to it)
+
+
+class Appended(NamedTuple):
+    """What `Attempts.append` did: the cast's fate, and the first record's timestamp (None:
+    nothing was appended)."""
+
+    fate: Fate
+    first_ms: int | None = None
+
+
 class Attempts:
-    """Opens and ends the attempts of the casts in `active` (shared with the loop)."""
+    """Opens and ends the attempts of the casts this worker makes. It holds no casts: each
+    method is handed the cast it works on and says what became of it (`Fate`); the loop owns
+    the active casts (`ActiveCasts`).
+
+    `last_words` is what this worker id's previous process said last (its last notice, read
+    by the loop as it starts): whether it died making a chunk of a cast it opens again."""
 
     def __init__(
         self,
@@ -88,7 +111,6 @@ class Attempts:
         thread: EngineThread,
         intake: Intake,
         ownership: Ownership,
-        active: MutableMapping[str, Admitted],
         *,
         worker_id: str,
         chunk_policy: ChunkPolicyLike,
@@ -96,48 +118,50 @@ class Attempts:
         retries: int,
         receipts: int = RECEIPTS,
         clock: Callable[[], float],
-        previous_life: Callable[[], WorkerNotice | None],
     ) -> None:
         self._store = store
         self._engine = engine
         self._thread = thread
         self._intake = intake
         self._ownership = ownership
-        self._active = active
         self._worker_id = worker_id
         self._chunk_policy = chunk_policy
         self._encoders = encoders
+        self._plans = Plans(store, engine, thread, chunk_policy, encoders)
         self._retries = retries
         self._endings = Endings(store, intake, ownership, worker_id=worker_id, receipts=receipts)
         self._clock = clock
-        self._previous_life = previous_life
+        self.last_words: WorkerNotice | None = None
 
     # -- opening ---------------------------------------------------------------------------
 
-    async def open(self, job: JobRef, head: CastHead, timing: PlanTiming) -> None:
+    async def open(self, job: JobRef, head: CastHead, timing: PlanTiming) -> Admitted | None:
         """Start `job`'s cast with attempt n+1 after `head` (what `read_head` found), keeping
-        what can continue; or end it, if it has failed for good."""
+        what can continue: the cast to make (the caller makes it active). None when there is
+        nothing to make: it has failed for good, every chunk was durable already (its eos is
+        appended now), or another worker took it meanwhile."""
         attempt = head.attempt + 1
         counts = await self._count_death(job, head)
         if counts is None:
-            return
+            return None
         failures, chunk_failures, deaths = counts
         try:
             recipe = await self._recipe(job.id)
         except (IndexError, msgspec.DecodeError):
             message = "the cast has no readable recipe"
             await self._endings.give_up(job, head.tail, head.attempt, message, head.start_seq)
-            return
+            return None
         try:
-            going = await self._continuation(job, head, recipe)
+            going = await self._plans.continuation(job.id, head, recipe)
             if going is None:
                 encoder = self._encoders(recipe.format, self._engine.sample_rate)
-                going = _Going(await self._plan(recipe, timing), timing, 0, False, None, encoder)
+                plan = await self._plans.plan(recipe, timing)
+                going = Going(plan, timing, 0, False, None, encoder)
         except Exception as exc:
             log.warning("cast %s cannot be planned: %s", job.id, exc)
             message = f"the text could not be planned: {exc}"
             await self._endings.give_up(job, head.tail, head.attempt, message, head.start_seq)
-            return
+            return None
         plan, timing, keep, complete = going.plan, going.timing, going.keep, going.complete
         resume, encoder = going.resume, going.encoder
         if keep == 0 and head.length:  # starting over: the counted chunk is not its first
@@ -172,7 +196,7 @@ class Attempts:
             ack = await self._store.append(cast_stream(job.id), records, match_seq_num=head.tail)
         except SeqMismatch as lost:
             self._ownership.defer(job, lost.next_seq)
-            return
+            return None
         cast = Admitted(
             job=job,
             recipe=recipe,
@@ -200,8 +224,8 @@ class Attempts:
         )
         if complete:
             await self._endings.finished(cast, _eos(head, resume))
-        else:  # planned by the loop, a bounded step at a time
-            self._active[job.id] = cast
+            return None
+        return cast  # planned by the loop, a bounded step at a time
 
     async def _count_death(self, job: JobRef, head: CastHead) -> tuple[int, int, int] | None:
         """The new attempt's (failures, chunk_failures, deaths): the last attempt's, plus one
@@ -234,73 +258,24 @@ class Attempts:
             return None
         return latest.failures + 1, chunk_failures, deaths
 
-    async def _continuation(self, job: JobRef, head: CastHead, recipe: Recipe) -> _Going | None:
-        """How a new attempt goes on from `head`'s playable sequence; None when it cannot
-        (then it starts over)."""
-        latest = head.start
-        if latest is None or not head.spans or latest.rtf is None or not latest.plan:
-            return None
-        fmt, rate = recipe.format, self._engine.sample_rate
-        fresh = self._encoders(fmt, rate)
-        if (latest.model, latest.encoder) != (model_fingerprint(self._engine), fresh.fingerprint):
-            return None
-        timing = PlanTiming(latest.rtf, latest.overhead_s, latest.max_chunk_s)
-        if plan_fingerprint(self._engine, self._policy(recipe, timing)) != latest.plan:
-            return None
-        final = head.final
-        point = await resume_point(self._store, job.id, head)
-        try:
-            resume = read_resume(point.resume) if point is not None else None
-            if final is not None and final.index == final.planned - 1:
-                # Every chunk is durable (the record that ended the file says so: see `n` in
-                # `_plan`; it has no checkpoint); only the eos is missing.
-                plan = await self._plan(recipe, timing, position=final.plan or None)
-                return _Going(plan, timing, head.length, True, resume, fresh)
-            if point is None or resume is None or not point.plan:
-                return None
-            plan = await self._plan(recipe, timing, position=point.plan)
-            encoder = self._encoders(fmt, rate, resume=resume.encoder)
-        except ValueError as exc:
-            log.warning("cast %s: its audio cannot be continued (%s); starting over", job.id, exc)
-            return None
-        return _Going(plan, timing, point.index + 1, False, resume, encoder)
-
     def retime(self, cast: Admitted, timing: PlanTiming) -> None:
         """Cut the cast's chunks not cut yet for `timing` (on the loop, between engine calls);
         its `start` keeps the timing it was opened with, which a later attempt plans with."""
-        cast.plan.planner.retime(self._policy(cast.recipe, timing))
+        cast.plan.planner.retime(self._plans.policy(cast.recipe, timing))
 
-    def _policy(self, recipe: Recipe, timing: PlanTiming) -> ChunkPolicyLike:
-        return timing.apply(self._chunk_policy).with_speed(recipe.speed)
-
-    async def _plan(
-        self, recipe: Recipe, timing: PlanTiming, *, position: str | None = None
-    ) -> CastPlan:
-        """The cast's plan, from its start or from `position` (ValueError if the planner
-        cannot read it); not stepped yet: the loop plans it a step at a time."""
-        policy = self._policy(recipe, timing)
-        make = functools.partial(
-            open_plan,
-            live=recipe.live,
-            position=position,
-            ssml=recipe.input_format == "ssml",
-            normalize=recipe.normalize,
-        )
-        return await self._thread.call(make, self._engine, recipe.text, recipe.voice, policy)
-
-    async def plan_failed(self, cast: Admitted, error: Exception) -> None:
+    async def plan_failed(self, cast: Admitted, error: Exception) -> Fate:
         """The cast's text could not be planned (a planner error, not a chunk's): give it up."""
         log.warning("cast %s cannot be planned: %r", cast.id, error)
-        self._active.pop(cast.id, None)
+        await self._ownership.release(cast)
         message = f"the text could not be planned: {error}"
         await self._endings.give_up(cast.job, cast.next_seq, cast.attempt, message, cast.start_seq)
-        await self._ownership.release(cast)
+        return Fate.ENDED
 
     async def _died_on(self, cast_id: str, owner: str, index: int) -> bool:
         """Whether the (dead) worker `owner` died making record `index` of `cast_id`: its last
         notice named that record as in flight."""
         if owner == self._worker_id:
-            notice = self._previous_life()
+            notice = self.last_words
         else:
             found = await last_notice(self._store, owner)
             notice = found[1] if found else None
@@ -312,8 +287,8 @@ class Attempts:
 
     # -- a chunk that failed ---------------------------------------------------------------
 
-    async def chunk_failed(self, cast: Admitted, chunk: ChunkLike, failed: ChunkFailed) -> None:
-        """Count the failure; reopen the cast with a new attempt, or give it up."""
+    async def chunk_failed(self, cast: Admitted, chunk: ChunkLike, failed: ChunkFailed) -> Fate:
+        """Count the failure; reopen the cast with a new attempt (it goes on), or give it up."""
         log.warning(
             "cast %s: chunk %d failed in attempt %d: %r",
             cast.id,
@@ -325,13 +300,12 @@ class Attempts:
         chunk_failures = (cast.start.chunk_failures if same else 0) + 1
         deaths = cast.start.deaths if same else 0
         if chunk_failures > self._retries:
-            self._active.pop(cast.id, None)
+            await self._ownership.release(cast)
             message = f"chunk {chunk.index} failed {chunk_failures} times: {failed}"
             await self._endings.give_up(
                 cast.job, cast.next_seq, cast.attempt, message, cast.start_seq
             )
-            await self._ownership.release(cast)
-            return
+            return Fate.ENDED
         keep, kept = cast.index, cast.spans
         if not failed.encoder_intact:  # it may hold part of the chunk: go on from the last record
             fmt, rate = cast.recipe.format, self._engine.sample_rate
@@ -340,7 +314,7 @@ class Attempts:
             else:  # nothing to go on from: start over, plan and all
                 cast.encoder = self._encoders(fmt, rate)
                 keep, kept = 0, []
-                cast.plan = await self._plan(cast.recipe, cast.timing)
+                cast.plan = await self._plans.plan(cast.recipe, cast.timing)
                 cast.samples, cast.gen_s = 0, 0.0
                 cast.origin_ms, cast.origin_s = 0, None
         start = msgspec.structs.replace(
@@ -354,47 +328,48 @@ class Attempts:
             deaths=deaths,
         )
         start_seq = cast.next_seq
-        if await self.append(cast, [start_record(start)]) is not None:
+        appended = await self.append(cast, [start_record(start)])
+        if appended.first_ms is not None:
             cast.start, cast.start_seq, cast.made = start, start_seq, 0
             log.info("cast %s: attempt %d from record %d", cast.id, cast.attempt, cast.index)
+        return appended.fate
 
     # -- appending and ending --------------------------------------------------------------
 
     async def append(
         self, cast: Admitted, records: list[AppendRecord], *, chunk: ChunkLike | None = None
-    ) -> int | None:
+    ) -> Appended:
         """Append to the cast's stream where this worker expects, in batches that fit the
-        store; the first record's timestamp, or None if another worker has taken the cast
-        over (it is dropped) or, with `chunk` (the chunk the records are of), a record is
-        over the store's limits: nothing is appended, and the chunk failed."""
+        store: the first record's timestamp; or, when nothing more was appended, LOST if
+        another worker has taken the cast over, or with `chunk` (the chunk the records are
+        of) the fate of that chunk failing when a record is over the store's limits."""
         first: int | None = None
         try:
             batches = self._store.limits.batches(records)  # every record checked first
         except RecordTooLarge as exc:
             if chunk is None:
                 raise
-            await self.chunk_failed(cast, chunk, ChunkFailed(exc, encoder_intact=False))
-            return None
+            failed = ChunkFailed(exc, encoder_intact=False)
+            return Appended(await self.chunk_failed(cast, chunk, failed))
         for batch in batches:
             sent = self._clock()
             try:
                 ack = await self._store.append(cast.stream, batch, match_seq_num=cast.next_seq)
             except SeqMismatch as lost:
                 log.warning("cast %s was taken over by another worker; dropping it", cast.id)
-                self._active.pop(cast.id, None)
                 self._ownership.defer(cast.job, lost.next_seq)
-                return None
+                return Appended(Fate.LOST)
             first = ack.timestamp if first is None else first
             cast.next_seq = ack.next_seq
             cast.renewed = max(cast.renewed, sent)
-        return first
+        return Appended(Fate.GOES_ON, first)
 
-    async def done(self, cast: Admitted, eos: Eos) -> None:
+    async def done(self, cast: Admitted, eos: Eos) -> Fate:
         """The cast's eos is durable: its receipt, its job finished."""
-        self._active.pop(cast.id, None)
         await self._endings.finished(cast, eos)
+        return Fate.ENDED
 
-    async def end_file(self, cast: Admitted) -> None:
+    async def end_file(self, cast: Admitted) -> Fate:
         """The plan is done and its last chunk did not end the file (a live cast's input
         closed after it was spoken; or a text that plans to no chunks): one record of what
         the encoder adds for no samples (an mp3's last frames, a header for an empty file),
@@ -414,21 +389,10 @@ class Attempts:
         )
         eos = Eos(chunks=cast.index + 1, audio_ms=offset_ms, gen_ms=round(cast.gen_s * 1000))
         records = [audio_record(chunk), eos_record(cast.attempt, eos, cast.start_seq)]
-        if await self.append(cast, records) is not None:
-            await self.done(cast, eos)
-
-
-@dataclass(frozen=True, slots=True)
-class _Going:
-    """How a new attempt goes: its plan and timing, the records it keeps, whether they are
-    all of it (only the eos is missing), the kept records' resume state and its encoder."""
-
-    plan: CastPlan
-    timing: PlanTiming
-    keep: int
-    complete: bool
-    resume: Resume | None
-    encoder: EncoderLike
+        appended = await self.append(cast, records)
+        if appended.first_ms is None:
+            return appended.fate
+        return await self.done(cast, eos)
 
 
 def _chunks_estimate(recipe: Recipe) -> int:

@@ -1,8 +1,10 @@
-"""An admitted cast as the worker holds it while it makes it, and its listeners' clock."""
+"""An admitted cast as the worker holds it while it makes it, its listeners' clock, and the
+active casts (`ActiveCasts`), which the loop owns."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from speechd.casts import Recipe, RecordSpan, Start, cast_stream, playable_spans
@@ -17,9 +19,9 @@ from speechd.durable import (
 from ._costs import PlanTiming
 from ._plan import CastPlan
 from ._protocols import EncoderLike
-from ._render import Resume
+from ._resume import Resume
 
-__all__ = ["Admitted", "JobRef"]
+__all__ = ["ActiveCasts", "Admitted", "JobRef"]
 
 # The contract's maxima (what the embedded store takes), for an `Admitted` made without limits.
 _CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BATCH_BYTES)
@@ -73,6 +75,8 @@ class Admitted:
     # Opened ahead of its admission for its first chunk only (its creator wants its first
     # audio at once); it keeps its place in line, and goes on once admitted by capacity.
     parked: bool = False
+    # No longer active here (ended, given up, or taken over): nothing more is written for it.
+    dropped: bool = False
 
     @property
     def id(self) -> str:
@@ -118,3 +122,55 @@ class Admitted:
         if self.origin_s is None:
             return None
         return self.samples / sample_rate - (now - self.origin_s)
+
+
+class ActiveCasts:
+    """The casts this worker makes now, by id, in the order they were opened: one object, owned
+    by the loop (`Worker`). Admission, attempts and ownership are handed it (or the casts they
+    need) and say what changed; only the loop adds and drops casts. A dropped cast is marked
+    (`Admitted.dropped`), so a lease renewal already under way writes nothing after it."""
+
+    def __init__(self) -> None:
+        self._casts: dict[str, Admitted] = {}
+
+    def __len__(self) -> int:
+        return len(self._casts)
+
+    def __iter__(self) -> Iterator[Admitted]:
+        return iter(list(self._casts.values()))
+
+    def __contains__(self, cast_id: object) -> bool:
+        return cast_id in self._casts
+
+    def __getitem__(self, cast_id: str) -> Admitted:
+        return self._casts[cast_id]
+
+    def get(self, cast_id: str) -> Admitted | None:
+        return self._casts.get(cast_id)
+
+    def add(self, cast: Admitted) -> None:
+        self._casts[cast.id] = cast
+
+    def drop(self, cast: Admitted) -> None:
+        """`cast` is no longer made here (a newer cast of the same id stays)."""
+        cast.dropped = True
+        if self._casts.get(cast.id) is cast:
+            del self._casts[cast.id]
+
+    @property
+    def admitted(self) -> int:
+        """Casts admitted by capacity (not those parked ahead of their turn)."""
+        return sum(1 for cast in self._casts.values() if not cast.parked)
+
+    @property
+    def parked(self) -> int:
+        return sum(1 for cast in self._casts.values() if cast.parked)
+
+    def making(self) -> list[Admitted]:
+        """The casts but those parked in line after their first chunk."""
+        return [cast for cast in self._casts.values() if not cast.waits]
+
+    def in_line(self) -> list[str]:
+        """The admitted casts' ids, in line order."""
+        admitted = [c for c in self._casts.values() if not c.parked]
+        return [c.id for c in sorted(admitted, key=lambda c: c.job.offset)]

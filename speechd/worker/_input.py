@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 
 from speechd.casts import (
     InputEnd,
@@ -99,11 +99,12 @@ class Followers:
         self._clock = clock
         self._tasks: dict[str, tuple[CastPlan, asyncio.Task[None]]] = {}
 
-    def sync(self, active: Mapping[str, Admitted]) -> None:
+    def sync(self, active: Iterable[Admitted]) -> None:
         """Follow the live casts in `active`, and no others."""
-        for cast_id in [i for i in self._tasks if i not in active]:
+        casts = {cast.id: cast for cast in active}
+        for cast_id in [i for i in self._tasks if i not in casts]:
             self._tasks.pop(cast_id)[1].cancel()
-        for cast_id, cast in active.items():
+        for cast_id, cast in casts.items():
             if not cast.recipe.live:
                 continue
             found = self._tasks.get(cast_id)

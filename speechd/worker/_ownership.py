@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 
 from speechd.casts import (
     CastHead,
@@ -40,13 +40,12 @@ def now_ms() -> int:
 
 
 class Ownership:
-    """Lease renewals for `active`, and the deferred jobs."""
+    """Lease renewals of the casts this worker makes, and the deferred jobs."""
 
     def __init__(
         self,
         store: Store,
         intake: Intake,
-        active: Mapping[str, Admitted],
         *,
         worker_id: str,
         lease_s: float,
@@ -55,7 +54,6 @@ class Ownership:
     ) -> None:
         self._store = store
         self._intake = intake
-        self._active = active
         self._worker_id = worker_id
         self.lease_s = lease_s
         self._heartbeat_s = heartbeat_s
@@ -75,13 +73,14 @@ class Ownership:
 
     # -- leases of the casts this worker makes --------------------------------------------
 
-    async def keep(self) -> None:
-        """Renew the lease of each active cast that appended nothing for a third of it."""
+    async def keep(self, casts: Iterable[Admitted]) -> None:
+        """Renew the lease of each of `casts` (the loop's active casts, read afresh each
+        round) that appended nothing for a third of it."""
         period = self.lease_s / 3
         while True:
             await asyncio.sleep(period / 2)
-            for cast in list(self._active.values()):
-                if self._active.get(cast.id) is cast and self._clock() - cast.renewed >= period:
+            for cast in casts:
+                if not cast.dropped and self._clock() - cast.renewed >= period:
                     await self.renew(cast)
 
     async def renew_if_lapsing(self, cast: Admitted) -> None:
@@ -91,7 +90,7 @@ class Ownership:
 
     async def renew(self, cast: Admitted) -> None:
         async with cast.lease_lock:
-            if self._active.get(cast.id) is not cast:
+            if cast.dropped:
                 return  # it ended (or was lost) meanwhile: a renewal now would outlive it
             sent = self._clock()
             lease = Lease(cast.attempt, self._worker_id, self.lease_ms)
@@ -102,7 +101,9 @@ class Ownership:
     async def release(self, cast: Admitted) -> None:
         """Drop the renewals of a finished cast (nobody needs them once it ended): this
         worker's, or an earlier owner's (a cast past its first attempt may have some). The
-        cast is no longer active, so a renewal waiting on the lock writes nothing after."""
+        cast is dropped first (it ended), so a renewal waiting on the lock writes nothing
+        after."""
+        cast.dropped = True
         async with cast.lease_lock:
             if cast.lease_records or cast.attempt > 1:
                 await self._store.delete(lease_stream(cast.id))

@@ -9,7 +9,10 @@ Once loaded, it checks which languages of its voices it can speak (`Parts.langua
 its voices in `config/voices` and hands over to `Worker.run`, which announces `ready`.
 
 Exit codes: 0 stopped cleanly (SIGTERM, SIGINT or `stop`), 1 failed (an unexpected error; the
-supervisor restarts it), 3 the model could not be loaded.
+supervisor restarts it), 3 the model could not be loaded, or the device it was loaded on (named
+by `--device`) stayed out of memory for a chunk: the worker then says `unavailable` with the
+reason, names no cast (it is not the cast's fault: the next life makes that chunk again), and
+the supervisor starts another after its backoff.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from speechd.casts import (
     LOADING,
@@ -41,7 +46,6 @@ from speechd.errors import ModelUnavailable
 from speechd.telemetry import Telemetry, start_telemetry
 
 from ._config import WorkerConfig
-from ._policy import make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
 from ._thread import EngineThread
 from ._worker import Worker
@@ -185,6 +189,10 @@ async def _main(
             target=_relay, args=(stop, loop, stopping), name="speechd-worker-stop", daemon=True
         ).start()
     worker_id = config.resolved_id()
+    config = msgspec.structs.replace(config, worker_id=worker_id)  # the Worker's, too
+    if not config.store:
+        log.error("worker %s: no store given", worker_id)
+        return EXIT_FAILED
     try:
         store = await open_store(config.store)
     except DurableError as exc:
@@ -205,7 +213,12 @@ async def _main(
             return loaded
         worker, notice = loaded
         await _remember(store, notice)
-        await worker.run(stopping)
+        try:
+            await worker.run(stopping)
+        except ModelUnavailable as exc:  # its device stayed full (a device was named)
+            log.error("worker %s: the model is unavailable: %s", worker_id, exc)
+            await _Loading(store, worker_id, config.heartbeat_s).say(UNAVAILABLE, str(exc))
+            return EXIT_MODEL_UNAVAILABLE
         return EXIT_OK
     except Exception:
         log.exception("worker %s failed", worker_id)
@@ -262,22 +275,18 @@ async def _load(
     worker = Worker(
         store,
         engine,
-        worker_id=worker_id,
-        chunk_policy=parts.chunk_policy(),
+        config,
+        chunk_policy=_within_memory(parts.chunk_policy(), engine),
         encoders=parts.encoders,
-        policy=make_policy(config.policy, comfortable_lead_s=config.comfortable_lead_s),
-        retries=config.retries,
-        max_active=config.max_active,
-        quantum_s=config.quantum_s,
-        heartbeat_s=config.heartbeat_s,
-        lease_s=config.lease_s,
-        stop_grace_s=config.stop_grace_s,
-        receipts=config.receipts,
         telemetry=sampler,
     )
     worker.unspeakable = unspeakable
     try:
         await worker.warm_up(config.engine.default_voice)
+    except ModelUnavailable as exc:  # its device stayed full even for the warm-up's chunks
+        log.error("worker %s: the model is unavailable: %s", worker_id, exc)
+        await said.say(UNAVAILABLE, str(exc))
+        return EXIT_MODEL_UNAVAILABLE
     except Exception as exc:
         log.exception("worker %s: the warm-up failed", worker_id)
         await said.say(UNAVAILABLE, f"the model failed its warm-up: {exc!r}")
@@ -295,6 +304,16 @@ async def _load(
         telemetry=sampler.reading(),
     )
     return worker, notice
+
+
+def _within_memory(policy: ChunkPolicyLike, engine: EngineLike) -> ChunkPolicyLike:
+    """`policy` with chunks held to what the engine's device memory budget leaves room for
+    (`--max-device-memory`); every policy the worker times from it keeps that cap."""
+    chunk_s = getattr(getattr(engine, "memory", None), "chunk_s", 0.0)
+    with_memory = getattr(policy, "with_memory", None)
+    if chunk_s and callable(with_memory):
+        return with_memory(chunk_s)  # type: ignore[no-any-return]
+    return policy
 
 
 async def _remember(store: Store, notice: WorkerNotice) -> None:

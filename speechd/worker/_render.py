@@ -19,35 +19,31 @@ fails the chunk, like an engine error, and appends nothing.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import msgspec
 import numpy as np
 
 from speechd.casts import AudioChunk, audio_record, record_words
 from speechd.durable import AppendRecord, Limits, RecordTooLarge
+from speechd.errors import ModelUnavailable
 
+from ._cast import Admitted
 from ._costs import ChunkTimes
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderLike, EngineLike
-
-if TYPE_CHECKING:
-    from ._cast import Admitted
+from ._resume import Resume, resume_header
 
 __all__ = [
     "MAX_RECORD_S",
     "ChunkFailed",
     "Rendered",
-    "Resume",
     "chunk_records",
     "chunk_seed",
     "end_file",
-    "read_resume",
     "record_samples",
     "render",
     "warm_up",
@@ -102,27 +98,6 @@ def warm_up(
                 gen_s=gen_s,
                 audio_s=samples / engine.sample_rate,
             )
-
-
-class Resume(msgspec.Struct, frozen=True, array_like=True):
-    """The resume checkpoint (`k`) of a record that ends its chunk: the playable sequence's
-    samples and compute (ms) up to it, and the encoder's checkpoint after it."""
-
-    samples: int
-    gen_ms: int
-    encoder: bytes
-
-
-_resume_encoder = msgspec.msgpack.Encoder()
-_resume_decoder = msgspec.msgpack.Decoder(Resume)
-
-
-def read_resume(value: bytes) -> Resume:
-    """A `k` header's checkpoint (ValueError if it is not one)."""
-    try:
-        return _resume_decoder.decode(base64.b64decode(value, validate=True))
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise ValueError(f"not a resume checkpoint: {exc}") from exc
 
 
 class ChunkFailed(Exception):
@@ -187,6 +162,8 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
         limit = record_samples(
             cast.limits, cast.encoder.format, engine.sample_rate, text=chunk.text, words=words
         )
+    except ModelUnavailable:  # the device, not the chunk: the worker stops (`_process`)
+        raise
     except Exception as exc:
         raise ChunkFailed(exc, encoder_intact=True) from exc
     parts = max(1, math.ceil(pcm.size / limit))
@@ -238,7 +215,7 @@ def chunk_records(
         if n == len(pieces) - 1 and rendered.checkpoint:
             gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
             state = Resume(samples=samples, gen_ms=gen_ms, encoder=rendered.checkpoint)
-            resume = base64.b64encode(_resume_encoder.encode(state))
+            resume = resume_header(state)
         audio = AudioChunk(
             attempt=cast.attempt,
             index=cast.index + n,

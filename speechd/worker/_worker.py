@@ -44,39 +44,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speechd.casts import (
-    WORKERS_PREFIX,
-    Eos,
-    WorkerNotice,
-    encode,
-    eos_record,
-    last_notice,
-    worker_stream,
-)
+from speechd.casts import WORKERS_PREFIX, WorkerNotice, encode, last_notice, worker_stream
 from speechd.durable import AppendRecord, Store
-from speechd.engine import FLUSH_S
 
 from ._admission import Admission
-from ._attempts import Attempts
-from ._cast import Admitted
+from ._attempts import Attempts, Fate
+from ._cast import ActiveCasts, Admitted
+from ._config import WorkerConfig
 from ._costs import ChunkTimes
-from ._endings import RECEIPTS
-from ._hold import MIN_HOLD_S, hold_s
+from ._idle import ModelKeeper
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
-from ._planning import Planning, whole_rest
-from ._policy import (
-    QUANTUM_S,
-    DeadlinePolicy,
-    Idle,
-    Policy,
-    Run,
-    Sleep,
-)
+from ._planning import Planning
+from ._policy import Idle, Policy, Run, Sleep, make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
-from ._render import ChunkFailed, Rendered, chunk_records, render, warm_up
+from ._render import ChunkFailed, Rendered, render, warm_up
 from ._thread import EngineThread
+from ._update import Outcomes
 
 if TYPE_CHECKING:
     from speechd.telemetry import Telemetry
@@ -93,63 +78,58 @@ def _now_ms() -> int:
 
 
 class Worker:
-    """One worker's loop over a store and an engine (both injected).
+    """One worker's loop over a store and an engine (both injected), run as `config` says
+    (`WorkerConfig`: its `store` and `engine` are a worker process's to open and load; here
+    they are given).
 
     `run_worker` builds one for the real process; tests build one with a cost-model engine.
-    Exactly one chunk is in flight at a time.
+    `policy` replaces the one `config` names (a test's, say), `times` the measurements the
+    worker starts from, `clock` its monotonic clock. Exactly one chunk is in flight at a time.
     """
 
     def __init__(
         self,
         store: Store,
         engine: EngineLike,
+        config: WorkerConfig,
         *,
-        worker_id: str,
         chunk_policy: ChunkPolicyLike,
         encoders: EncoderFactory,
         policy: Policy | None = None,
         times: ChunkTimes | None = None,
-        retries: int = 2,
-        max_active: int | None = None,
-        quantum_s: float = QUANTUM_S,
-        heartbeat_s: float = 5.0,
-        lease_s: float = 15.0,
-        stop_grace_s: float = 3.0,
-        flush_s: float = FLUSH_S,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
-        receipts: int = RECEIPTS,
     ) -> None:
-        self.id = worker_id
+        self.id = config.resolved_id()
+        self.config = config
         self._telemetry = telemetry  # its readings ride on the notices; it counts our audio
-        self.policy: Policy = policy if policy is not None else DeadlinePolicy()
+        if policy is None:
+            policy = make_policy(config.policy, comfortable_lead_s=config.comfortable_lead_s)
+        self.policy = policy
         self.times = times if times is not None else ChunkTimes()
         self._store = store
         self._engine = engine
         self._chunk_policy = chunk_policy
-        self._heartbeat_s = heartbeat_s
-        self._stop_grace_s = stop_grace_s
         self._clock = clock
         self._thread = EngineThread()
-        self._active: dict[str, Admitted] = {}
+        self._casts = ActiveCasts()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._intake = Intake(store, self._wake)
         self._ownership = Ownership(
             store,
             self._intake,
-            self._active,
-            worker_id=worker_id,
-            lease_s=lease_s,
-            heartbeat_s=heartbeat_s,
+            worker_id=self.id,
+            lease_s=config.lease_s,
+            heartbeat_s=config.heartbeat_s,
             clock=clock,
         )
         self._followers = Followers(store, self._wake, clock)
         self._planning = Planning(
             self._thread,
             clock,
-            flush_s=flush_s,
-            horizon_s=2 * quantum_s,
+            flush_s=config.flush_s,
+            horizon_s=2 * config.quantum_s,
             sample_rate=engine.sample_rate,
         )
         self._attempts = Attempts(
@@ -158,31 +138,39 @@ class Worker:
             self._thread,
             self._intake,
             self._ownership,
-            self._active,
-            worker_id=worker_id,
+            worker_id=self.id,
             chunk_policy=chunk_policy,
             encoders=encoders,
-            retries=retries,
-            receipts=receipts,
+            retries=config.retries,
+            receipts=config.receipts,
             clock=clock,
-            previous_life=lambda: self._previous_life,
         )
         self._admission = Admission(
             store,
             self._intake,
             self._ownership,
             self._attempts,
-            self._active,
-            policy=lambda: self.policy,
-            times=lambda: self.times,
+            policy=self.policy,
+            times=self.times,
             sample_rate=engine.sample_rate,
-            max_active=max_active,
-            quantum_s=quantum_s,
+            max_active=config.max_active,
+            quantum_s=config.quantum_s,
             clock=clock,
-            stop=lambda: self._stop,
+        )
+        self._outcomes = Outcomes(
+            self._attempts, self.times, engine.sample_rate, clock=clock, telemetry=telemetry
+        )
+        # The model given back after `idle_unload_s` with nothing to make, taken again for
+        # the next chunk (`_idle`).
+        self._model = ModelKeeper(
+            engine,
+            self._thread,
+            after_s=config.idle_unload_s,
+            announce=lambda: self._announce("heartbeat"),
+            clock=clock,
+            telemetry=telemetry,
         )
         self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
-        self._previous_life: WorkerNotice | None = None  # the last words of this id's last run
         # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
         self.unspeakable: dict[str, str] = {}
 
@@ -192,8 +180,7 @@ class Worker:
     def active(self) -> list[str]:
         """The casts admitted now, in line order (not those parked ahead of their turn for
         their first chunk: see `_admission`)."""
-        admitted = [c for c in self._active.values() if not c.parked]
-        return [c.id for c in sorted(admitted, key=lambda c: c.job.offset)]
+        return self._casts.in_line()
 
     @property
     def waiting(self) -> int:
@@ -223,9 +210,9 @@ class Worker:
         abandoned; active casts are left as they are, for the next attempt to resume.
         """
         self._stop = stop
-        await self._store.sweep(max(3600.0, 10 * self._heartbeat_s), [WORKERS_PREFIX])
+        await self._store.sweep(max(3600.0, 10 * self.config.heartbeat_s), [WORKERS_PREFIX])
         previous = await last_notice(self._store, self.id)
-        self._previous_life = previous[1] if previous else None
+        self._attempts.last_words = previous[1] if previous else None  # this id's last run
         await self._store.delete(worker_stream(self.id))  # a previous life of this worker id
         committed = await self._intake.open()
         await self._announce("ready")
@@ -233,7 +220,7 @@ class Worker:
         tasks = [
             asyncio.create_task(self._intake.run(), name="speechd-worker-intake"),
             asyncio.create_task(self._heartbeat(), name="speechd-worker-heartbeat"),
-            asyncio.create_task(self._ownership.keep(), name="speechd-worker-leases"),
+            asyncio.create_task(self._ownership.keep(self._casts), name="speechd-worker-leases"),
             asyncio.create_task(self._wake_on_stop(), name="speechd-worker-stop"),
         ]
         try:
@@ -242,19 +229,22 @@ class Worker:
                     if task.done():
                         task.result()  # a side task died: let its error end the worker
                 self._wake.clear()
-                starved = await self._admission.admit()
+                admitted = await self._admission.admit(self._casts, stop)
+                for cast in admitted.opened:
+                    self._casts.add(cast)
                 if stop.is_set():
                     break
                 await self._plan_ahead()
-                views = self._admission.views()
-                decision = self.policy.choose(self._clock(), views, starved=starved)
+                views = self._admission.views(self._casts)
+                decision = self.policy.choose(self._clock(), views, starved=admitted.starved)
                 match decision:
                     case Run(cast_id):
-                        await self._step(self._active[cast_id])
+                        await self._step(self._casts[cast_id])
                     case Sleep(seconds):
                         await self._rest(seconds)
                     case Idle():  # look up now and then: deferred jobs, a side task's death
-                        await self._rest(self._heartbeat_s)
+                        heartbeat, nothing = self.config.heartbeat_s, not self._casts
+                        await self._rest(await self._model.idle(heartbeat, nothing=nothing))
         finally:
             await self._followers.close()
             for task in tasks:
@@ -270,7 +260,7 @@ class Worker:
 
     async def _heartbeat(self) -> None:
         while True:
-            await asyncio.sleep(self._heartbeat_s)
+            await asyncio.sleep(self.config.heartbeat_s)
             await self._announce("heartbeat")
 
     async def _wake_on_stop(self) -> None:
@@ -295,12 +285,14 @@ class Worker:
             voices=list(self._engine.voices.installed) if kind == "ready" else [],
             device=self._engine.device,
             pid=os.getpid(),
-            heartbeat_ms=round(self._heartbeat_s * 1000),
+            heartbeat_ms=round(self.config.heartbeat_s * 1000),
             cast=inflight[0] if inflight else "",
             chunk=inflight[1] if inflight else -1,
             unspeakable=self.unspeakable if kind == "ready" else {},
             device_name=self._telemetry.device_name if self._telemetry else "",
             telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,
+            state=self._model.state if kind != "stopped" else "",
+            fallback=self._model.fallback,
         )
         return AppendRecord(encode(notice))
 
@@ -314,34 +306,27 @@ class Worker:
         """Follow the live casts' input, plan every cast a bounded slice ahead (but those
         parked in line after their first chunk: they are cut for their share once admitted),
         and end the casts whose plan is done without a chunk left to speak."""
-        self._followers.sync(self._active)
-        self._admission.retime()
-        failed = await self._planning.run(self._making())
+        self._followers.sync(self._casts)
+        self._admission.retime(self._casts)
+        failed = await self._planning.run(self._casts.making())
         for cast, error in failed:
-            await self._attempts.plan_failed(cast, error)
-        for cast in [c for c in self._active.values() if c.plan.finished]:
-            await self._attempts.end_file(cast)
+            self._settle(cast, await self._attempts.plan_failed(cast, error))
+        for cast in [c for c in self._casts if c.plan.finished]:
+            self._settle(cast, await self._attempts.end_file(cast))
+
+    def _settle(self, cast: Admitted, fate: Fate) -> None:
+        """Apply what became of `cast`: one no longer this worker's leaves the active casts."""
+        if fate is not Fate.GOES_ON:
+            self._casts.drop(cast)
 
     async def _rest(self, seconds: float) -> None:
         """Sleep as the policy says, unless planning has work to do (then go on at once);
         no longer than until a live cast's next chunk is due to be planned."""
-        active = self._making()
+        active = self._casts.making()
         if self._planning.pending(active):
             return
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
-
-    def _making(self) -> list[Admitted]:
-        """The active casts but those parked in line after their first chunk."""
-        return [cast for cast in self._active.values() if not cast.waits]
-
-    def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
-        """(audio, compute) predicted for the chunks the cast has left after the one in hand
-        (`whole_rest`: those planned, then the planner's estimate of the rest of its text),
-        made with the share of the device its plan was made for, at the device's costs as
-        measured now."""
-        share = max(cast.timing.share, 1.0)
-        return [(audio, share * gen) for audio, gen in whole_rest(cast, self.times)[1:]]
 
     async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
         """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
@@ -352,83 +337,29 @@ class Worker:
         finally:
             stopping.cancel()
         if not wrapped.done():
-            done, _ = await asyncio.wait({wrapped}, timeout=self._stop_grace_s)
+            done, _ = await asyncio.wait({wrapped}, timeout=self.config.stop_grace_s)
             if not done:
                 wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
                 return None
         return wrapped.result()
 
     async def _step(self, cast: Admitted) -> None:
+        """Render the cast's next chunk, then apply its outcome (`_update`)."""
+        await self._model.ready()  # the model, taken again if it was given back
         await self._ownership.renew_if_lapsing(cast)
         planned = cast.plan.ahead[0]
-        chunk = planned.chunk
-        last = cast.plan.last
         # Say which record is in flight first: should it kill the process, the next life of
         # this worker (or whoever takes the cast over) knows which cast to blame.
         self._inflight = (cast.id, cast.index)
         await self._announce("heartbeat")
         try:
-            future = self._thread.submit(render, self._engine, cast, chunk, last)
-            rendered = await self._await_chunk(future)
+            future = self._thread.submit(render, self._engine, cast, planned.chunk, cast.plan.last)
+            rendered: Rendered | ChunkFailed | None = await self._await_chunk(future)
         except ChunkFailed as failed:
-            await self._attempts.chunk_failed(cast, chunk, failed)
-            return
+            rendered = failed
         finally:
             self._inflight = None
         if rendered is None:
-            log.info("cast %s: chunk %d abandoned on stop", cast.id, chunk.index)
+            log.info("cast %s: chunk %d abandoned on stop", cast.id, planned.chunk.index)
             return
-        rate = self._engine.sample_rate
-        made_s = sum(size for size, _ in rendered.pieces) / rate
-        # Measured before it is appended: a cast's first chunk then prices the rest of its plan
-        # with its own cost (a worker that has not warmed up has only priors).
-        self.times.observe(
-            units=len(chunk.phonemes),
-            chars=len(chunk.text),
-            speed=cast.recipe.speed,
-            gen_s=rendered.gen_s,
-            audio_s=made_s,
-        )
-        hold_ms = 0
-        if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
-            held = hold_s(0.0, made_s, self._predicted_rest(cast))
-            hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
-        records, samples, resume = chunk_records(
-            cast,
-            chunk.text,
-            rendered,
-            position=planned.position,
-            more=cast.plan.more_after(made_s),
-            sample_rate=rate,
-            hold_ms=hold_ms,
-        )
-        eos = None
-        if last:
-            gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
-            eos = Eos(
-                chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
-            )
-            records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        landed = await self._attempts.append(cast, records, chunk=chunk)
-        if landed is None:
-            return
-        if self._telemetry is not None:
-            self._telemetry.audio_made((samples - cast.samples) / rate)
-        # The hold is stated either way (a smooth listener joining later keeps to it), but the
-        # listeners of a cast whose creator wanted its first audio at once play from it.
-        held_ms = 0 if cast.job.at_once else hold_ms
-        if cast.origin_ms == 0:
-            cast.origin_ms = landed + held_ms  # the playable sequence's first audio, held
-            if held_ms:
-                log.info(
-                    "cast %s: its listeners start %.1f s after its first audio",
-                    cast.id,
-                    hold_ms / 1000,
-                )
-        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=held_ms / 1000)
-        cast.made += len(rendered.pieces)
-        cast.gen_s += rendered.gen_s
-        cast.plan.take()
-        cast.resume = resume or cast.resume
-        if eos is not None:
-            await self._attempts.done(cast, eos)
+        self._settle(cast, await self._outcomes.apply(cast, planned, rendered))

@@ -238,7 +238,6 @@ class Connection(AsyncEventHandler):
         if self._stream is not None:
             return  # sent inside a stream for clients that cannot stream: the chunks rule
         request = _wire.decode(data, _wire.Synthesize, "synthesize")
-        self._check_format(request.text_format)
         door = self._door
         cast = await door.service.submit(
             CastRequest(
@@ -246,6 +245,7 @@ class Connection(AsyncEventHandler):
                 voice=await self._voice(request.voice),
                 format=_PCM,
                 at_once=door.start_mode == "now",
+                input_format=_input_format(request.text_format),
             ),
             max_chars=MAX_SYNTHESIZE_CHARS,
             text_param="text",
@@ -264,10 +264,13 @@ class Connection(AsyncEventHandler):
             raise InvalidRequest("A stream is open already: send synthesize-stop first.")
         self._stream = _Stream()  # refused below: its chunks are dropped, its stop answered
         request = _wire.decode(data, _wire.Start, "synthesize-start")
-        self._check_format(request.text_format)
         door = self._door
         cast = await door.live.create(
-            LiveRequest(voice=await self._voice(request.voice), format=_PCM)
+            LiveRequest(
+                voice=await self._voice(request.voice),
+                format=_PCM,
+                input_format=_input_format(request.text_format),
+            )
         )
         audio = asyncio.ensure_future(
             play(
@@ -322,12 +325,6 @@ class Connection(AsyncEventHandler):
 
     # -- request fields -----------------------------------------------------------------
 
-    def _check_format(self, text_format: str | None) -> None:
-        if text_format not in (None, "text"):
-            raise InvalidRequest(
-                f"text_format {text_format[:20]!r} is not supported here; send plain text."
-            )
-
     async def _voice(self, voice: _wire.Voice | None) -> str | None:
         """The voice name to resolve: the one asked for, else one for the language asked
         for (the default voice when it speaks it), else None (the default voice)."""
@@ -342,6 +339,18 @@ class Connection(AsyncEventHandler):
         if not speaking:
             raise InvalidRequest(f"No voice here speaks {voice.language!r}.", param="voice")
         return default if default in speaking else speaking[0]
+
+
+def _input_format(text_format: str | None) -> str | None:
+    """The cast's `input_format` for a Wyoming `text_format`: `ssml` reads the text as SSML
+    (checked whole by the service, as on HTTP; a streamed synthesis takes plain text only),
+    `text` as plain text, none as HTTP reads a text without one (SSML if it starts with
+    `<speak`)."""
+    if text_format is None or text_format in ("text", "ssml"):
+        return text_format
+    raise InvalidRequest(
+        f"text_format is text or ssml, not {text_format[:20]!r}.", param="text_format"
+    )
 
 
 def _speaks(tag: str, wanted: str) -> bool:

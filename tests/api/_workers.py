@@ -56,7 +56,7 @@ def running_worker(store_dir: Path) -> Iterator[Worker]:
             worker = Worker(
                 store,
                 CostEngine(),
-                worker_id=WORKER_ID,
+                WorkerConfig(worker_id=WORKER_ID),
                 chunk_policy=FakeChunkPolicy(),
                 encoders=new_encoder,
             )

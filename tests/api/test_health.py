@@ -27,14 +27,8 @@ from speechd.config import Settings
 from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import (
-    EXIT_MODEL_UNAVAILABLE,
-    EXIT_OK,
-    Parts,
-    Supervisor,
-    WorkerConfig,
-    run_worker,
-)
+from speechd.worker import Parts, Supervisor, WorkerConfig, run_worker
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.api.test_errors import assert_error
 from tests.support import engines
 

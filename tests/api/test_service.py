@@ -94,15 +94,20 @@ async def test_identical_requests_share_one_cast_and_one_job(store: Store) -> No
     results = await asyncio.gather(*(service.submit(request, max_chars=100) for _ in range(16)))
     assert len({r.id for r in results}) == 1
     assert sum(r.created for r in results) == 1
-    assert results[0].recipe.text == "Hello there."
+    assert results[0].recipe.text == "  Hello there."  # timed words count from its start
     jobs = (await store.read(casts.JOBS, 0)).records
     assert [casts.decode(r.body, casts.Job).id for r in jobs] == [results[0].id]
-    # Leading/trailing space does not make another cast; another speed does.
-    again = await service.submit(CastRequest(text="Hello there.", voice="af_bella"), max_chars=100)
-    faster = await service.submit(
-        CastRequest(text="Hello there.", voice="af_bella", speed=1.5), max_chars=100
+    # Trailing space does not make another cast; another speed does, and so does leading
+    # space (every word's offset into the text as sent moves with it).
+    again = await service.submit(
+        CastRequest(text="  Hello there.", voice="af_bella"), max_chars=100
     )
+    faster = await service.submit(
+        CastRequest(text="  Hello there.", voice="af_bella", speed=1.5), max_chars=100
+    )
+    moved = await service.submit(CastRequest(text="Hello there.", voice="af_bella"), max_chars=100)
     assert again.id == results[0].id and faster.id != results[0].id
+    assert moved.id != results[0].id
 
 
 async def test_queue_over_its_depth_is_refused_but_existing_casts_still_answer(

@@ -208,8 +208,9 @@ async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).json() == {
         "status": "ready",
+        "model": "resident",
         "workers": [WORKER_ID],
-        "devices": {WORKER_ID: {"device": "cpu", "name": ""}},
+        "devices": {WORKER_ID: {"device": "cpu", "name": "", "state": "resident"}},
     }
     text = chunked_text(3)
     await client.post("/v1/audio/speech", json={"input": text})

@@ -117,3 +117,21 @@ def test_cuda_n_on_this_machine_fails_the_load_in_one_line(tiny_model_dir: Path)
 def test_the_cpu_has_a_name() -> None:
     assert isinstance(device_name("cpu", None), str)
     assert device_name("cuda:0", None) == ""  # no torch: nothing to ask
+
+
+def test_settings_take_the_idle_unload_and_the_memory_budget_from_flags_and_env() -> None:
+    from speechd.cli import worker_config
+
+    settings = load_settings({"idle_unload": "5m", "max_device_memory": "2G"}, {})
+    assert settings.idle_unload == 300.0 and settings.max_device_memory == 2 << 30
+    env = {"SPEECHD_IDLE_UNLOAD": "90", "SPEECHD_MAX_DEVICE_MEMORY": "512MiB"}
+    settings = load_settings({}, env)
+    assert settings.idle_unload == 90.0 and settings.max_device_memory == 512 << 20
+    worker = worker_config(settings)
+    assert worker.idle_unload_s == 90.0 and worker.engine.max_device_memory == 512 << 20
+    defaults = load_settings({}, {})
+    assert defaults.idle_unload is None and defaults.max_device_memory is None
+    with pytest.raises(SettingsError, match=r"^--max-device-memory / SPEECHD_MAX_DEVICE_MEMORY: "):
+        load_settings({}, {"SPEECHD_MAX_DEVICE_MEMORY": "plenty"})
+    with pytest.raises(SettingsError, match="is not a duration"):
+        load_settings({"idle_unload": "soon"}, {})

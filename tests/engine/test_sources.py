@@ -81,7 +81,7 @@ def test_leading_whitespace_and_markdown_keep_offsets(tiny_engine: Engine) -> No
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     st.lists(

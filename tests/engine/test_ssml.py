@@ -33,7 +33,7 @@ def test_a_document_is_recognised_by_its_start() -> None:
     ("ssml", "text"),
     [
         ("<speak>Hello   \n  world</speak>", "Hello world"),
-        ("<speak><p><s>One</s><s>Two</s></p><p>Three</p></speak>", "One Two Three"),
+        ("<speak><p><s>One</s><s>Two</s></p><p>Three</p></speak>", "One. Two. Three"),
         ('<speak>Use <sub alias="World Wide Web">WWW</sub>.</speak>', "Use World Wide Web."),
         ('<speak><say-as interpret-as="characters">abc</say-as></speak>', "A B C"),
         ('<speak><say-as interpret-as="spell-out">ok</say-as></speak>', "O K"),

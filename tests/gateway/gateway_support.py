@@ -33,7 +33,8 @@ from speechd.casts import (
 )
 from speechd.config import Settings
 from speechd.durable import Store
-from speechd.worker import EncoderFactory, FifoPolicy, Worker
+from speechd.worker import Worker, WorkerConfig
+from speechd.worker._protocols import EncoderFactory
 from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 from tests.support.streams import read_cast as read_all
 
@@ -117,11 +118,9 @@ async def running_worker(
     worker = Worker(
         store,
         engine,
-        worker_id="gateway-tests",
+        WorkerConfig(worker_id="gateway-tests", policy="fifo", heartbeat_s=2.0),
         chunk_policy=FakeChunkPolicy(),
         encoders=encoders,
-        policy=FifoPolicy(),
-        heartbeat_s=2.0,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))

@@ -37,7 +37,7 @@ async def test_submit_returns_at_once_with_a_link(
 
 async def test_identical_requests_share_one_cast_with_speech(http: httpx.AsyncClient) -> None:
     first = await http.post("/v1/casts", json={"input": TEXT, "voice": "am_adam"})
-    again = await http.post("/v1/casts", json={"input": f"  {TEXT}\n", "voice": "am_adam"})
+    again = await http.post("/v1/casts", json={"input": f"{TEXT}\n", "voice": "am_adam"})
     other = await http.post("/v1/casts", json={"input": TEXT, "voice": "af_heart"})
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["id"] == first.json()["id"]

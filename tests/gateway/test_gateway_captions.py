@@ -189,8 +189,8 @@ async def test_sse_audio_events_carry_the_words(
         headers = dict(record["headers"])
         assert headers["u"] == "word"
         words = json.loads(headers["w"])
-        assert all(0 <= s <= e <= int(headers["d"]) for s, e, _ in words)
-        heard += [text for _, _, text in words]
+        assert all(0 <= w[0] <= w[1] <= int(headers["d"]) for w in words)
+        heard += [w[2] for w in words]
     assert heard == TEXT.split()
 
 

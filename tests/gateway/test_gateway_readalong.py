@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_support import ARTIFACTS, open_player
+from browser_support import ARTIFACTS, Player, open_player
 from gateway_support import LiveServer, StepEngine, chunk_texts, status_when, submit
 from playwright.async_api import Browser
 
@@ -230,3 +230,34 @@ async def test_the_real_model_reads_along_in_the_browser(
     loaded = await player.page.evaluate(TRACK_JS, f"/v1/casts/{cast_id}/captions.vtt")
     assert loaded["outcome"] == "load" and loaded["cues"]
     assert player.errors == []
+
+
+async def test_the_player_highlights_the_text_as_sent_where_this_tab_made_the_cast(
+    server: LiveServer, browser: Browser
+) -> None:
+    # The paste page keeps the text in the tab's sessionStorage; the player shows it as sent
+    # (spacing, blank lines) and highlights, in it, the characters each word came from.
+    text = "  First   words,\n\nthen   more of them here for the player to read."
+    page = await browser.new_page()
+    await page.goto(server.url + "/")
+    await page.wait_for_selector("#voice option[value='am_adam']", state="attached")
+    await page.fill("#text", text)
+    await page.select_option("#format", "wav")
+    await page.click("#submit")
+    await page.wait_for_url(f"{server.url}/c/*")
+    player = Player(page)
+    await page.wait_for_function("window.speechd !== undefined")
+    end = await player.wait_for("the end", lambda s: s["state"] == "ended", within_s=60)
+    assert end["words"] == len(text.split())
+    assert await page.text_content("#source") == text  # the user's own text, whole
+    seen = [s for s in player.snapshots if s["wordIndex"] >= 0 and s["state"] == "playing"]
+    assert seen, player.snapshots[-3:]
+    for snap in seen:
+        assert snap["source"] == snap["word"], snap  # the planner double reads words as sent
+    highlighted = await page.locator("#source .word").all_text_contents()
+    assert highlighted == text.split()
+    # Another tab (a listener given the link) has no text: captions only.
+    other = await open_player(browser, server.url, page.url.rsplit("/", 1)[1])
+    await other.wait_for("the captions", lambda s: s["chunks"] > 0)
+    assert await other.page.is_hidden("#source")
+    assert player.errors == [] and other.errors == []

@@ -24,7 +24,7 @@ from speechd.casts import AudioChunk, Event, event_of, follow_cast
 from speechd.config import Settings
 from speechd.durable import Record, Store
 from speechd.engine import FLUSH_S
-from speechd.worker import QUANTUM_S, Worker
+from speechd.worker import QUANTUM_S, Worker, WorkerConfig
 from tests.support.engines import CostEngine, FakeChunkPolicy
 from tests.support.streams import read_cast as read_all
 
@@ -110,12 +110,10 @@ async def serve(
     worker = Worker(
         store,
         engine,
-        worker_id="live-tests",
+        WorkerConfig(worker_id="live-tests", flush_s=flush_s, quantum_s=quantum_s),
         chunk_policy=chunk_policy or FakeChunkPolicy(),
         encoders=new_encoder,
-        flush_s=flush_s,
         clock=clock,
-        quantum_s=quantum_s,
     )
     stop = asyncio.Event()
     working = asyncio.create_task(worker.run(stop))

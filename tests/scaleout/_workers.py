@@ -14,7 +14,8 @@ from typing import Any
 from speechd.casts import Start, cast_stream, decode, ready_workers
 from speechd.durable import Store
 from speechd.engine import EngineConfig
-from speechd.worker import EncoderFactory, WorkerConfig, run_worker
+from speechd.worker import WorkerConfig, run_worker
+from speechd.worker._protocols import EncoderFactory
 from tests.support.engines import FakeEncoder, parts
 from tests.worker._helpers import check_layout, records
 

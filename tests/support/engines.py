@@ -26,7 +26,8 @@ import msgspec
 import numpy as np
 
 from speechd.engine import FLUSH_S, WordTiming
-from speechd.worker import EncoderFactory, Parts
+from speechd.worker import Parts
+from speechd.worker._protocols import EncoderFactory
 
 from .planner import FakePlanner
 
@@ -56,6 +57,8 @@ class FakeChunk(msgspec.Struct, frozen=True):
     index: int
     text: str
     phonemes: str
+    sources: tuple[tuple[int, int], ...] = ()
+    """Where each of its words is in the text as planned (raw offsets)."""
 
 
 class FakeChunkPolicy(msgspec.Struct, frozen=True):
@@ -84,15 +87,20 @@ class FakeSynthesis:
     unit: str = "word"
 
 
-def fake_words(text: str, samples: int) -> tuple[WordTiming, ...]:
+def fake_words(
+    text: str, samples: int, sources: tuple[tuple[int, int], ...] = ()
+) -> tuple[WordTiming, ...]:
     """The cost model's word timings: each word (and the gap after it) takes its share of the
-    samples by letters, the word itself all of it but one letter's worth."""
+    samples by letters, the word itself all of it but one letter's worth; a word's `source`
+    is its place in the text as planned, where the chunk says."""
     words = text.split()
     total = sum(len(w) + 1 for w in words)
     out, at = [], 0.0
-    for word in words:
+    for i, word in enumerate(words):
         share = samples * (len(word) + 1) / total
-        out.append(WordTiming(word, round(at), round(at + share * len(word) / (len(word) + 1))))
+        end = round(at + share * len(word) / (len(word) + 1))
+        source = sources[i] if len(sources) == len(words) else (-1, -1)
+        out.append(WordTiming(word, round(at), end, source))
         at += share
     return tuple(out)
 
@@ -193,7 +201,8 @@ class CostEngine:
         audio_s = self.audio_s(chunk.text, speed)
         time.sleep(self.overhead_s + self.rtf * audio_s)
         samples = round(audio_s * SAMPLE_RATE)
-        return FakeSynthesis(noise(seed, samples), fake_words(chunk.text, samples))
+        sources = getattr(chunk, "sources", ())
+        return FakeSynthesis(noise(seed, samples), fake_words(chunk.text, samples, sources))
 
 
 def noise(seed: int | None, samples: int) -> np.ndarray:
@@ -258,7 +267,8 @@ def expected_audio(
     engine: CostEngine | None = None,
 ) -> bytes:
     """The bytes a cast of `text` must hold: the same plan, seeds and encoder as the worker."""
-    from speechd.worker import MAX_RECORD_S, chunk_seed
+    from speechd.worker import chunk_seed
+    from speechd.worker._render import MAX_RECORD_S
 
     engine = engine or CostEngine()
     chunks = engine.plan(text, "af_heart", FakeChunkPolicy())

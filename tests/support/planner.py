@@ -158,7 +158,7 @@ class FakePlanner:
         words = [self._words.popleft() for _ in range(n)]
         text = " ".join(self._raw[s:e] for s, e in words)
         self._cursor = words[-1][1]
-        chunk = self._chunk(self._index, text, text.lower())
+        chunk = self._chunk(self._index, text, text.lower(), tuple(words))
         self._index += 1
         self._size = min(self._size * 2, self._max)
         return PlanStep(PlanStatus.CHUNK, chunk, self.chars_left)

@@ -13,7 +13,7 @@ from speechd.audio import new_encoder
 from speechd.casts import ready_workers
 from speechd.durable import open_store
 from speechd.telemetry import DeviceSample, Telemetry
-from speechd.worker import Worker
+from speechd.worker import Worker, WorkerConfig
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["WORKER", "Board", "running_worker"]
@@ -53,10 +53,9 @@ def running_worker(store_dir: Path, telemetry: Telemetry) -> Iterator[None]:
             worker = Worker(
                 store,
                 CostEngine(),
-                worker_id=WORKER,
+                WorkerConfig(worker_id=WORKER, heartbeat_s=0.2),
                 chunk_policy=FakeChunkPolicy(),
                 encoders=new_encoder,
-                heartbeat_s=0.2,
                 telemetry=telemetry,
             )
             stop = asyncio.Event()

@@ -52,7 +52,7 @@ async def test_a_jetson_workers_readings_show_per_worker(
         assert response.status_code == 200
         found = await _scrape(client, "speechd_worker_energy_per_audio_second_joules")
         ready = (await client.get("/readyz")).json()
-    assert ready["devices"] == {WORKER: {"device": "cpu", "name": "Orin"}}
+    assert ready["devices"] == {WORKER: {"device": "cpu", "name": "Orin", "state": "resident"}}
     assert found["speechd_worker_info"] == [
         ({"worker": WORKER, "device": "cpu", "device_name": "Orin", "telemetry": "tegrastats"}, 1.0)
     ]

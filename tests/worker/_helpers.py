@@ -33,7 +33,9 @@ from speechd.durable import (
     Store,
     StreamInfo,
 )
-from speechd.worker import EncoderFactory, Policy, Worker
+from speechd.worker import ChunkTimes, Worker, WorkerConfig
+from speechd.worker._policy import Policy
+from speechd.worker._protocols import EncoderFactory
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
 from tests.support.streams import read_stream
 
@@ -70,16 +72,18 @@ def make_worker(
     policy: Policy | None = None,
     encoders: EncoderFactory = FakeEncoder,
     chunk_policy: FakeChunkPolicy | None = None,
-    **settings: object,
+    times: ChunkTimes | None = None,
+    **settings: Any,
 ) -> Worker:
+    """A worker on the cost model; `settings` are its `WorkerConfig`'s."""
     return Worker(
         store,
         engine or CostEngine(),
-        worker_id=worker_id,
+        WorkerConfig(worker_id=worker_id, **settings),
         chunk_policy=chunk_policy or FakeChunkPolicy(),
         encoders=encoders,
         policy=policy,
-        **settings,  # type: ignore[arg-type]
+        times=times,
     )
 
 

@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from speechd.worker import (
-    ActiveCast,
-    Candidate,
-    ChunkTimes,
-    Idle,
-    Policy,
-    Run,
-    Sleep,
-)
+from speechd.worker import ChunkTimes
+from speechd.worker._policy import ActiveCast, Candidate, Idle, Policy, Run, Sleep
 
 UNITS_PER_S = 10  # phonemes per second of audio in the simulated chunks
 

@@ -16,19 +16,10 @@ from dataclasses import dataclass, field
 
 from speechd.engine import ChunkPolicy
 from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
-from speechd.worker import (
-    QUANTUM_S,
-    ActiveCast,
-    Candidate,
-    ChunkTimes,
-    Idle,
-    Policy,
-    Run,
-    Sleep,
-    chunk_quantum,
-    hold_s,
-    plan_timing,
-)
+from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing
+from speechd.worker._costs import chunk_quantum
+from speechd.worker._hold import hold_s
+from speechd.worker._policy import ActiveCast, Candidate, Idle, Policy, Run, Sleep
 
 TOKENS_PER_S = 17.0  # Kokoro's English, roughly (the planner's model says 20: it errs short)
 PAD_S = 0.25

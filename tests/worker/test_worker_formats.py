@@ -7,7 +7,7 @@ import pytest
 from speechd.audio import FORMATS, new_encoder
 from speechd.casts import cast_audio, cast_stream
 from speechd.durable import Store
-from speechd.worker import MAX_RECORD_S
+from speechd.worker._render import MAX_RECORD_S
 from tests.support.engines import CostEngine, expected_audio
 
 from ._helpers import (

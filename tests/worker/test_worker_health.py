@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import speechd.worker._worker as worker_module
 from speechd.casts import (
     Start,
     WorkerNotice,
@@ -23,7 +24,6 @@ from speechd.casts import (
 )
 from speechd.durable import Store
 from speechd.worker import ChunkTimes
-from speechd.worker import _worker as worker_module
 from tests.support.engines import VOICES, CostEngine, GatedEngine
 
 from ._helpers import make_worker, records, running, submit_text, wait_ended

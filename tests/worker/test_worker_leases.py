@@ -21,7 +21,8 @@ from speechd.casts import (
 )
 from speechd.casts import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
-from speechd.worker import LEASE_SKEW_MS, DeadlinePolicy, lease_held
+from speechd.worker._lease import LEASE_SKEW_MS, lease_held
+from speechd.worker._policy import DeadlinePolicy
 from tests.support.engines import GatedEngine, expected_audio
 
 from ._helpers import (

@@ -22,7 +22,7 @@ from speechd.casts import (
     encode,
 )
 from speechd.durable import AppendRecord, Store
-from speechd.worker import DeadlinePolicy
+from speechd.worker._policy import DeadlinePolicy
 from tests.support.engines import CostEngine, expected_audio
 
 from ._helpers import (

@@ -14,7 +14,7 @@ from speechd.audio import new_encoder
 from speechd.casts import Eos, Start, audio_chunk, cast_audio, cast_stream, decode, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, EngineConfig, load_engine
-from speechd.worker import Worker
+from speechd.worker import Worker, WorkerConfig
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 from ._helpers import check_layout, complete_audio, records, running, submit_text, wait_ended
@@ -39,10 +39,9 @@ def worker(store: Store, engine: Any, **settings: Any) -> Worker:
     return Worker(
         store,
         engine,
-        worker_id="m1",
+        WorkerConfig(worker_id="m1", **settings),
         chunk_policy=ChunkPolicy(),
         encoders=new_encoder,
-        **settings,
     )
 
 
@@ -84,3 +83,63 @@ async def test_a_stopped_cast_resumes_keeping_its_chunks(store: Store, engine: A
     assert result.returncode == 0 and not result.stderr, result.stderr
     eos = decode(stream[-1].body, Eos)
     assert 6_000 < eos.audio_ms < 20_000  # two sentences of speech
+
+
+async def test_a_device_out_of_memory_mid_cast_is_made_smaller_without_a_gap(
+    store: Store, model_dir: Path
+) -> None:
+    """Issue 30: a CUDA device (FakeCuda: the CPU standing in, raising torch's own
+    OutOfMemoryError past 40 phonemes) that runs out of memory in a cast's later, longer
+    chunks: each is made in pieces, the cast ends in its one attempt (the listener hears no
+    failure), and its audio has no gap where pieces join, and reads back as the text."""
+    import numpy as np
+
+    from tests.support.devices import FakeCudaOpener
+    from tests.support.speech import recall, transcribe_pcm16
+
+    opener = FakeCudaOpener(str(model_dir))
+    config = EngineConfig(model_dir=str(model_dir), device="cuda", engine="torch")
+    engine = load_engine(config, open_runtime=opener)
+    opener.device.fits = 40
+    cid = await submit_text(store, TEXT, fmt="pcm")
+    async with running(worker(store, engine)):
+        assert await wait_ended(store, [cid], within=600) == {cid: "eos"}
+    assert opener.device.failed, "no chunk ran out of memory: nothing was tested"
+    assert engine.device == "cuda:0" and engine.fallback == ""
+    stream = await records(store, cast_stream(cid))
+    assert len(check_layout(stream)) == 1
+    audio = complete_audio(stream)
+    pcm = np.frombuffer(audio, dtype="<i2").astype(np.float32) / 32768
+    frames = pcm[: len(pcm) // 480 * 480].reshape(-1, 480)  # 20 ms
+    rms = float(np.sqrt(np.mean(pcm**2)))
+    quiet = np.sqrt(np.mean(frames**2, axis=1)) < 0.1 * rms
+    runs = "".join("q" if q else " " for q in quiet).split()
+    assert max(map(len, runs), default=0) * 0.02 < 0.8  # no dead air longer than a sentence break
+    heard = await asyncio.to_thread(transcribe_pcm16, audio, engine.sample_rate)
+    assert recall(TEXT, heard) >= 0.7, heard
+
+
+async def test_a_cast_after_the_idle_unload_wakes_the_real_model(
+    store: Store, engine: Any
+) -> None:
+    """Issue 30 on the real weights: the worker gives the model back after its idle time, a
+    cast then takes it again, and its first audio lands only after the model is held."""
+    from speechd.casts import WorkerNotice, worker_stream
+
+    idle = worker(store, engine, idle_unload_s=0.5, heartbeat_s=0.1)
+    async with running(idle):
+        for _ in range(1200):
+            if not engine.resident:
+                break
+            await asyncio.sleep(0.05)
+        assert not engine.resident
+        cid = await submit_text(store, TEXT.split(". ")[0] + ".", fmt="pcm")
+        assert await wait_ended(store, [cid], within=300) == {cid: "eos"}
+    said = await records(store, worker_stream("m1"))
+    notices = [(r.timestamp, decode(r.body, WorkerNotice)) for r in said]
+    waking = next(at for at, n in notices if n.state == "waking")
+    held = next(at for at, n in notices if at >= waking and n.state == "" and n.kind == "heartbeat")
+    stream = await records(store, cast_stream(cid))
+    first = next(r for r in stream if event_of(r) == "audio")
+    assert first.timestamp >= held >= waking
+    assert engine.resident and engine.load_s > 0

@@ -26,7 +26,8 @@ from speechd.casts import (
 from speechd.durable import AppendRecord, Store, open_store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable, Unavailable
-from speechd.worker import EXIT_MODEL_UNAVAILABLE, EXIT_OK, Parts, WorkerConfig, run_worker
+from speechd.worker import Parts, WorkerConfig, run_worker
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.support import engines
 
 from ._helpers import records

@@ -10,7 +10,7 @@ import time
 from speechd.casts import Event, audio_chunk, cast_stream, event_of
 from speechd.durable import Store
 from speechd.engine import ChunkPolicy, Planner
-from speechd.worker import FifoPolicy
+from speechd.worker._policy import FifoPolicy
 from tests.support.engines import CostEngine, FakeChunkPolicy, GatedEngine
 from tests.support.planner import WordG2P
 from tests.worker._helpers import make_worker, records, running, submit_text, wait_ended

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from speechd.worker import (
+from speechd.worker import ChunkTimes, plan_timing
+from speechd.worker._policy import (
     ActiveCast,
     Candidate,
-    ChunkTimes,
     DeadlinePolicy,
     FifoPolicy,
     Idle,
     Run,
     Sleep,
     make_policy,
-    plan_timing,
 )
 
 from ._sim import SimCast, simulate

@@ -24,17 +24,13 @@ from speechd.casts import (
     ready_workers,
     worker_stream,
 )
+from speechd.cli import worker_config
+from speechd.config import engine_config, load_settings
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
-from speechd.worker import (
-    EXIT_MODEL_UNAVAILABLE,
-    EXIT_OK,
-    Parts,
-    Supervisor,
-    WorkerConfig,
-    run_worker,
-)
+from speechd.worker import Parts, Supervisor, WorkerConfig, run_worker
+from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.support import engines
 from tests.support.engines import expected_audio
 
@@ -179,3 +175,11 @@ async def test_a_chunk_that_kills_the_worker_ends_in_jobs_dead(
     assert [d.id for d in dead] == [bad]
     # The two jobs, and no more (they are trimmed once the cursor passed them).
     assert await store.check_tail(JOBS) == 2
+
+
+def test_the_commands_defaults_are_the_workers() -> None:
+    """`speechd serve` and `speechd worker` with no worker flags run the worker as
+    `WorkerConfig`'s defaults say (the settings mapped to it in one place, `worker_config`)."""
+    settings = load_settings({}, {})
+    config = worker_config(settings)
+    assert config == WorkerConfig(store=settings.store_url, engine=engine_config(settings))

@@ -23,7 +23,7 @@ from speechd.durable import (
     StreamInfo,
     record_size,
 )
-from speechd.worker import MAX_RECORD_S
+from speechd.worker._render import MAX_RECORD_S
 from tests.support.engines import CostEngine, FakeEncoder, expected_audio
 
 from ._helpers import (

@@ -35,7 +35,8 @@ from speechd.casts import (
 )
 from speechd.durable import Record, Store, open_store
 from speechd.engine import EngineConfig
-from speechd.worker import DeadlinePolicy, Supervisor, Worker, WorkerConfig
+from speechd.worker import Supervisor, Worker, WorkerConfig
+from speechd.worker._policy import DeadlinePolicy
 from tests.nats_support import NatsServer, drop_namespace, namespace_for
 from tests.support import engines
 from tests.support.engines import (

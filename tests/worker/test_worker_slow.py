@@ -5,22 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from speechd.worker import (
-    LONE_OVERHEAD,
-    MAX_LIFT,
-    QUANTUM_S,
-    SLOW_LIFT,
-    ActiveCast,
-    Candidate,
-    ChunkTimes,
-    DeadlinePolicy,
-    FifoPolicy,
-    Run,
-    chunk_quantum,
-    earliest_origin,
-    hold_s,
-    predicted_hold_s,
-)
+from speechd.worker import QUANTUM_S, ChunkTimes
+from speechd.worker._costs import LONE_OVERHEAD, MAX_LIFT, SLOW_LIFT, chunk_quantum
+from speechd.worker._hold import earliest_origin, hold_s, predicted_hold_s
+from speechd.worker._policy import ActiveCast, Candidate, DeadlinePolicy, FifoPolicy, Run
 
 from ._slowsim import SlowCast, raw_compute, simulate
 

@@ -20,7 +20,9 @@ from speechd.casts import (
 )
 from speechd.durable import Limits, Record, Store, record_size
 from speechd.engine import FLUSH_S, ChunkPolicy, Planner
-from speechd.worker import QUANTUM_S, SLOW_LIFT, DeadlinePolicy
+from speechd.worker import QUANTUM_S
+from speechd.worker._costs import SLOW_LIFT
+from speechd.worker._policy import DeadlinePolicy
 from tests.support.engines import (
     SAMPLE_RATE,
     CostEngine,

@@ -24,7 +24,7 @@ from speechd.config import Settings, engine_config
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts
-from speechd.worker import Worker
+from speechd.worker import Worker, WorkerConfig
 from speechd.wyoming import WyomingDoor
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
@@ -63,7 +63,7 @@ async def served(
     running = Worker(
         store,
         engine,
-        worker_id="wyoming-tests",
+        WorkerConfig(worker_id="wyoming-tests"),
         chunk_policy=FakeChunkPolicy(),
         encoders=new_encoder,
     )

@@ -93,8 +93,10 @@ async def test_a_refused_request_is_an_error_event_and_the_connection_goes_on(
         too_long = await hear(client)
         await client.write_event(Synthesize(text="   ").event())
         empty = await hear(client)
-        await client.write_event(Synthesize(text="<speak>Hi</speak>", text_format="ssml").event())
+        await client.write_event(Synthesize(text="<speak>Hi", text_format="ssml").event())
         ssml = await hear(client)
+        await client.write_event(Synthesize(text=TEXT, text_format="markdown").event())
+        markdown = await hear(client)
         await client.write_event(Synthesize(text=TEXT).event())
         fine = await hear(client)
     assert unknown.kinds == ["error"]
@@ -102,7 +104,8 @@ async def test_a_refused_request_is_an_error_event_and_the_connection_goes_on(
     assert "zz_nobody" in unknown.errors[0].text and "af_heart" in unknown.errors[0].text
     assert too_long.errors[0].text == "The input is longer than 4096 characters."
     assert "empty" in empty.errors[0].text
-    assert ssml.kinds == ["error"]
+    assert ssml.kinds == ["error"] and ssml.errors[0].code == "invalid_request_error"
+    assert markdown.errors[0].text == "text_format is text or ssml, not 'markdown'."
     assert fine.kinds[0] == "audio-start" and fine.audio
 
 
@@ -223,3 +226,25 @@ async def test_four_connections_at_once_each_hear_their_first_words_before_any_e
         heard = await asyncio.gather(*(one(t) for t in texts))
     assert all(h.kinds[-1] == "audio-stop" and h.audio for h in heard)
     assert max(h.first("audio-chunk") for h in heard) < min(h.first("audio-stop") for h in heard)
+
+
+async def test_text_format_ssml_reads_the_text_as_ssml_as_http_does(
+    store: Store, tmp_path: Path
+) -> None:
+    document = "<speak>The owl <break time='300ms'/> flew over the barn.</speak>"
+    async with served(store, tmp_path) as door, door.client() as client:
+        await client.write_event(Synthesize(text=document, text_format="ssml").event())
+        heard = await hear(client)
+        # A streamed synthesis is a live cast: plain text only (SSML is checked whole).
+        await client.write_event(SynthesizeStart(text_format="ssml").event())
+        refused = await hear(client)
+        await client.write_event(SynthesizeStop().event())
+        stopped = await hear(client, until=STOPPED)
+    secret = await casts.deployment_secret(store)
+    ssml_cast = casts.cast_id(
+        secret, model="kokoro", voice="af_heart", speed=1.0, format="pcm", text=document,
+        input_format="ssml",
+    )  # fmt: skip
+    assert heard.of("audio-start")[0].data["cast_id"] == ssml_cast and heard.audio
+    assert refused.kinds == ["error"] and "plain text" in refused.errors[0].text
+    assert stopped.kinds == ["synthesize-stopped"]

@@ -35,12 +35,16 @@ _CACHE_BYTES: Final = 64 * 1024 * 1024
 _CACHE_ENTRIES: Final = 256
 
 
-class WordView(msgspec.Struct, frozen=True):
-    """One word (or phrase) of `GET /v1/casts/{id}/words`: seconds from the audio's start."""
+class WordView(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One word (or phrase) of `GET /v1/casts/{id}/words`: seconds from the audio's start;
+    `source`: where it is in the input as sent, characters [begin, end) (left out when not
+    known); a mark (SSML's named point) has `mark` and an empty `word`."""
 
     word: str
     start: float
     end: float
+    source: tuple[int, int] | None = None
+    mark: str | None = None
 
 
 class WordsPage(msgspec.Struct, frozen=True):
@@ -63,7 +67,10 @@ def words_page(cast_id: str, status: str, captions: CastCaptions) -> WordsPage:
         complete=status == "done",
         unit=captions.unit or None,
         duration=captions.audio_ms / 1000,
-        words=[WordView(w.text, w.start_ms / 1000, w.end_ms / 1000) for w in captions.words],
+        words=[
+            WordView(w.text, w.start_ms / 1000, w.end_ms / 1000, w.source, w.mark or None)
+            for w in captions.words
+        ],
     )
 
 

@@ -182,6 +182,8 @@ class Gateway:
                 speed=request.speed,
                 format=request.response_format,
                 title=(request.title or "").strip() or None,
+                input_format=request.input_format,
+                normalize=request.normalize,
                 scope=scope,
             ),
             max_chars=MAX_CAST_CHARS,

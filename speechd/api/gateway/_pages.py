@@ -113,6 +113,7 @@ def player_page(cast_id: str, title: str) -> str:
 <p id="failure" class="error" role="alert" hidden></p>
 <p id="now" class="now" aria-live="polite"></p>
 <ol id="captions" class="captions" aria-label="Transcript"></ol>
+<pre id="source" class="source" aria-label="Your text" hidden></pre>
 <p class="links"><a id="download" href="/v1/casts/{cast_id}/audio">Download audio</a> ·
 <a id="subtitles" href="/v1/casts/{cast_id}/captions.vtt" download>Subtitles (WebVTT)</a> ·
 <a id="subtitles-srt" href="/v1/casts/{cast_id}/captions.srt" download>SubRip</a></p>

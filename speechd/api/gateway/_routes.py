@@ -75,6 +75,8 @@ async def create_cast(
             format=data.response_format,
             title=(data.title or "").strip() or None,
             text=data.input,
+            input_format=data.input_format,
+            normalize=data.normalize,
         )
         metrics.submitted(True)
         return live_created(made, public_base_url(settings, request))
@@ -84,7 +86,7 @@ async def create_cast(
     return Response(
         created,
         status_code=201 if cast.created else 200,
-        headers=cast_headers(settings, request, cast.id),
+        headers=cast_headers(settings, request, cast.id, unsupported=cast.unsupported),
     )
 
 

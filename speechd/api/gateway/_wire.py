@@ -48,6 +48,10 @@ class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     model: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)] | None = None
     title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] | None = None
     live: bool = False
+    input_format: Literal["text", "ssml"] | None = None
+    """`ssml`: `input` is an SSML document; absent, it is SSML when it starts with `<speak`."""
+    normalize: bool = True
+    """False: the text is read as sent (no numbers, units, URLs or Markdown rewritten)."""
 
 
 class CastCreated(msgspec.Struct, frozen=True):
@@ -64,7 +68,9 @@ class Progress(msgspec.Struct, frozen=True):
     queue_position: int | None = None
     """A queued cast's place in line: waiting casts ahead of it (0: next); else null."""
     starts_in_seconds: float | None = None
-    """A queued cast's estimated wait until it starts, from measured capacity; else null."""
+    """A queued cast's estimated wait until it starts, from measured capacity; a loading one's
+    (no worker holds the model: it is being taken again), the rest of the model's measured
+    load time on top; else null."""
     hold_seconds: float = 0.0
     """How long after its first audio its listeners start playing, so that the rest plays
     without a stall: a cast the device cannot make in real time is held back that long

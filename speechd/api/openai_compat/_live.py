@@ -58,11 +58,21 @@ async def create_live(
     format: str,
     title: str | None,
     text: str,
+    input_format: str | None = None,
+    normalize: bool = True,
 ) -> LiveCast:
     """Make a live cast from a route's fields (the model checked first, as for any cast)."""
     resolve_model(model)
     return await live.create(
-        LiveRequest(voice=voice, speed=speed, format=format, title=title, text=text)
+        LiveRequest(
+            voice=voice,
+            speed=speed,
+            format=format,
+            title=title,
+            text=text,
+            input_format=input_format,
+            normalize=normalize,
+        )
     )
 
 

@@ -90,6 +90,8 @@ class LiveStart(msgspec.Struct, frozen=True, kw_only=True):
     stream_format: Literal["audio", "json"] | None = None
     title: Annotated[str, Meta(max_length=MAX_TITLE_CHARS)] | None = None
     input: str = ""
+    input_format: Literal["text", "ssml"] | None = None
+    normalize: bool = True
 
 
 class InputAppend(msgspec.Struct, frozen=True, kw_only=True, tag="input.append", tag_field="type"):

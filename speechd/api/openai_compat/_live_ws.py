@@ -184,6 +184,8 @@ class _Session:
             format=start.response_format or "mp3",
             title=start.title,
             text=start.input,
+            input_format=start.input_format,
+            normalize=start.normalize,
         )
 
     async def _pump(self, cast: LiveCast) -> None:

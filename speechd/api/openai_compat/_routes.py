@@ -15,7 +15,9 @@ submitted until its response ends).
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Request, Response, Router, get, post
@@ -44,9 +46,11 @@ from ._schemas import (
 )
 from ._speech import Mode, speech_response
 
-__all__ = ["cast_headers", "cast_url", "openai_router", "public_base_url"]
+__all__ = ["UNSUPPORTED_HEADER", "cast_headers", "cast_url", "openai_router", "public_base_url"]
 
 _MODEL_CREATED = 1737936000  # Kokoro-82M v1.0, 2025-01-27
+UNSUPPORTED_HEADER = "X-SSML-Unsupported"
+_HEADER_UNSAFE = re.compile(r"[^A-Za-z0-9:._ -]")
 _SPEECH_BODY = BodyDecoder(SpeechRequest)
 
 
@@ -62,14 +66,25 @@ def cast_url(settings: Settings, request: Request[Any, Any, Any], cast_id: str) 
 
 
 def cast_headers(
-    settings: Settings, request: Request[Any, Any, Any], cast_id: str
+    settings: Settings,
+    request: Request[Any, Any, Any],
+    cast_id: str,
+    *,
+    unsupported: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Headers that name a cast, so any client's audio response becomes a shareable link."""
-    return {
+    """Headers that name a cast, so any client's audio response becomes a shareable link;
+    and, where its SSML used elements outside the subset (spoken as their text), which
+    (`X-SSML-Unsupported`, each named once)."""
+    headers = {
         "X-Cast-Id": cast_id,
         "X-Cast-Url": cast_url(settings, request, cast_id),
         "Link": f'</c/{cast_id}>; rel="alternate", </v1/casts/{cast_id}/audio>; rel="enclosure"',
     }
+    if unsupported:
+        headers[UNSUPPORTED_HEADER] = ", ".join(
+            _HEADER_UNSAFE.sub("?", name)[:64] for name in unsupported[:16]
+        )
+    return headers
 
 
 @post("/audio/speech", guards=[require_api_key], status_code=200)
@@ -96,6 +111,8 @@ async def create_speech(
             speed=1.0 if data.speed is None else data.speed,
             format=data.response_format or "mp3",
             at_once=start == "now" and mode != "whole",  # a whole file waits for its end
+            input_format=data.input_format,
+            normalize=data.normalize is not False,
             scope=sharing_scope(request),
         ),
         max_chars=MAX_INPUT_CHARS,
@@ -107,7 +124,7 @@ async def create_speech(
         cast,
         mode=mode,
         started=started,
-        headers=cast_headers(settings, request, cast.id),
+        headers=cast_headers(settings, request, cast.id, unsupported=cast.unsupported),
         receive=request.receive,
         words=bool(data.word_timestamps),
         start=start,

@@ -56,6 +56,11 @@ class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     """speechd's: "smooth" holds a streamed response's audio back until its cast can play
     through without a stall (on a device slower than real time), "now" sends the first audio
     at once; the server's `--start` when absent."""
+    input_format: Literal["text", "ssml"] | None = None
+    """speechd's: `ssml` reads `input` as an SSML document (absent: when it starts with
+    `<speak`)."""
+    normalize: bool | None = None
+    """speechd's: false reads `input` as sent, without speechd's normalisation."""
 
     @property
     def voice_name(self) -> str | None:

@@ -54,7 +54,7 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from speechd.audio import content_type
-from speechd.casts import AudioChunk, playable_chunks
+from speechd.casts import AudioChunk, Word, playable_chunks
 from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.service import CastService, SubmittedCast
@@ -105,13 +105,25 @@ async def _timed(chunks: AsyncGenerator[AudioChunk, None]) -> Timed:
     at = 0
     async with aclosing(chunks):
         async for chunk in chunks:
-            words = [
-                {"word": w.text, "start": (at + w.start_ms) / 1000, "end": (at + w.end_ms) / 1000}
-                for w in chunk.words
-            ]
+            words = [_word(w, at) for w in chunk.words]
             at += chunk.duration_ms
             if chunk.body or words:
                 yield chunk.body, words
+
+
+def _word(word: Word, at: int) -> dict[str, object]:
+    """A `speech.audio.words` entry: seconds in the cast's audio, and where the word is in
+    the input as sent (`source`, when known); a mark has `mark` and no word."""
+    out: dict[str, object] = {
+        "word": word.text,
+        "start": (at + word.start_ms) / 1000,
+        "end": (at + word.end_ms) / 1000,
+    }
+    if word.source is not None:
+        out["source"] = list(word.source)
+    if word.mark:
+        out["mark"] = word.mark
+    return out
 
 
 async def _next(chunks: AsyncGenerator[T, None]) -> T | None:

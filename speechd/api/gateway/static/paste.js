@@ -64,6 +64,13 @@ $("cast-form").addEventListener("submit", async (event) => {
     }
     if (key) localStorage.setItem(KEY, key);
     if (body.voice) localStorage.setItem("speechd.voice", body.voice);
+    try {
+      // The player shows this tab the text as sent, highlighted word by word (the server
+      // never publishes it: a cast's public reads carry offsets into it, not the text).
+      sessionStorage.setItem(`speechd.source.${reply.id}`, body.input);
+    } catch {
+      // full or refused: the player reads along in its captions instead
+    }
     window.location.assign(`/c/${encodeURIComponent(reply.id)}`);
   } catch (error) {
     showError(`Could not reach the server: ${error.message}`);

@@ -1,8 +1,11 @@
 // The player: reads the cast's playable sequence (records endpoint, long-poll), decodes each
 // audio record onto a gapless Web Audio timeline, shows captions as they play and follows the
-// live edge until eos. Records with words (the `w` header: [[start_ms, end_ms, text], ...]
-// from the record's start) make the captions read along: the word playing is highlighted,
-// and a click on a word seeks to it.
+// live edge until eos. Records with words (the `w` header: [[start_ms, end_ms, text,
+// [begin, end], mark], ...] from the record's start) make the captions read along: the word
+// playing is highlighted, and a click on a word seeks to it. Where this tab made the cast
+// (the paste page keeps the text as sent in sessionStorage; the server never publishes it),
+// the player also shows that text, and highlights in it the characters the word playing was
+// read from (`[begin, end)`: "2024" for "twenty twenty-four", an SSML element's text).
 //
 // A cast the device cannot make in real time states on its first audio record how long its
 // listeners wait before playing (`h`, ms), so that the rest plays through without a stall:
@@ -21,7 +24,7 @@
 // cast started over: another model, encoder or plan) resets the player to its kept records.
 //
 // Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
-// complete, attempt, restarts, error, captions, word, wordIndex, words, holdS};
+// complete, attempt, restarts, error, captions, word, wordIndex, source, words, holdS};
 // window.speechd.seek(chunkIndex).
 
 import { RecordDecoder, layoutOf } from "./decode.js";
@@ -45,7 +48,21 @@ let failure = null;
 let restarts = 0;
 let shownCaption = -1;
 let captions = []; // {index, at (s), text, words}: one per audio record, placed by its `o`
-let words = []; // every word so far, in order: {at, end (s), text, el (its span, or null)}
+let words = []; // every word so far, in order: {at, end (s), text, source, el, sourceEl}
+// The text as sent, when this tab made the cast: shown with spans over the words' sources.
+// Sources count code points (Python's indices), so the text is read as an array of them.
+const sourceText = (() => {
+  try {
+    const text = sessionStorage.getItem(`speechd.source.${castId}`);
+    return text === null ? null : Array.from(text);
+  } catch {
+    return null;
+  }
+})();
+const sourceSlice = (a, b) => sourceText.slice(a, b).join("");
+let sourceShown = 0; // characters of it already split into the panel (sources are monotone)
+let sourceRest = null; // the text node holding the rest
+let sourceLast = null; // the last word span, and its [begin, end)
 let shownWord = -1;
 
 function fmtTime(s) {
@@ -128,6 +145,7 @@ function snapshot() {
     captions: captions.map((c) => c.text),
     word: word >= 0 ? words[word].text : null,
     wordIndex: word,
+    source: word >= 0 && words[word].sourceEl ? words[word].sourceEl.textContent : null,
     words: words.length,
     holdS: timeline ? timeline.heldS() : 0,
   };
@@ -205,8 +223,13 @@ function update() {
   if (s.wordIndex !== shownWord) {
     const old = words[shownWord];
     if (old && old.el) old.el.classList.remove("current");
+    if (old && old.sourceEl) old.sourceEl.classList.remove("current");
     const now = words[s.wordIndex];
     if (now && now.el) now.el.classList.add("current");
+    if (now && now.sourceEl) {
+      now.sourceEl.classList.add("current");
+      now.sourceEl.scrollIntoView({ block: "nearest" });
+    }
     shownWord = s.wordIndex;
   }
 }
@@ -250,6 +273,38 @@ function renderWords(caption) {
   if (cursor < caption.text.length) button.append(caption.text.slice(cursor));
 }
 
+// The text as sent, split so that each word's source is a span of its own (a word whose
+// source is the one before's, like the three words of a date, shares its span).
+function showSources(timed) {
+  if (sourceText === null) return;
+  const panel = $("source");
+  if (panel.hidden) {
+    panel.hidden = false;
+    sourceRest = document.createTextNode(sourceSlice(0, sourceText.length));
+    panel.replaceChildren(sourceRest);
+  }
+  for (const word of timed) {
+    if (!word.source) continue;
+    const [begin, end] = word.source;
+    if (sourceLast && begin === sourceLast.begin && end === sourceLast.end) {
+      word.sourceEl = sourceLast.el;
+      continue;
+    }
+    if (begin < sourceShown || end > sourceText.length || end <= begin) continue;
+    const before = document.createTextNode(sourceSlice(sourceShown, begin));
+    const span = document.createElement("span");
+    span.className = "word";
+    span.textContent = sourceSlice(begin, end);
+    span.addEventListener("click", () => seekToWord(word));
+    sourceRest.textContent = sourceSlice(end, sourceText.length);
+    panel.insertBefore(before, sourceRest);
+    panel.insertBefore(span, sourceRest);
+    sourceShown = end;
+    sourceLast = { begin, end, el: span };
+    word.sourceEl = span;
+  }
+}
+
 function addCaption(chunk, index) {
   captions.push(chunk);
   const item = document.createElement("li");
@@ -264,6 +319,7 @@ function addCaption(chunk, index) {
   chunk.button = button;
   if (!chunk.words.length) return;
   words.push(...chunk.words);
+  showSources(chunk.words);
   // A long chunk's later records have no text of their own: their words are in the text of
   // the chunk's first record.
   let owner = index;
@@ -279,18 +335,28 @@ function clearCaptions() {
   shownCaption = -1;
   words = [];
   shownWord = -1;
+  sourceShown = 0;
+  sourceLast = null;
+  if (sourceText !== null) {
+    $("source").hidden = true;
+  }
 }
 
 // The record's words (the `w` header) in cast time; [] when it has none or they do not parse.
 function wordsOf(h, at) {
   if (!h.w) return [];
   try {
-    return JSON.parse(h.w).map(([start, end, text]) => ({
-      at: at + start / 1000,
-      end: at + end / 1000,
-      text: String(text),
-      el: null,
-    }));
+    // Marks (SSML's named points: no text) are not words to show.
+    return JSON.parse(h.w)
+      .filter((w) => !w[4])
+      .map(([start, end, text, source]) => ({
+        at: at + start / 1000,
+        end: at + end / 1000,
+        text: String(text),
+        source: Array.isArray(source) && source.length === 2 ? source.map(Number) : null,
+        el: null,
+        sourceEl: null,
+      }));
   } catch {
     return [];
   }

@@ -1,0 +1,120 @@
+"""The text front end through HTTP (the engine double plans every text as plain words): SSML
+is recognised, checked whole and refused in OpenAI's shape before any work, elements outside
+the subset are named once, and how a text is read is part of the cast's identity."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from speechd import casts
+from speechd.durable import Store
+
+
+async def read_recipe(store: Store, cast_id: str) -> casts.Recipe:
+    record = (await store.read(casts.catalog_stream(cast_id), 0)).records[0]
+    return casts.decode(record.body, casts.Recipe)
+
+
+SSML = '<speak>Hello <break time="1s"/> there, <audio src="x">friend</audio>.</speak>'
+
+
+async def test_ssml_is_read_and_unsupported_elements_are_named_once(
+    client: AsyncTestClient, store: Store
+) -> None:
+    more = '<audio src="y"/><voice name="v">x</voice></speak>'
+    body = {"input": SSML.replace("</speak>", more)}
+    made = await client.post("/v1/casts", json=body)
+    assert made.status_code == 201, made.text
+    assert made.headers["x-ssml-unsupported"] == "audio, voice"
+    recipe = await read_recipe(store, made.json()["id"])
+    assert (recipe.input_format, recipe.normalize) == ("ssml", True)
+    plain = await client.post("/v1/casts", json={"input": "Hello there."})
+    assert "x-ssml-unsupported" not in plain.headers
+    speech = await client.post(
+        "/v1/audio/speech", json={"input": SSML, "response_format": "pcm", "stream": False}
+    )
+    assert speech.status_code == 200 and speech.headers["x-ssml-unsupported"] == "audio"
+
+
+async def test_how_a_text_is_read_is_part_of_the_cast(client: AsyncTestClient) -> None:
+    ids = set()
+    for extra in ({}, {"normalize": False}, {"input_format": "text"}):
+        made = await client.post("/v1/casts", json={"input": SSML, **extra})
+        assert made.status_code == 201, (extra, made.text)
+        ids.add(made.json()["id"])
+    assert len(ids) == 3
+    # Absent, SSML is recognised by its start: the same cast as saying so.
+    again = await client.post("/v1/casts", json={"input": SSML, "input_format": "ssml"})
+    assert again.status_code == 200 and again.json()["id"] in ids
+    # Whitespace at the start moves every word's offset: another cast; at the end it does not.
+    first = (await client.post("/v1/casts", json={"input": "Hi there."})).json()["id"]
+    assert (await client.post("/v1/casts", json={"input": "Hi there.\n"})).json()["id"] == first
+    assert (await client.post("/v1/casts", json={"input": "  Hi there."})).json()["id"] != first
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("<speak>Hello", "not closed"),
+        ('<!DOCTYPE speak [<!ENTITY x "y">]><speak>&x;</speak>', "DTD"),
+        ("<speak>&lol;</speak>", "entity"),
+        ('<speak><break time="1h"/></speak>', "500ms or 2s"),
+        ('<speak><phoneme alphabet="ipa" ph="\u01c2">x</phoneme></speak>', "U+01C2"),
+        ('<speak><prosody rate="2000%">Hi</prosody></speak>', "outside 0.25 to 4.0"),
+        ('<speak xml:lang="ja-JP">Hi</speak>', "Japanese"),
+        ("<speak><break/></speak>", "no text"),
+    ],
+)
+async def test_bad_ssml_is_a_400_on_input(client: AsyncTestClient, text: str, says: str) -> None:
+    for path, extra in (("/v1/casts", {}), ("/v1/audio/speech", {"speed": 0.5})):
+        response = await client.post(path, json={"input": text, **extra})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"] == "input" and says in error["message"], error
+        assert error["type"] == "invalid_request_error"
+
+
+def hostile(pattern: str, n: int) -> str:
+    return (pattern * (n // len(pattern) + 1))[:n]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<speak>" + "<s>" * 10_000,
+        "<speak>" + hostile("<s></s>", 199_000) + "</speak>",
+        '<speak><s a="' + "x" * 199_000 + '">x</s></speak>',
+        "<speak>" + hostile("<s a='1' ", 199_000),
+    ],
+)
+async def test_hostile_ssml_is_refused_quickly(
+    client: AsyncTestClient, store: Store, text: str
+) -> None:
+    started = time.monotonic()
+    response = await client.post("/v1/casts", json={"input": text})
+    assert time.monotonic() - started < 5  # tens of ms, on a loaded box a little more
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input"
+    assert await store.check_tail(casts.JOBS) == 0  # nothing was made
+
+
+async def test_text_a_voice_cannot_read_gets_a_clear_answer(client: AsyncTestClient) -> None:
+    response = await client.post(
+        "/v1/casts", json={"input": "Привет, как дела? Всё хорошо, спасибо.", "voice": "af_heart"}
+    )
+    assert response.status_code == 400
+    assert "Cyrillic" in response.json()["error"]["message"]
+
+
+async def test_a_live_cast_takes_plain_text(client: AsyncTestClient, store: Store) -> None:
+    refused = await client.post(
+        "/v1/casts", json={"live": True, "input_format": "ssml", "input": "<speak>"}
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "input_format"
+    made = await client.post("/v1/casts", json={"live": True, "normalize": False})
+    assert made.status_code == 201, made.text
+    recipe = await read_recipe(store, made.json()["id"])
+    assert recipe.live and not recipe.normalize
