@@ -11,20 +11,23 @@ Prints, in this order, each as soon as it is measured:
 3. the real-time factor per chunk length (phonemes), median of a few runs each;
 4. whether two attempts of one chunk give identical bytes: the same chunk and seed
    synthesized twice, other chunks in between (as a retry would be), PCM and mp3 compared;
-5. peak GPU memory of this process (torch's allocator);
-6. sharing the device (issue 30): the sanity check's figures (device against CPU), an unload
+5. the cost per item against the batch size on the device (`loadtest.bench_batch`: torch,
+   then ONNX Runtime in a child process where it has the device's provider), with what the
+   worker's warm-up measurement gives and the size `--max-batch auto` would keep;
+6. peak GPU memory of this process (torch's allocator; batches of up to 16 included);
+7. sharing the device (issue 30): the sanity check's figures (device against CPU), an unload
    and a wake in this process (time, RSS, torch's reserve), and a real out-of-memory: torch's
    allocator held just above the weights, then the longest chunk (made in pieces, or the
    reason it could not be);
-7. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
+8. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
    figures its /metrics showed meanwhile (GPU load, power, joules per audio second, the
    worker's GPU memory); then `loadtest.bench_device` through `speechd serve --idle-unload`
    (RSS held, after the unload and after the wake, the wake time, first audio warm against
    idle, the device memory the worker holds);
-8. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
+9. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
    memory), where onnxruntime has the device's provider (onnxruntime-gpu for CUDA); left out
    of a quick run;
-9. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
+10. the model tier and the gpu tests (`-m "(model or gpu) and not browser"`) on the device,
    with what is left of the budget.
 
 `--device cpu` runs the same steps on the CPU with smaller sizes (`--quick` is implied): a
@@ -186,6 +189,47 @@ def two_attempts(engine: Any) -> None:
     say(f"another seed gives other PCM: {'yes' if other_seed else 'no'} (the seed matters)")
 
 
+# -- 5: the cost per item against the batch size ---------------------------------------------
+
+
+def batch_costs(engine: Any, model_dir: str, device: str, quick: bool, timeout_s: float) -> None:
+    """loadtest.bench_batch's figures: torch here, on this process's engine; ONNX Runtime in
+    a child process, where it has the device's provider. The CPU dry run: batches 1 and 2
+    of a short chunk."""
+    from loadtest.bench_batch import measure, report
+
+    cpu = device == "cpu"
+    sizes = [1, 2] if cpu else [1, 2, 4, 8, 16]
+    tokens, repeat = (40 if cpu else 150), (1 if quick else 3)
+    for line in report(measure(engine, VOICE, tokens, sizes, repeat)):
+        say(line)
+    why = _onnx_on(device)
+    if why is None and timeout_s < 60:
+        why = f"{timeout_s:.0f} s of the budget left"
+    if why is not None:
+        say(f"\n[onnx] batch costs skipped: {why}")
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "clients")])}
+    command = [sys.executable, "-m", "loadtest.bench_batch", "--model-dir", model_dir,
+               "--device", device, "--engines", "onnx", "--sizes", ",".join(map(str, sizes)),
+               "--tokens", str(tokens), "--repeat", str(repeat)]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        say(f"\n[onnx] batch costs: did not finish within {timeout_s:.0f} s")
+        return
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"\n[onnx] batch costs: bench_batch failed: {tail}")
+        return
+    lines = done.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("[onnx]")), len(lines))
+    for line in lines[start - 1 :]:
+        say(line)
+
+
 def peak_memory(device: str) -> None:
     import torch
 
@@ -193,12 +237,12 @@ def peak_memory(device: str) -> None:
         say("peak GPU memory: n/a on the CPU")
         return
     index = int(device.partition(":")[2] or 0)
-    say(f"peak GPU memory (this process, torch allocator): "
+    say(f"peak GPU memory (this process, torch allocator, batches included): "
         f"{torch.cuda.max_memory_allocated(index) / 2**20:.0f} MiB allocated, "
         f"{torch.cuda.max_memory_reserved(index) / 2**20:.0f} MiB reserved")  # fmt: skip
 
 
-# -- 6: sharing the device (issue 30) --------------------------------------------------------
+# -- 7: sharing the device (issue 30) --------------------------------------------------------
 
 
 def _reserved_mib(device: str) -> str:
@@ -229,8 +273,9 @@ def sharing(engine: Any) -> None:
     engine.unload()
     unload_s = time.perf_counter() - began
     rss = (_resident_bytes() or 0) / 2**20
-    say(f"unloaded in {unload_s:.2f} s: RSS {rss:.0f} MiB, torch reserve {_reserved_mib(device)}"
-        " (the CUDA context itself stays while the process lives)")  # fmt: skip
+    context = " (the CUDA context itself stays while the process lives)" if device != "cpu" else ""
+    say(f"unloaded in {unload_s:.2f} s: RSS {rss:.0f} MiB, torch reserve "
+        f"{_reserved_mib(device)}{context}")  # fmt: skip
     wake_s = engine.load()
     rss = (_resident_bytes() or 0) / 2**20
     say(f"woken in {wake_s:.2f} s (warm-up included): RSS {rss:.0f} MiB, torch reserve "
@@ -288,7 +333,7 @@ def idle_unload(model_dir: str, device: str, timeout_s: float) -> None:
             say(line)
 
 
-# -- 7: time to first audio through `speechd serve` ------------------------------------------
+# -- 8: time to first audio through `speechd serve` ------------------------------------------
 
 _FIGURES = {
     "speechd_device_gpu_utilization_percent": "gpu %",
@@ -382,7 +427,7 @@ def serve(model_dir: str, device: str, levels: list[int], sentences: int) -> Non
             server.stop()
 
 
-# -- 8: torch against ONNX Runtime ----------------------------------------------------------
+# -- 9: torch against ONNX Runtime ----------------------------------------------------------
 
 
 def _onnx_on(device: str) -> str | None:
@@ -425,7 +470,7 @@ def runtimes(model_dir: str, device: str, timeout_s: float) -> None:
             say(line)
 
 
-# -- 9: the model tier ------------------------------------------------------------------------
+# -- 10: the model tier ------------------------------------------------------------------------
 
 
 def model_tier(model_dir: str, device: str, timeout_s: float) -> None:
@@ -475,6 +520,8 @@ def main() -> int:
     rtf_per_length(engine, lengths, runs=2 if quick else 5)
     say("\n== two attempts of one chunk")
     two_attempts(engine)
+    say(f"\n== cost per item against batch size ({elapsed():.0f} s so far)")
+    batch_costs(engine, args.model_dir, device, quick, min(150.0, args.budget_s - elapsed() - 300))
     say()
     peak_memory(engine.device)
     say("\n== sharing the device: the sanity check, unload and wake, a real out-of-memory")

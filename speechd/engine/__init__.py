@@ -12,12 +12,26 @@ the ONNX one, which exports the weights once in a child process).
         audio = engine.synthesize(chunk, spec, 1.0, seed=seed_for(cast_id, chunk.index))
         for word in audio.words:            # where each word (or phrase) sounds in audio.pcm
             print(word.text, word.start / audio.sample_rate, word.end / audio.sample_rate)
+
+    # several chunks (any casts, voices, speeds) in one forward pass, where that saves time:
+    costs = measure_batch_costs(engine)                  # seconds per item by batch size
+    size = choose_max_batch(costs)                       # 1 on a CPU, more on a GPU
+    results = engine.synthesize_batch([BatchItem(chunk, spec, 1.0, seed), ...])
+    # one Synthesis or SpeechdError per item, each as that item alone would give it
 """
 
 from __future__ import annotations
 
 import contextlib
 
+from ._batch import (
+    BATCH_EDGE_SAMPLES,
+    BATCH_TOLERANCE,
+    MIN_SAVING,
+    BatchItem,
+    choose_max_batch,
+    measure_batch_costs,
+)
 from ._check import InputCheck, check_input
 from ._config import (
     DEFAULT_VOICE_MAP,
@@ -42,15 +56,19 @@ from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
 from ._voices import VoiceBook, installed_voices
 
 __all__ = [
+    "BATCH_EDGE_SAMPLES",
+    "BATCH_TOLERANCE",
     "DEFAULT_VOICE_MAP",
     "DEVICE_HELP",
     "FLUSH_S",
     "LANGUAGES",
     "MAX_SPEED",
+    "MIN_SAVING",
     "MIN_SPEED",
     "MODEL_MAX_TOKENS",
     "SAMPLES_PER_FRAME",
     "SAMPLE_RATE",
+    "BatchItem",
     "Chunk",
     "ChunkPolicy",
     "Engine",
@@ -67,10 +85,12 @@ __all__ = [
     "VoiceBook",
     "WordTiming",
     "check_input",
+    "choose_max_batch",
     "device_name",
     "installed_voices",
     "load_engine",
     "looks_like_ssml",
+    "measure_batch_costs",
     "missing_languages",
     "normalize_text",
     "parse_device",

@@ -20,6 +20,10 @@ process-wide generator is touched.
 Joins: Kokoro pads every utterance with silence; each chunk's PCM has that padding cut to a
 pause that fits how the chunk ends (`_trim`), so chunks played back to back sound like one
 utterance rather than a string of them.
+
+Batches: `synthesize_batch` renders several chunks in one forward pass where the runtime can
+(`_batch`: each item as it would be alone, within float rounding; a failure stays with its
+item).
 """
 
 from __future__ import annotations
@@ -32,16 +36,16 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from speechd.errors import InvalidRequest
+from speechd.errors import CastFailed, InvalidRequest, SpeechdError
 
+from ._batch import MAX_BATCH_TOKENS, BatchItem, batch_passes
 from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from ._device import warm_cuda
 from ._files import ModelFolder
@@ -53,10 +57,11 @@ from ._packs import VoicePacks
 from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._planner import FLUSH_S, Planner
 from ._resident import ResidentRuntime
-from ._runtime import SAMPLES_PER_FRAME, Runtime
+from ._runtime import Inference, Request, Runtime
 from ._sanity import SanityReport
 from ._timing import UnitKind, WordTiming, unit_kind, word_timings
 from ._torch import quiet_third_party
+from ._trim import chunk_ending, trim_silence, with_pauses
 from ._voices import VoiceBook
 
 __all__ = ["Engine", "Synthesis"]
@@ -80,7 +85,7 @@ class Synthesis:
     start marker, one per character of `tokens`, the end marker. Empty when the runtime could
     not tell (a foreign ONNX export without that output)."""
     head: int = 0
-    """Samples of the model's output cut before `pcm[0]` (`_trim`): token k starts at
+    """Samples of the model's output cut before `pcm[0]` (`trim_silence`): token k starts at
     `sum(durations[:k]) * SAMPLES_PER_FRAME - head` in `pcm`."""
     tokens: str = ""
     """The chunk's phonemes the model read (those in its vocabulary), in order."""
@@ -264,6 +269,76 @@ class Engine:
         same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
         `rate` scales `speed` (kept within the speed bounds), and its `lead_ms` and
         `pause_ms` are silence before and after its speech (`with_pauses`)."""
+        request, kept = self._request(chunk, voice, speed, seed)
+        output = self._runtime.infer(*request)
+        result = self._finish(chunk, voice, kept, output)
+        del output
+        self._trim_c_heap()
+        return result
+
+    @property
+    def max_batch(self) -> int:
+        """The most chunks `synthesize_batch` renders in one pass: 16 where the runtime
+        batches (torch; speechd's ONNX export), 1 where it cannot (a foreign or pre-batching
+        ONNX export: then every item is rendered alone)."""
+        return self._runtime.max_batch
+
+    #: The most padded tokens (items x the longest item's phonemes + 2) in one pass; a
+    #: batch over it, or over `max_batch` items, is rendered in several passes.
+    max_batch_tokens: int = MAX_BATCH_TOKENS
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Say how large the batches will be (the worker's `--max-batch`, or what `auto`
+        chose): above 1, what only batches use is opened now rather than at the first batch
+        (ONNX Runtime's batched sessions: seconds, and ~330 MB for their own copy of the
+        weights); at 1 it is let go (opened again, if a batch comes anyway). Optional:
+        `synthesize_batch` works without it. CastFailed when it cannot be opened."""
+        self._runtime.prepare_batch(max_items)
+
+    def synthesize_batch(
+        self, items: Sequence[BatchItem], *, isolate: bool = True
+    ) -> list[Synthesis | SpeechdError]:
+        """`synthesize` for each item, in as few forward passes as `max_batch` and
+        `max_batch_tokens` allow: one result per item, in order. An item's audio does not
+        depend on its batch-mates: with the same seed, its durations and word timings are
+        those of `synthesize`, its samples within `BATCH_TOLERANCE` (relative RMS) of them.
+        A batch of one is `synthesize` (its error returned, not raised).
+
+        A failure stays with its item: an item the engine refuses (speed, phonemes, voice)
+        gets its own error and the others go on; when a batched pass fails (CastFailed:
+        out of memory, say), its items are rendered again one at a time, so that only an
+        item that fails alone gets an error (`isolate=False` raises the pass's CastFailed
+        instead: for measuring batches, which must not time items alone).
+        """
+        results: list[Synthesis | SpeechdError | None] = [None] * len(items)
+        ready: list[tuple[int, tuple[int, Request, str]]] = []
+        for place, item in enumerate(items):
+            try:
+                request, kept = self._request(item.chunk, item.voice, item.speed, item.seed)
+            except SpeechdError as exc:
+                results[place] = exc
+                continue
+            ready.append((len(kept) + 2, (place, request, kept)))
+        for batch in batch_passes(ready, self.max_batch, self.max_batch_tokens):
+            group = [entry for _, entry in batch]
+            outputs = self._infer_together([request for _, request, _ in group], isolate)
+            for (place, _, kept), output in zip(group, outputs, strict=True):
+                item = items[place]
+                results[place] = (
+                    output
+                    if isinstance(output, SpeechdError)
+                    else self._finish_safely(item.chunk, item.voice, kept, output)
+                )
+            del outputs
+            self._trim_c_heap()
+        assert all(r is not None for r in results), "every item has its result"
+        return results  # type: ignore[return-value]
+
+    def _request(
+        self, chunk: Chunk, voice: str, speed: float, seed: int | None
+    ) -> tuple[Request, str]:
+        """What the runtime is asked for a chunk, and the phonemes it reads (those of the
+        chunk in the model's vocabulary); InvalidRequest, UnknownVoice as `synthesize`."""
         if not (isinstance(speed, int | float) and math.isfinite(speed)) or not (
             MIN_SPEED <= speed <= MAX_SPEED
         ):
@@ -280,14 +355,54 @@ class Engine:
         style = self._packs.style(voice, len(phonemes))
         kept = "".join(p for p in phonemes if p in self._vocab)
         speed = chunk_speed(chunk, speed)
-        output = self._runtime.infer([self._vocab[p] for p in kept], style, float(speed), seed)
+        return Request([self._vocab[p] for p in kept], style, float(speed), seed), kept
+
+    def _infer_together(
+        self, requests: list[Request], isolate: bool
+    ) -> list[Inference | SpeechdError]:
+        if len(requests) > 1:
+            try:
+                return list(self._runtime.infer_batch(requests))
+            except Exception as exc:  # CastFailed from the runtime, or a fault of ours
+                if not isolate:
+                    if isinstance(exc, SpeechdError):
+                        raise
+                    raise CastFailed(f"Batched synthesis failed: {exc}") from exc
+                log.warning(
+                    "a batched pass of %d chunks failed (%s); rendering them one at a time",
+                    len(requests),
+                    exc,
+                )
+        return [self._infer_alone(request) for request in requests]
+
+    def _infer_alone(self, request: Request) -> Inference | SpeechdError:
+        try:
+            return self._runtime.infer(*request)
+        except Exception as exc:
+            return self._failure(exc)
+
+    def _finish_safely(
+        self, chunk: Chunk, voice: str, kept: str, output: Inference
+    ) -> Synthesis | SpeechdError:
+        try:
+            return self._finish(chunk, voice, kept, output)
+        except Exception as exc:
+            return self._failure(exc)
+
+    def _failure(self, exc: Exception) -> SpeechdError:
+        """An item's failure as its result: speechd's own errors as they are, anything else
+        (not the runtime's CastFailed: a fault of ours) as CastFailed, still this item's."""
+        if isinstance(exc, SpeechdError):
+            return exc
+        failed = CastFailed(f"Synthesis failed on {self.device}: {exc}")
+        failed.__cause__ = exc
+        return failed
+
+    def _finish(self, chunk: Chunk, voice: str, kept: str, output: Inference) -> Synthesis:
+        """The runtime's raw output trimmed and timed, as every runtime's is."""
+        phonemes = chunk.phonemes
         durations = None if output.durations is None else output.durations.tolist()
-        pcm, head = _trim(output.audio, durations, _ending(chunk))
-        del output
-        if self._trim_heap is None and self.device == "cpu":  # fell back to the CPU
-            self._trim_heap = HeapTrimmer()
-        if self._trim_heap is not None:
-            self._trim_heap()
+        pcm, head = trim_silence(output.audio, durations, chunk_ending(chunk))
         vocab = self._vocab
         words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
         pcm, words = with_pauses(chunk, pcm, words)
@@ -299,6 +414,12 @@ class Engine:
             head=head,
             tokens=kept,
         )
+
+    def _trim_c_heap(self) -> None:
+        if self._trim_heap is None and self.device == "cpu":  # fell back to the CPU
+            self._trim_heap = HeapTrimmer()
+        if self._trim_heap is not None:
+            self._trim_heap()
 
     def _g2p_for(self, lang: str) -> G2P:
         with self._g2p_lock:
@@ -349,100 +470,8 @@ def _without_torch() -> Iterator[None]:
             del sys.modules["torch"]
 
 
-#: Below this a sample counts as silent (-60 dBFS).
-_SILENT = 1e-3
-#: Silence kept before the voice starts.
-_LEAD_S = 0.05
-#: Silence kept after the voice stops, by how the chunk ends: a sentence, a clause or comma,
-#: or a cut between two words (a pause there sounds like a hesitation).
-_PAUSE_S = {"sentence": 0.35, "clause": 0.2, "word": 0.04, "break": 0.0}
-_FADE = 120  # samples (5 ms)
-
-
 def chunk_speed(chunk: Chunk, speed: float) -> float:
     """The speed a chunk is read at: the cast's, scaled by the chunk's own `rate` (SSML
     `prosody`), within the speed bounds."""
     rate = getattr(chunk, "rate", 1.0)
     return speed if rate == 1.0 else min(max(speed * rate, MIN_SPEED), MAX_SPEED)
-
-
-def with_pauses(
-    chunk: Chunk, pcm: npt.NDArray[np.float32], words: tuple[WordTiming, ...]
-) -> tuple[npt.NDArray[np.float32], tuple[WordTiming, ...]]:
-    """The chunk's speech with its pauses (SSML `break`): `lead_ms` of silence before it and
-    `pause_ms` after it, less the lead the next chunk keeps before its voice (`_LEAD_S`), so
-    the silence heard between two voices is the pause asked for. Word times move with the
-    lead."""
-    lead = round(getattr(chunk, "lead_ms", 0) * SAMPLE_RATE / 1000)
-    pause_ms = getattr(chunk, "pause_ms", 0)
-    tail = round(max(pause_ms / 1000 - _LEAD_S, 0.0) * SAMPLE_RATE) if pause_ms else 0
-    if not lead and not tail:
-        return pcm, words
-    out = np.concatenate(
-        [np.zeros(lead, np.float32), pcm, np.zeros(tail, np.float32)]
-    ).astype(np.float32, copy=False)
-    if lead:
-        words = tuple(
-            msgspec.structs.replace(w, start=w.start + lead, end=w.end + lead) for w in words
-        )
-    return out, words
-
-
-def _ending(chunk: Chunk) -> str:
-    if getattr(chunk, "pause_ms", 0):
-        return "break"  # the pause after it is silence of its own
-    last = chunk.phonemes.rstrip("\"')\u201d ")[-1:]
-    if last in ".!?\u2026":
-        return "sentence"
-    return "clause" if last in ",;:\u2014" else "word"
-
-
-def _trim_span(
-    pcm: npt.NDArray[np.float32], durations: list[int] | None, ending: str
-) -> tuple[int, int] | None:
-    """The samples of a chunk's raw audio that `_trim` keeps, `pcm[head:tail]`; None to keep
-    it as it is."""
-    if durations is None:  # no markers known: the signal alone decides
-        head = tail = len(pcm)
-    elif len(durations) < 3 or sum(durations) * SAMPLES_PER_FRAME != len(pcm):
-        return None  # not the layout we know
-    else:
-        head = durations[0] * SAMPLES_PER_FRAME  # the start marker: silence
-        tail = len(pcm) - durations[-1] * SAMPLES_PER_FRAME  # the end marker
-    voiced = np.flatnonzero(np.abs(pcm[:tail]) > _SILENT)
-    if voiced.size:
-        head = min(head, int(voiced[0]))
-        tail = min(tail, int(voiced[-1]) + 1 + int(_PAUSE_S[ending] * SAMPLE_RATE))
-    elif durations is None:
-        return None  # silent throughout, and nothing else to go by
-    return max(0, head - int(_LEAD_S * SAMPLE_RATE)), tail
-
-
-def _faded(pcm: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    out = np.array(pcm, dtype=np.float32)
-    fade = min(_FADE, len(out) // 2)
-    if fade:
-        ramp = np.linspace(0.0, 1.0, fade, endpoint=False, dtype=np.float32)
-        out[:fade] *= ramp
-        out[len(out) - fade :] *= ramp[::-1]
-    return out
-
-
-def _trim(
-    pcm: npt.NDArray[np.float32], durations: list[int] | None, ending: str
-) -> tuple[npt.NDArray[np.float32], int]:
-    """Cut the silence Kokoro pads every utterance with, so chunks join like one utterance;
-    returns the PCM kept and where it began in `pcm` (word timings count from there).
-
-    The model gives its start and end markers durations of their own and stretches the
-    last phoneme: ~0.35 s of silence before each chunk and often as much after it, which,
-    played back to back, would put a pause at every chunk boundary, mid-sentence included.
-    We keep 50 ms before the voice starts and, after it stops, a pause that fits how the
-    chunk ends (`_PAUSE_S`), never more than the model made; the cut edges fade over 5 ms.
-    Without durations the signal alone decides; durations that do not fit the audio leave
-    it whole.
-    """
-    span = _trim_span(pcm, durations, ending)
-    if span is None:
-        return np.ascontiguousarray(pcm), 0  # not the layout we know: leave it as it is
-    return _faded(pcm[span[0] : span[1]]), span[0]

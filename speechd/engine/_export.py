@@ -1,8 +1,16 @@
 """The ONNX export of a model folder's weights: made once, cached by the weights' hash.
 
-    <model_dir>/speechd-onnx/<key>/front.onnx    tokens -> durations, text encodings
-    <model_dir>/speechd-onnx/<key>/back.onnx     aligned encodings + noise -> audio
-    <model_dir>/speechd-onnx/<key>/export.json   what made it
+    <model_dir>/speechd-onnx/<key>/front.onnx        tokens -> durations, text encodings
+    <model_dir>/speechd-onnx/<key>/back.onnx         aligned encodings + noise -> audio
+    <model_dir>/speechd-onnx/<key>/front_batch.onnx  the same for a padded batch (`_split_batch`)
+    <model_dir>/speechd-onnx/<key>/back_batch.onnx
+    <model_dir>/speechd-onnx/<key>/export.json       what made it
+
+One chunk at a time runs the single graphs, exactly as before batching existed (they are
+faster alone: no masks); several chunks in one pass run the batched pair. Exports of an
+earlier `EXPORT_FORMAT` (1: no batched graphs) have another key, so they are never found and
+taken for batched ones; given by hand (`--onnx-model DIR`) they still run, one chunk at a
+time.
 
 `key` is a hash of config.json, the weights file and `EXPORT_FORMAT` (bumped whenever
 `_split` changes what the graphs compute), so new weights, a new config or a new speechd
@@ -38,8 +46,10 @@ from ._files import ModelFolder
 
 __all__ = [
     "BACK",
+    "BACK_BATCH",
     "EXPORT_FORMAT",
     "FRONT",
+    "FRONT_BATCH",
     "MANIFEST",
     "default_cache_dir",
     "ensure_export",
@@ -47,9 +57,12 @@ __all__ = [
     "find_export",
 ]
 
-EXPORT_FORMAT: Final = 1
+EXPORT_FORMAT: Final = 2
 FRONT: Final = "front.onnx"
 BACK: Final = "back.onnx"
+#: The batched graphs (from EXPORT_FORMAT 2 on).
+FRONT_BATCH: Final = "front_batch.onnx"
+BACK_BATCH: Final = "back_batch.onnx"
 MANIFEST: Final = "export.json"
 FOLDER: Final = "speechd-onnx"
 OPSET: Final = 17
@@ -83,7 +96,7 @@ def _places(folder: ModelFolder, cache_dir: Path, key: str) -> list[Path]:
 
 
 def _complete(path: Path) -> bool:
-    return all((path / name).is_file() for name in (FRONT, BACK, MANIFEST))
+    return all((path / n).is_file() for n in (FRONT, BACK, FRONT_BATCH, BACK_BATCH, MANIFEST))
 
 
 def find_export(folder: ModelFolder, cache_dir: Path, key: str | None = None) -> Path | None:
@@ -180,33 +193,74 @@ def export(config: Path, weights: Path, out: Path) -> dict[str, Any]:
 
 
 def _export(config: Path, weights: Path, out: Path) -> dict[str, Any]:
-    import numpy as np
     import onnxruntime
     import torch
     from kokoro import KModel
 
     from ._packs import read_pack
-    from ._runtime import SAMPLES_PER_FRAME, excitation
     from ._split import split_model
+    from ._split_batch import split_batch_model
 
     began = time.perf_counter()
     kmodel = KModel(
         repo_id="hexgrad/Kokoro-82M", config=str(config), model=str(weights), disable_complex=True
     ).eval()
     front, back = split_model(kmodel)
+    front_batch, back_batch = split_batch_model(kmodel, back)
     generator = torch.Generator().manual_seed(0)
     # Trace and check on speech-like input: a real sentence's phonemes and one of the
     # folder's voices (random tokens and styles make F0 curves no voice has, where the
     # decoder's rounding grows to several percent on torch alone).
     ids = [kmodel.vocab[p] for p in CHECK_PHONEMES if p in kmodel.vocab]
-    input_ids = torch.tensor([[0, *ids, 0]], dtype=torch.long)
-    tokens = input_ids.shape[1]
     width = 2 * int(json.loads(Path(config).read_text(encoding="utf-8"))["style_dim"])
     style = torch.randn(1, width, generator=generator) * 0.1
     for pack in sorted((Path(config).parent / "voices").glob("*.pt"))[:1]:
         with contextlib.suppress(ValueError, OSError):
             rows = read_pack(pack).reshape(-1, width)
             style = torch.from_numpy(rows[min(len(CHECK_PHONEMES), len(rows)) - 1][None].copy())
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    error, channels = _export_single(front, back, ids, style, out, options)
+    # The batch the batched graphs are traced with: the sentence, and its first half read
+    # faster with a slightly other style (two rows of other lengths, speeds and styles).
+    error_batch = _export_batch(front_batch, back_batch, ids, style, out, options)
+    manifest = {
+        "format": EXPORT_FORMAT,
+        "opset": OPSET,
+        "torch": str(torch.__version__),
+        "onnxruntime": str(onnxruntime.__version__),
+        "weights": str(weights),
+        "channels": channels,
+        "batch": {"front": FRONT_BATCH, "back": BACK_BATCH},
+        "seconds": round(time.perf_counter() - began, 1),
+        "check_error": error,
+        "check_error_batch": error_batch,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def _relative_rms(got: Any, expected: Any) -> float:
+    import numpy as np
+
+    rms = float(np.sqrt(np.mean(np.asarray(expected, dtype=np.float64) ** 2)))
+    diff = np.asarray(got, dtype=np.float64) - np.asarray(expected, dtype=np.float64)
+    return float(np.sqrt(np.mean(diff**2))) / max(rms, 1e-9)
+
+
+def _export_single(
+    front: Any, back: Any, ids: list[int], style: Any, out: Path, options: Any
+) -> tuple[float, dict[str, int]]:
+    """front.onnx and back.onnx (batch 1), checked against torch: their audio's error, and
+    the channels of `d` and `t_en` (TensorRT's shape profiles need them)."""
+    import numpy as np
+    import onnxruntime
+    import torch
+
+    from ._runtime import SAMPLES_PER_FRAME, excitation
+
+    input_ids = torch.tensor([[0, *ids, 0]], dtype=torch.long)
+    tokens = input_ids.shape[1]
     speed = torch.ones(1)
     with torch.inference_mode():
         durations, d, t_en = front(input_ids, style, speed)
@@ -249,8 +303,6 @@ def _export(config: Path, weights: Path, out: Path) -> dict[str, Any]:
     # float rounding. The decoder turns F0 into phase by a cumulative sum and a sine, which
     # amplifies rounding (on real speech torch's own float32 is 0.6% RMS from float64, ONNX
     # Runtime's 0.9%), so audio is compared by RMS; a mistraced graph is off by ~100%.
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
     cpu = ["CPUExecutionProvider"]
     got_durations, got_d, got_t_en = onnxruntime.InferenceSession(
         str(out / FRONT), options, providers=cpu
@@ -269,22 +321,117 @@ def _export(config: Path, weights: Path, out: Path) -> dict[str, Any]:
     expected = audio.numpy()
     if not np.array_equal(got_durations, durations.numpy()) or got_audio.shape != expected.shape:
         raise RuntimeError("the exported graphs disagree with torch on durations")
-    rms = float(np.sqrt(np.mean(expected.astype(np.float64) ** 2)))
-    error = float(np.sqrt(np.mean((got_audio - expected).astype(np.float64) ** 2))) / max(rms, 1e-9)
+    error = _relative_rms(got_audio, expected)
     if not error < CHECK_RMS:
         raise RuntimeError(f"the exported graphs disagree with torch on audio ({error:.1e} RMS)")
-    manifest = {
-        "format": EXPORT_FORMAT,
-        "opset": OPSET,
-        "torch": str(torch.__version__),
-        "onnxruntime": str(onnxruntime.__version__),
-        "weights": str(weights),
-        "channels": {"d": int(d.shape[2]), "t_en": int(t_en.shape[1])},
-        "seconds": round(time.perf_counter() - began, 1),
-        "check_error": error,
-    }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    return manifest
+    return error, {"d": int(d.shape[2]), "t_en": int(t_en.shape[1])}
+
+
+def _export_batch(
+    front: Any, back: Any, ids: list[int], style: Any, out: Path, options: Any
+) -> float:
+    """front_batch.onnx and back_batch.onnx, traced on a batch of two and checked against
+    torch on a batch of three (other lengths, so nothing of the trace's shapes stuck); the
+    largest error of an item's audio."""
+    import numpy as np
+    import onnxruntime
+    import torch
+
+    from ._runtime import Request, infer_batch_in_two_stages
+
+    class Torch:
+        def front_batch(self, *args: Any) -> Any:  # input_ids, lengths, style, speed
+            self.front_args = args
+            durations, d, t_en = front(*(torch.from_numpy(a) for a in args))
+            return durations.numpy(), (d, t_en)
+
+        def back_batch(self, state: Any, *args: Any) -> Any:
+            d, t_en = state
+            self.back_args = (d.numpy(), t_en.numpy(), *args)
+            tensors = [torch.from_numpy(a) for a in args]
+            return back(d, t_en, *tensors).numpy()
+
+    class Onnx:
+        def __init__(self) -> None:
+            cpu = ["CPUExecutionProvider"]
+            session = onnxruntime.InferenceSession
+            self.front = session(str(out / FRONT_BATCH), options, providers=cpu)
+            self.back = session(str(out / BACK_BATCH), options, providers=cpu)
+
+        def front_batch(self, input_ids: Any, lengths: Any, style: Any, speed: Any) -> Any:
+            feeds = {"input_ids": input_ids, "lengths": lengths, "style": style, "speed": speed}
+            durations, d, t_en = self.front.run(None, feeds)
+            return durations, (d, t_en)
+
+        def back_batch(self, state: Any, *args: Any) -> Any:
+            names = ("frames", "frame_lengths", "style", "phase", "noise")
+            feeds = {"d": state[0], "t_en": state[1], **dict(zip(names, args, strict=True))}
+            (audio,) = self.back.run(None, feeds)
+            return audio
+
+    other = (style * 0.9).numpy()
+    traced = [Request(ids, style.numpy(), 1.0, 0), Request(ids[: len(ids) // 2], other, 1.25, 1)]
+    tracer = Torch()
+    with torch.no_grad():
+        infer_batch_in_two_stages(tracer, traced)
+        front_args = [torch.from_numpy(a) for a in tracer.front_args]
+        back_args = [torch.from_numpy(a) for a in tracer.back_args]
+        batch = {0: "batch"}
+        torch.onnx.export(
+            front,
+            tuple(front_args),
+            str(out / FRONT_BATCH),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["input_ids", "lengths", "style", "speed"],
+            output_names=["durations", "d", "t_en"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "tokens"},
+                "lengths": batch,
+                "style": batch,
+                "speed": batch,
+                "durations": {0: "batch", 1: "tokens"},
+                "d": {0: "batch", 1: "tokens"},
+                "t_en": {0: "batch", 2: "tokens"},
+            },
+        )
+        torch.onnx.export(
+            back,
+            tuple(back_args),
+            str(out / BACK_BATCH),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["d", "t_en", "frames", "frame_lengths", "style", "phase", "noise"],
+            output_names=["audio"],
+            dynamic_axes={
+                "d": {0: "batch", 1: "tokens"},
+                "t_en": {0: "batch", 2: "tokens"},
+                "frames": {0: "batch", 1: "frames"},
+                "frame_lengths": batch,
+                "style": batch,
+                "phase": batch,
+                "noise": {0: "batch", 1: "samples"},
+                "audio": {0: "batch", 1: "samples"},
+            },
+        )
+    checked = [
+        Request(ids[: len(ids) // 3], other, 0.8, 2),
+        Request(ids, style.numpy(), 1.0, 3),
+        Request(ids[len(ids) // 2 :], style.numpy(), 1.1, 4),
+    ]
+    with torch.no_grad():
+        expected = infer_batch_in_two_stages(Torch(), checked)
+    got = infer_batch_in_two_stages(Onnx(), checked)
+    errors = []
+    for mine, theirs in zip(got, expected, strict=True):
+        if not np.array_equal(mine.durations, theirs.durations):
+            raise RuntimeError("the exported batched graphs disagree with torch on durations")
+        errors.append(_relative_rms(mine.audio, theirs.audio))
+    if not max(errors) < CHECK_RMS:
+        raise RuntimeError(
+            f"the exported batched graphs disagree with torch on audio ({max(errors):.1e} RMS)"
+        )
+    return max(errors)
 
 
 def main(argv: list[str]) -> int:

@@ -12,19 +12,23 @@ so the GPU settings are the ones for dynamic shapes: cuDNN picks convolution alg
 heuristic (an exhaustive search would run again for every new length), and TensorRT builds one
 engine for a fixed range of shapes (explicit profiles, cached next to the export) instead of a
 new one whenever a chunk is longer than any before. A chunk longer than TensorRT's profile
-(`TRT_MAX_FRAMES`: 40 s of audio) is decoded on the CUDA provider alone. Neither path has been
-run on a GPU here (the machines this was written on have none).
+(`TRT_MAX_FRAMES`: 40 s of audio) is decoded on the CUDA provider alone. The batched graphs
+(`_export`, several chunks in one pass) run on CUDA without TensorRT: a profile for every
+batch size and length would build engines for shapes that may never come. Neither path has
+been run on a GPU here (the machines this was written on have none).
 
 A foreign export is one graph: tokens (`tokens` or `input_ids`), `style` and `speed` in;
 audio, and durations when the export has them as a second output (kokoro's KModelForONNX
 does; the kokoro-onnx files do not), out. Its decoder noise is its own: seeds do nothing.
+It runs one chunk at a time (`max_batch` 1), as does a speechd export made before batching
+(no batched graphs in it).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,8 +37,15 @@ import numpy.typing as npt
 
 from speechd.errors import CastFailed, ModelUnavailable
 
-from ._export import BACK, FRONT, MANIFEST
-from ._runtime import SAMPLES_PER_FRAME, Inference, infer_in_two_stages
+from ._export import BACK, BACK_BATCH, FRONT, FRONT_BATCH, MANIFEST
+from ._runtime import (
+    MAX_BATCH,
+    SAMPLES_PER_FRAME,
+    Inference,
+    Request,
+    infer_batch_in_two_stages,
+    infer_in_two_stages,
+)
 
 __all__ = ["OnnxRuntime", "check_device", "load_onnx_runtime", "onnx_available"]
 
@@ -66,13 +77,68 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 
 class _Split:
-    """speechd's export: the two halves of `_split` as two sessions."""
+    """speechd's export: the two halves of `_split` as two sessions, and where the export
+    has them, the batched halves (`_split_batch`) as two more, opened at the first batch
+    (or `prepare_batch`): a worker that never batches never holds their weights (~330 MB)."""
 
-    def __init__(self, front: Any, back: Any, long_back: Any = None, run: Any = None) -> None:
+    def __init__(
+        self,
+        front: Any,
+        back: Any,
+        long_back: Any = None,
+        run: Any = None,
+        batched: Callable[[], tuple[Any, Any]] | None = None,
+    ) -> None:
         self._front = front
         self._back = back
         self._long_back = long_back  # a CUDA-only session for chunks past TensorRT's profile
         self._run = run  # RunOptions
+        self._open_batched = batched  # None: the export has no batched graphs
+        self._batched: tuple[Any, Any] | None = None
+
+    @property
+    def batches(self) -> bool:
+        return self._open_batched is not None
+
+    def prepare_batch(self, max_items: int) -> None:
+        if self._open_batched is None:
+            return
+        if max_items <= 1:
+            self._batched = None
+        elif self._batched is None:
+            self._batched = self._open_batched()
+
+    def _sessions(self) -> tuple[Any, Any]:
+        assert self._open_batched is not None, "OnnxRuntime.max_batch is 1: no batched graphs"
+        if self._batched is None:
+            self._batched = self._open_batched()
+        return self._batched
+
+    def front_batch(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        speed: npt.NDArray[np.float32],
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        feeds = {"input_ids": input_ids, "lengths": lengths, "style": style, "speed": speed}
+        durations, d, t_en = self._sessions()[0].run(None, feeds, self._run)
+        return durations, (d, t_en)
+
+    def back_batch(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        frame_lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        d, t_en = state
+        feeds = {"d": d, "t_en": t_en, "frames": frames, "frame_lengths": frame_lengths}
+        feeds |= {"style": style, "phase": phase, "noise": noise}
+        (audio,) = self._sessions()[1].run(None, feeds, self._run)
+        return audio
 
     def front(
         self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
@@ -155,6 +221,28 @@ class OnnxRuntime:
     def seeded(self) -> bool:
         """Whether a seed decides the decoder's noise (speechd's export; not a foreign one)."""
         return isinstance(self._graphs, _Split)
+
+    @property
+    def max_batch(self) -> int:
+        """MAX_BATCH with speechd's batched graphs; 1 without (a foreign or older export)."""
+        graphs = self._graphs
+        return MAX_BATCH if isinstance(graphs, _Split) and graphs.batches else 1
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Open the batched sessions now (max_items > 1) or let them go (1)."""
+        if isinstance(self._graphs, _Split):
+            try:
+                self._graphs.prepare_batch(max_items)
+            except self._errors as exc:
+                raise CastFailed(f"Cannot open the batched graphs on {self.device}: {exc}") from exc
+
+    def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
+        if not isinstance(self._graphs, _Split) or not self._graphs.batches:
+            raise CastFailed("This ONNX export has no batched graphs: one chunk at a time.")
+        try:
+            return infer_batch_in_two_stages(self._graphs, requests)
+        except self._errors as exc:
+            raise CastFailed(f"Batched synthesis failed on {self.device}: {exc}") from exc
 
     def infer(
         self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
@@ -328,7 +416,8 @@ def _open_split(
     if not gpu:
         front = ort.InferenceSession(str(export / FRONT), options, providers=[CPU])
         back = ort.InferenceSession(str(export / BACK), options, providers=[CPU])
-        return _Split(front, back, run=_cpu_run_options(ort)), [CPU]
+        pair = _batched(ort, export, manifest, options, [CPU])
+        return _Split(front, back, run=_cpu_run_options(ort), batched=pair), [CPU]
     trt_front = trt_back = None
     if TENSORRT in available:
         front_shapes, back_shapes = _profiles(manifest["channels"])
@@ -346,5 +435,24 @@ def _open_split(
         long_back = ort.InferenceSession(
             str(export / BACK), options, providers=_gpu_chain(available, index, None, mem_limit)
         )
+    pair = _batched(ort, export, manifest, options, _gpu_chain(available, index, None))
     log.info("ONNX export %s on %s", export, ", ".join(providers))
-    return _Split(front, back, long_back), providers
+    return _Split(front, back, long_back, batched=pair), providers
+
+
+def _batched(
+    ort: Any, export: Path, manifest: dict[str, Any], options: Any, providers: list[Any]
+) -> Callable[[], tuple[Any, Any]] | None:
+    """What opens sessions over the export's batched graphs; None when it has none. Only an
+    export whose manifest says it made them counts (EXPORT_FORMAT 2 on), never an older file
+    by that name."""
+    names = (FRONT_BATCH, BACK_BATCH)
+    if not manifest.get("batch") or not all((export / n).is_file() for n in names):
+        return None
+
+    def open_sessions() -> tuple[Any, Any]:
+        session = ort.InferenceSession
+        front = session(str(export / FRONT_BATCH), options, providers=providers)
+        return front, session(str(export / BACK_BATCH), options, providers=providers)
+
+    return open_sessions

@@ -36,7 +36,7 @@ from speechd.errors import CastFailed, ModelUnavailable
 
 from ._heap import HeapTrimmer
 from ._memory import out_of_memory, release_device_memory
-from ._runtime import SAMPLES_PER_FRAME, Inference, Runtime
+from ._runtime import SAMPLES_PER_FRAME, Inference, Request, Runtime
 
 __all__ = ["MIN_PIECE_TOKENS", "ResidentRuntime", "RuntimeOpener"]
 
@@ -78,6 +78,7 @@ class ResidentRuntime:
         not): a failed sanity check, or a device that stayed full."""
         self.load_s = 0.0
         """Seconds the last `load` took (the runtime's own; the engine adds its warm-up)."""
+        self._max_batch = runtime.max_batch
 
     @property
     def resident(self) -> bool:
@@ -129,6 +130,24 @@ class ResidentRuntime:
         else:
             self.unload()
             self.load()
+
+    # ------------------------------------------------------------------ batches
+
+    @property
+    def max_batch(self) -> int:
+        """The real runtime's (while it is given back: what it had)."""
+        if self._current is not None:
+            self._max_batch = self._current.max_batch
+        return self._max_batch
+
+    def prepare_batch(self, max_items: int) -> None:
+        if self._current is not None:  # given back: a batch opens what it needs when it comes
+            self._current.prepare_batch(max_items)
+
+    def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
+        """The real runtime's batched pass. Out of memory is not handled here: the engine
+        makes the items again one at a time, through `infer`, which is."""
+        return self.current.infer_batch(requests)
 
     # ------------------------------------------------------------------ synthesis
 

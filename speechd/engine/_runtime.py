@@ -10,6 +10,11 @@ host (`infer_in_two_stages`) builds the alignment (the token index of every fram
 the decoder's random inputs (harmonic phases and noise) from the seed, so the same chunk,
 voice, speed and seed give the same audio, on either runtime.
 
+A runtime may also run several chunks in one pass (`Runtime.infer_batch`, `max_batch` > 1):
+the same two halves, padded and masked (`_split_batch`), the host building each item's
+alignment and drawing each item's random inputs from its own seed exactly as alone
+(`infer_batch_in_two_stages`), so an item's audio does not depend on its batch-mates.
+
 What it does not do: shorten the ~14 frames (0.35 s) of silence Kokoro gives the marker
 before every utterance, which the engine's trim cuts to 50 ms after decoding. Decoding them
 costs as much as decoding speech, but the decoder needs them: shortened to 12 frames before
@@ -27,11 +32,15 @@ import numpy.typing as npt
 
 __all__ = [
     "HARMONICS",
+    "MAX_BATCH",
     "SAMPLES_PER_FRAME",
+    "BatchStages",
     "Inference",
+    "Request",
     "Runtime",
     "TwoStages",
     "excitation",
+    "infer_batch_in_two_stages",
     "infer_in_two_stages",
 ]
 
@@ -39,6 +48,8 @@ __all__ = [
 SAMPLES_PER_FRAME: Final = 600
 #: The harmonic source's partials (Kokoro's SineGen: harmonic_num 8, plus the fundamental).
 HARMONICS: Final = 9
+#: The most chunks a batching runtime runs in one pass.
+MAX_BATCH: Final = 16
 
 
 class Inference(NamedTuple):
@@ -50,6 +61,15 @@ class Inference(NamedTuple):
     """Frames (600 samples) per token, the start and end markers included, summing to
     len(audio) / 600; None when the runtime cannot tell (a foreign ONNX export without that
     output)."""
+
+
+class Request(NamedTuple):
+    """One chunk of a batch, as a runtime takes it (see `Runtime.infer`)."""
+
+    tokens: Sequence[int]
+    style: npt.NDArray[np.float32]
+    speed: float
+    seed: int | None
 
 
 class Runtime(Protocol):
@@ -72,6 +92,23 @@ class Runtime(Protocol):
         (1, 256) at `speed`. Library failures are raised as CastFailed."""
         ...
 
+    @property
+    def max_batch(self) -> int:
+        """The most requests `infer_batch` takes in one pass; 1: it cannot batch (a foreign
+        or older ONNX export), and the engine runs every chunk alone."""
+        ...
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Hold what batches of up to `max_items` need (> 1: open it now, not at the first
+        batch), or let it go (1). CastFailed when it cannot be had."""
+        ...
+
+    def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
+        """`infer` for 2 to `max_batch` requests in one pass: each result as its request
+        alone would give it, up to float rounding (durations identical). A library failure
+        fails the whole pass (CastFailed); the engine then runs the items alone."""
+        ...
+
 
 class TwoStages(Protocol):
     """The two halves of `_split`, on some runtime; arrays in and out are numpy."""
@@ -90,6 +127,33 @@ class TwoStages(Protocol):
         phase: npt.NDArray[np.float32],
         noise: npt.NDArray[np.float32],
     ) -> npt.NDArray[np.float32]: ...
+
+
+class BatchStages(Protocol):
+    """The two halves of `_split_batch`, on some runtime: `TwoStages` with a batch
+    dimension, the lengths of the rows, and per-row style, speed, phases and noise."""
+
+    def front_batch(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        speed: npt.NDArray[np.float32],
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        """(durations (B, T), the state `back_batch` needs)."""
+        ...
+
+    def back_batch(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        frame_lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        """Audio (B, frames * 600), each row valid up to its frame_lengths * 600."""
+        ...
 
 
 def excitation(
@@ -119,3 +183,32 @@ def infer_in_two_stages(
     phase, noise = excitation(seed, frames.size * SAMPLES_PER_FRAME)
     audio = stages.back(state, frames, style, phase, noise)
     return Inference(np.ascontiguousarray(audio, dtype=np.float32).reshape(-1), durations)
+
+
+def infer_batch_in_two_stages(stages: BatchStages, requests: Sequence[Request]) -> list[Inference]:
+    """`infer_in_two_stages` for several requests in one pass of each half: tokens padded
+    to the longest, frames to the most, each row's phases and noise drawn from its own seed
+    as `excitation` draws them alone (the noise past a row's end is zero and never read)."""
+    count = len(requests)
+    lengths = np.array([len(r.tokens) + 2 for r in requests], dtype=np.int64)
+    input_ids = np.zeros((count, int(lengths.max())), dtype=np.int64)  # 0: the markers, padding
+    for row, request in enumerate(requests):
+        input_ids[row, 1 : 1 + len(request.tokens)] = request.tokens
+    style = np.concatenate([np.asarray(r.style, dtype=np.float32).reshape(1, -1) for r in requests])
+    speed = np.array([r.speed for r in requests], dtype=np.float32)
+    durations, state = stages.front_batch(input_ids, lengths, style, speed)
+    per_item = [np.asarray(durations[row, :n], dtype=np.int64) for row, n in enumerate(lengths)]
+    frame_lengths = np.array([int(d.sum()) for d in per_item], dtype=np.int64)
+    frames = np.zeros((count, int(frame_lengths.max())), dtype=np.int64)
+    phase = np.zeros((count, HARMONICS), dtype=np.float32)
+    noise = np.zeros((count, frames.shape[1] * SAMPLES_PER_FRAME, 1), dtype=np.float32)
+    for row, (request, item) in enumerate(zip(requests, per_item, strict=True)):
+        frames[row, : frame_lengths[row]] = np.repeat(np.arange(item.size, dtype=np.int64), item)
+        samples = int(frame_lengths[row]) * SAMPLES_PER_FRAME
+        phase[row], noise[row, :samples] = (a[0] for a in excitation(request.seed, samples))
+    audio = stages.back_batch(state, frames, frame_lengths, style, phase, noise)
+    audio = np.asarray(audio, dtype=np.float32)
+    return [
+        Inference(np.ascontiguousarray(audio[row, : n * SAMPLES_PER_FRAME]), per_item[row])
+        for row, n in enumerate(frame_lengths.tolist())
+    ]

@@ -1,4 +1,5 @@
-"""The torch runtime: Kokoro's own KModel layers, run eagerly in two halves (`_split`).
+"""The torch runtime: Kokoro's own KModel layers, run eagerly in two halves (`_split`), and
+for a batch of chunks, the same layers padded and masked (`_split_batch`).
 
 torch and kokoro are imported only in `load_torch_runtime`, in the worker.
 """
@@ -16,7 +17,13 @@ from speechd.errors import CastFailed, ModelUnavailable, SpeechdError
 
 from ._device import resolve_device
 from ._files import ModelFolder
-from ._runtime import Inference, infer_in_two_stages
+from ._runtime import (
+    MAX_BATCH,
+    Inference,
+    Request,
+    infer_batch_in_two_stages,
+    infer_in_two_stages,
+)
 
 __all__ = ["TorchRuntime", "load_torch_runtime", "quiet_third_party"]
 
@@ -38,10 +45,12 @@ class quiet_third_party(warnings.catch_warnings):
 class TorchRuntime:
     name = "torch"
     fingerprint = "torch"
+    max_batch = MAX_BATCH
 
-    def __init__(self, front: Any, back: Any, device: str, threads: int) -> None:
+    def __init__(self, front: Any, back: Any, batched: Any, device: str, threads: int) -> None:
         self._front = front
         self._back = back
+        self._front_batch, self._back_batch = batched
         self.device = device
         self.detail = f"torch {_torch().__version__} on {device}, {threads} threads"
 
@@ -54,6 +63,17 @@ class TorchRuntime:
                 return infer_in_two_stages(self, tokens, style, speed, seed)
         except (RuntimeError, AssertionError) as exc:  # torch errors, incl. out of memory
             raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Nothing to do: the batched halves share the model's weights."""
+
+    def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
+        torch = _torch()
+        try:
+            with torch.inference_mode():
+                return infer_batch_in_two_stages(self, requests)
+        except (RuntimeError, AssertionError) as exc:
+            raise CastFailed(f"Batched synthesis failed on {self.device}: {exc}") from exc
 
     def front(
         self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
@@ -86,6 +106,46 @@ class TorchRuntime:
         return audio.to("cpu", torch.float32).numpy()
 
 
+    def front_batch(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        speed: npt.NDArray[np.float32],
+    ) -> tuple[npt.NDArray[np.int64], Any]:
+        torch = _torch()
+        ref = torch.from_numpy(style).to(self.device)
+        durations, d, t_en = self._front_batch(
+            torch.from_numpy(input_ids).to(self.device),
+            torch.from_numpy(lengths),  # packing wants the lengths on the CPU
+            ref,
+            torch.from_numpy(speed).to(self.device),
+        )
+        return durations.cpu().numpy(), (d, t_en, ref)
+
+    def back_batch(
+        self,
+        state: Any,
+        frames: npt.NDArray[np.int64],
+        frame_lengths: npt.NDArray[np.int64],
+        style: npt.NDArray[np.float32],
+        phase: npt.NDArray[np.float32],
+        noise: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        torch = _torch()
+        d, t_en, ref = state
+        audio = self._back_batch(
+            d,
+            t_en,
+            torch.from_numpy(frames).to(self.device),
+            torch.from_numpy(frame_lengths),
+            ref,
+            torch.from_numpy(phase).to(self.device),
+            torch.from_numpy(noise).to(self.device),
+        )
+        return audio.to("cpu", torch.float32).numpy()
+
+
 def _torch() -> Any:
     import torch
 
@@ -102,6 +162,7 @@ def load_torch_runtime(folder: ModelFolder, device: str, threads: int | None) ->
             from kokoro import KModel
 
         from ._split import split_model
+        from ._split_batch import split_batch_model
     except ImportError as exc:
         raise ModelUnavailable(f"The torch engine needs torch and kokoro installed: {exc}") from exc
     device = resolve_device(device, torch)
@@ -118,4 +179,5 @@ def load_torch_runtime(folder: ModelFolder, device: str, threads: int | None) ->
     except Exception as exc:  # torch.load, json, a state dict that does not fit
         raise ModelUnavailable(f"Cannot load Kokoro-82M from {str(folder.root)!r}: {exc}") from exc
     front, back = split_model(model)
-    return TorchRuntime(front, back, device, torch.get_num_threads())
+    batched = split_batch_model(model, back)  # the same weights: no memory of its own
+    return TorchRuntime(front, back, batched, device, torch.get_num_threads())

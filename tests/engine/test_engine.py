@@ -305,7 +305,7 @@ def test_no_folder_and_no_hub_fails_within_seconds(tmp_path: Path, env: dict[str
     ("ending", "pause_s"), [("sentence", 0.35), ("clause", 0.2), ("word", 0.04)]
 )
 def test_padding_is_cut_to_a_pause_that_fits_the_chunk_end(ending: str, pause_s: float) -> None:
-    from speechd.engine._engine import _trim
+    from speechd.engine._trim import trim_silence as _trim
 
     rate = 24_000
     # start marker 14 frames, a voice from 0.3 s to 1.0 s, silence to 1.5 s, end marker 4.

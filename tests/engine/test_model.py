@@ -137,9 +137,10 @@ def _kmodel_forward(engine: Engine, model_dir: Path) -> Callable[..., Synthesis]
     """Synthesis as the engine made it before it was split: KModel.forward, trimmed."""
     import torch
 
-    from speechd.engine._engine import _ending, _trim
     from speechd.engine._packs import read_pack
     from speechd.engine._torch import quiet_third_party
+    from speechd.engine._trim import chunk_ending as _ending
+    from speechd.engine._trim import trim_silence as _trim
 
     with quiet_third_party():
         from kokoro import KModel
@@ -157,7 +158,7 @@ def _kmodel_forward(engine: Engine, model_dir: Path) -> Callable[..., Synthesis]
             torch.manual_seed(seed)
             out = model(chunk.phonemes, style, speed, return_output=True)
         pcm, _ = _trim(
-            out.audio.numpy().reshape(-1), out.pred_dur.tolist(), _ending(chunk.phonemes)
+            out.audio.numpy().reshape(-1), out.pred_dur.tolist(), _ending(chunk)
         )
         return Synthesis(pcm)
 

@@ -319,6 +319,14 @@ def test_cuda_runs_on_tensorrt_then_cuda_with_settings_for_changing_shapes(
         "cudnn_conv_algo_search": "HEURISTIC",
         "arena_extend_strategy": "kSameAsRequested",
     }
+    # The batched graphs open when batches are announced (or at the first), on CUDA without
+    # TensorRT (no profile for every batch size and length).
+    runtime.prepare_batch(8)
+    batched = [(name, [p if isinstance(p, str) else p[0] for p in chain])
+               for name, chain in _Session.made[3:]]  # fmt: skip
+    assert batched == [("front_batch.onnx", all_three[1:]), ("back_batch.onnx", all_three[1:])]
+    runtime.prepare_batch(16)
+    assert len(_Session.made) == 5  # already open
 
 
 def test_auto_device_stays_on_the_cpu_when_the_cuda_provider_does_not_start(

@@ -36,6 +36,10 @@ class FakeCuda:
     the real torch.cuda for it."""
 
     fingerprint = "fake-cuda"
+    max_batch = 1  # one chunk at a time: batches are tests/engine/test_batch.py's
+
+    def prepare_batch(self, max_items: int) -> None:
+        """Nothing: it never batches."""
 
     def __init__(self, inner: Any, *, fits: int = 10_000, timing: float = 1.0) -> None:
         self._inner = inner
