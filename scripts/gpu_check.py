@@ -273,8 +273,9 @@ def sharing(engine: Any) -> None:
     engine.unload()
     unload_s = time.perf_counter() - began
     rss = (_resident_bytes() or 0) / 2**20
-    say(f"unloaded in {unload_s:.2f} s: RSS {rss:.0f} MiB, torch reserve {_reserved_mib(device)}"
-        " (the CUDA context itself stays while the process lives)")  # fmt: skip
+    context = " (the CUDA context itself stays while the process lives)" if device != "cpu" else ""
+    say(f"unloaded in {unload_s:.2f} s: RSS {rss:.0f} MiB, torch reserve "
+        f"{_reserved_mib(device)}{context}")  # fmt: skip
     wake_s = engine.load()
     rss = (_resident_bytes() or 0) / 2**20
     say(f"woken in {wake_s:.2f} s (warm-up included): RSS {rss:.0f} MiB, torch reserve "

@@ -4,7 +4,8 @@ cast)."""
 
 from __future__ import annotations
 
-from ._captions import CastCaptions, CastWord, cast_captions, record_words
+from ._captions import CastCaptions, CastWord, record_words
+from ._file import CastFile, file_bytes, lay_out, wait_ended
 from ._health import (
     IDLE,
     LOADING,
@@ -58,6 +59,7 @@ from ._records import (
     H_TEXT,
     H_UNIT,
     H_WORDS,
+    PUBLIC_HEADERS,
     AudioChunk,
     Cursor,
     DeadJob,
@@ -82,9 +84,11 @@ from ._records import (
     error_record,
     event_of,
     meta_record,
+    public_headers,
     retry_record,
     start_record,
 )
+from ._retention import sweep_casts_forever
 from ._streams import (
     CAST_PREFIX,
     CATALOG_PREFIX,
@@ -104,6 +108,7 @@ from ._streams import (
     worker_stream,
 )
 from ._submit import STALE_QUEUED_S, Submission, submit
+from ._words import CastWords, cast_captions
 
 __all__ = [
     "CAST_PREFIX",
@@ -131,6 +136,7 @@ __all__ = [
     "LEASES_PREFIX",
     "LOADING",
     "PROGRESS_DONE",
+    "PUBLIC_HEADERS",
     "READY",
     "SECRET",
     "STALE_QUEUED_S",
@@ -141,10 +147,12 @@ __all__ = [
     "AudioChunk",
     "CastCaptions",
     "CastEvent",
+    "CastFile",
     "CastHead",
     "CastState",
     "CastStatus",
     "CastWord",
+    "CastWords",
     "Cursor",
     "DeadJob",
     "Eos",
@@ -184,6 +192,7 @@ __all__ = [
     "eos_record",
     "error_record",
     "event_of",
+    "file_bytes",
     "follow_cast",
     "idle_expired",
     "input_event",
@@ -192,11 +201,13 @@ __all__ = [
     "kept_spans",
     "known_voices",
     "last_notice",
+    "lay_out",
     "lease_stream",
     "meta_record",
     "piece_record",
     "playable_chunks",
     "playable_spans",
+    "public_headers",
     "queue_depth",
     "queue_position",
     "read_head",
@@ -208,6 +219,8 @@ __all__ = [
     "retry_record",
     "start_record",
     "submit",
+    "sweep_casts_forever",
+    "wait_ended",
     "worker_alive",
     "worker_health",
     "worker_stream",

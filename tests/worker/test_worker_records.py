@@ -18,6 +18,7 @@ from speechd.durable import (
     Limits,
     ReadBatch,
     RecordTooLarge,
+    Spare,
     Store,
     StreamInfo,
     record_size,
@@ -77,8 +78,10 @@ class Limited(Store):
     async def delete(self, stream: str) -> bool:
         return await self.inner.delete(stream)
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self.inner.sweep(max_age_s, prefixes)
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -9,8 +9,8 @@ or read as absent (`Range`, `If-None-Match`, `If-Range`) before they are parsed.
 reads (SSE, long-polls that wait, live audio) hold a stream slot of their client's
 (`StreamSlots`: 429 or 503 past the caps). A store failure is a 503 `store_unavailable`
 before the response starts, and after it an `abort` event (SSE) or an incomplete body (audio),
-with one log line. A finished cast's file, whole or by ranges, is served as a whole file
-(`speechd.audio.finished_bytes`: a wav says its true sizes).
+with one log line. A finished cast's file, whole or by ranges, is served as a whole file from
+its layout (`CastService.finished_file`, `file_bytes`: a wav says its true sizes).
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from typing import Any, TypeVar
 import msgspec
 from litestar import Request
 
-from speechd.audio import FORMATS, content_type, finished_bytes
+from speechd.audio import FORMATS, content_type
 from speechd.casts import (
     H_EVENT,
     CastCaptions,
+    CastFile,
     CastState,
     CastStatus,
+    CastWords,
     Meta,
-    cast_captions,
     cast_stream,
     decode,
     is_cast_id,
@@ -49,15 +50,8 @@ from .._clients import ClientAddress
 from .._errors import error_body, log_store_trouble
 from .._slots import ClientSlots
 from ..openai_compat import resolve_model
-from ._audio import (
-    AudioLayout,
-    ByteRange,
-    Layouts,
-    live_body,
-    parse_range,
-    range_body,
-)
-from ._captions import CaptionCache
+from ._audio import live_body, parse_range
+from ._captions import Rendered
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
@@ -91,17 +85,6 @@ def _store_errors() -> Iterator[None]:
     except DurableError as exc:
         log_store_trouble("reading a cast", exc)
         raise StoreUnavailable() from exc
-
-
-async def _whole_file(
-    body: AsyncGenerator[bytes, None], fmt: str, *, start: int, size: int
-) -> AsyncGenerator[bytes, None]:
-    """The bytes of a finished file from offset `start`, as a whole file reads."""
-    offset = start
-    async with contextlib.aclosing(body):
-        async for piece in body:
-            yield finished_bytes(fmt, piece, offset=offset, size=size)
-            offset += len(piece)
 
 
 async def _store_trouble_aborts(
@@ -153,8 +136,9 @@ class Gateway:
         """The slot counter itself (what is held and refused)."""
         self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
-        self._layouts = Layouts(self.store)
-        self._captions = CaptionCache()
+        self._words = CastWords(self.store)
+        self.rendered = Rendered()
+        """Caption files and word pages as last made, per cast (the routes render through it)."""
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
@@ -184,9 +168,12 @@ class Gateway:
 
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(self, request: NewCast) -> tuple[SubmittedCast, CastState]:
+    async def create(
+        self, request: NewCast, *, scope: str = ""
+    ) -> tuple[SubmittedCast, CastState]:
         """Submit a cast through the shared service (the same checks, ids and queue limit as
-        `/v1/audio/speech`), or find the identical one; returns it and where it stands."""
+        `/v1/audio/speech`), or find the identical one (of `scope`'s callers: see
+        `CastRequest.scope`); returns it and where it stands."""
         resolve_model(request.model)
         cast = await self.service.submit(
             CastRequest(
@@ -197,6 +184,7 @@ class Gateway:
                 title=(request.title or "").strip() or None,
                 input_format=request.input_format,
                 normalize=request.normalize,
+                scope=scope,
             ),
             max_chars=MAX_CAST_CHARS,
         )
@@ -288,13 +276,15 @@ class Gateway:
         *,
         request: Request[Any, Any, Any] | None = None,
     ) -> StreamApp | None:
-        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever.
-        The stream holds a slot of `request`'s client."""
+        """The SSE stream after `Last-Event-ID` when the request has one (an EventSource that
+        reconnects sends it, with the page's original `?seq_num` still in its URL: the
+        header is where it got to), else from `seq_num`; None: nothing more, ever. The stream
+        holds a slot of `request`'s client."""
         if last_event_id is not None and len(last_event_id) > MAX_EVENT_ID_CHARS:
             raise InvalidRequest("Last-Event-ID is not a record number.", param="Last-Event-ID")
         tail = await self._tail(cast_id)
         start = seq_num if seq_num is not None else 0
-        if seq_num is None and last_event_id:
+        if last_event_id:
             try:
                 start = int(last_event_id) + 1
             except ValueError:
@@ -337,20 +327,14 @@ class Gateway:
         )
 
     async def captions(self, cast_id: str) -> tuple[CastStatus, CastCaptions]:
-        """The cast's words with cast-level times: all of a done cast's (kept once read),
-        what exists so far of a live one's. `CastFailed` for a failed cast, as its audio."""
-        tail = await self._tail(cast_id)
-        status = await self._status(cast_id)
+        """The cast's words with cast-level times: all of a done cast's, what exists so far of
+        a generating one's (each record's words read once, without its audio: `CastWords`).
+        `CastFailed` for a failed cast, as its audio."""
+        status = await self._status(_check_id(cast_id))
         if status.state == CastState.FAILED:
             raise CastFailed(f"The cast could not be synthesized: {status.error}")
-        done = status.state == CastState.DONE
-        found = self._captions.get(cast_id, tail) if done else None
-        if found is None:
-            with _store_errors():
-                found = await cast_captions(self.store, cast_id)
-            if done:
-                self._captions.put(cast_id, tail, found)
-        return status, found
+        with _store_errors():
+            return status, await self._words.captions(cast_id)
 
     async def audio(
         self,
@@ -367,8 +351,7 @@ class Gateway:
         if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
         if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
             if_range = ""  # matches no etag: the whole file, as for any stale validator
-        tail = await self._tail(cast_id)
-        status = await self._status(cast_id)
+        status = await self._status(_check_id(cast_id))
         meta = status.meta
         kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
         name = f"{cast_id}.{meta.format}"
@@ -389,31 +372,28 @@ class Gateway:
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
         with _store_errors():
-            layout = await self._layouts.get(cast_id, tail)
-        return self._entity(
-            cast_id, meta.format, layout, base, range_header, if_none_match, if_range
-        )
+            file = await self.service.finished_file(cast_id)
+        return self._entity(cast_id, file, base, range_header, if_none_match, if_range)
 
     def _entity(
         self,
         cast_id: str,
-        fmt: str,
-        layout: AudioLayout,
+        file: CastFile,
         base: dict[str, str],
         range_header: str | None,
         if_none_match: str | None,
         if_range: str | None,
     ) -> StreamApp | AudioReply:
-        size = layout.size
+        size = file.size
         headers = {
             **base,
-            "etag": layout.etag,
+            "etag": file.etag,
             "accept-ranges": "bytes",
             "cache-control": "public, max-age=86400",
         }
-        if if_none_match is not None and _etag_matches(if_none_match, layout.etag):
+        if if_none_match is not None and _etag_matches(if_none_match, file.etag):
             return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
-        if if_range is not None and if_range.strip() != layout.etag:
+        if if_range is not None and if_range.strip() != file.etag:
             range_header = None
         span = parse_range(range_header, size)
         if span is False:
@@ -434,12 +414,7 @@ class Gateway:
             span_ = (span.start, span.stop)
             headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
         headers["content-length"] = str(span_[1] - span_[0])
-        body = _whole_file(
-            range_body(self.store, cast_id, layout, ByteRange(*span_)),
-            fmt,
-            start=span_[0],
-            size=size,
-        )
+        body = self.service.file_bytes(cast_id, file, *span_)
         body = _store_trouble_aborts(body, "serving a cast's audio file")
         return StreamApp(body, status=status, headers=_encode(headers), stops={self._closing: None})
 

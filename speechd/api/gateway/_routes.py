@@ -3,11 +3,13 @@ app's `settings` (links) and `metrics` (submissions).
 
 A cast's captions are assembled (cues, text, JSON) on a worker thread: for a 200,000-character
 cast that is tens of thousands of words, a tenth of a second or more of CPU that the event
-loop, and every other request on it, would otherwise wait out."""
+loop, and every other request on it, would otherwise wait out; and once per change of the
+words (`Rendered`), not once per request."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -20,7 +22,7 @@ from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
 from speechd.service import LiveCasts
 
-from .._auth import require_api_key
+from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
 from ..metrics import ApiMetrics
 from ..openai_compat import (
@@ -78,7 +80,7 @@ async def create_cast(
         )
         metrics.submitted(True)
         return live_created(made, public_base_url(settings, request))
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(data, scope=sharing_scope(request))
     metrics.submitted(cast.created)
     created = CastCreated(cast.id, cast_url(settings, request, cast.id), state.value)
     return Response(
@@ -157,36 +159,56 @@ def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
     }
 
 
+async def _rendered(
+    gateway: Gateway, cast_id: str, kind: str, make: Callable[[str, CastCaptions], bytes]
+) -> tuple[str, bytes]:
+    """The cast's state, and its words made into `kind` by `make` (off the loop, and once
+    for as long as the words and the state stay what they were)."""
+    status, captions = await gateway.captions(cast_id)
+    state = status.state.value
+    version = (captions.born_ms, len(captions.words), captions.audio_ms, state)
+    body = await gateway.rendered.get(
+        cast_id, kind, version, functools.partial(make, state, captions)
+    )
+    return state, body
+
+
+def _vtt(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return webvtt(captions).encode()
+
+
+def _srt(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return srt(captions).encode()
+
+
+def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return msgspec.json.encode(words_page(cast_id, state, captions))
+
+
 @get("/v1/casts/{cast_id:str}/captions.vtt")
 async def get_captions_vtt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[str]:
+) -> Response[bytes]:
     """The cast's words as WebVTT (cast-level times; a live cast: what exists so far)."""
     gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
+    state, body = await _rendered(gateway, cast_id, "vtt", functools.partial(_vtt, cast_id))
     return Response(
-        await asyncio.to_thread(webvtt, captions),
-        media_type="text/vtt",
-        headers=_caption_headers(cast_id, status.state.value, "vtt"),
+        body, media_type="text/vtt", headers=_caption_headers(cast_id, state, "vtt")
     )
 
 
 @get("/v1/casts/{cast_id:str}/captions.srt")
 async def get_captions_srt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[str]:
+) -> Response[bytes]:
     """The cast's words as SubRip (cast-level times; a live cast: what exists so far)."""
     gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
+    state, body = await _rendered(gateway, cast_id, "srt", functools.partial(_srt, cast_id))
     return Response(
-        await asyncio.to_thread(srt, captions),
+        body,
         media_type="application/x-subrip; charset=utf-8",
-        headers=_caption_headers(cast_id, status.state.value, "srt"),
+        headers=_caption_headers(cast_id, state, "srt"),
     )
-
-
-def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
-    return msgspec.json.encode(words_page(cast_id, state, captions))
 
 
 @get("/v1/casts/{cast_id:str}/words")
@@ -196,10 +218,11 @@ async def get_words(
     """The cast's words with their start and end in seconds of the cast's audio (a
     `WordsPage`, encoded off the loop)."""
     gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
-    headers = _caption_headers(cast_id, status.state.value, "json")
+    state, body = await _rendered(
+        gateway, cast_id, "words", functools.partial(_words_json, cast_id)
+    )
+    headers = _caption_headers(cast_id, state, "json")
     del headers["content-disposition"]
-    body = await asyncio.to_thread(_words_json, cast_id, status.state.value, captions)
     return Response(body, media_type=MediaType.JSON, headers=headers)
 
 

@@ -27,7 +27,7 @@ from litestar.params import FromPath
 from speechd.config import Settings
 from speechd.service import CastRequest, CastService, voice_label
 
-from .._auth import require_api_key
+from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
 from .._slots import ClientSlots
 from ..metrics import ApiMetrics
@@ -113,6 +113,7 @@ async def create_speech(
             at_once=start == "now" and mode != "whole",  # a whole file waits for its end
             input_format=data.input_format,
             normalize=data.normalize is not False,
+            scope=sharing_scope(request),
         ),
         max_chars=MAX_INPUT_CHARS,
     )
