@@ -172,15 +172,16 @@ def speechd_at(
     device: str,
     threads: int | None,
     workdir: Path,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
-    """`url` as it is, or the url of a `speechd serve` (deadline policy) started for the block
-    on a fresh data folder and stopped after it."""
+    """`url` as it is, or the url of a `speechd serve` (deadline policy, `extra` flags)
+    started for the block on a fresh data folder and stopped after it."""
     if url is not None:
         yield url
         return
     server = start_speechd(
         "speechd", policy="deadline", model_dir=model_dir, device=device, threads=threads,
-        workdir=workdir,
+        workdir=workdir, extra=extra,
     )  # fmt: skip
     try:
         server.wait_ready()

@@ -5,6 +5,8 @@
         [--device cpu] [--threads N] [--url http://127.0.0.1:8000] [--repeat 3]
     python -m loadtest.bench_hostile --section api [--url http://127.0.0.1:8000]
     python -m loadtest.bench_hostile --section ssml [--n 50000]
+    python -m loadtest.bench_hostile --section words-load --model-dir ~/.cache/speechd/kokoro-82m
+    python -m loadtest.bench_hostile --section whole-rss [--mib 50] [--hold 20]
 
 Sections (`--section`, repeatable; default: every section listed here):
 
@@ -40,6 +42,11 @@ Sections (`--section`, repeatable; default: every section listed here):
              planning the documents that pass it (ratio <= 2.5), and the planning cost of an
              SSML document against the same text plain (target <= 1.5x);
              `loadtest._hostile_ssml` does the work. The api section sends the SSML kinds too.
+
+  words-load, whole-rss  the read path under hostile readers (`loadtest._hostile_reads`):
+             an ordinary request's first audio alone and beside 60 clients asking `/words` of
+             a long generating cast (target <= 1.2x); the api's RSS while 64 clients read a
+             big finished file slowly with `stream: false` (target: under 300 MB).
 
 A section is a function taking the parsed arguments; add it to SECTIONS.
 """
@@ -233,11 +240,25 @@ def ssml(args: argparse.Namespace) -> None:
     run_ssml(args)
 
 
+def words_load(args: argparse.Namespace) -> None:
+    from ._hostile_reads import words_load as run
+
+    run(args)
+
+
+def whole_rss(args: argparse.Namespace) -> None:
+    from ._hostile_reads import whole_rss as run
+
+    run(args)
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "planning": planning,
     "api": api,
     "ssml": ssml,
     "first-audio": first_audio,
+    "words-load": words_load,
+    "whole-rss": whole_rss,
 }
 
 
@@ -252,7 +273,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-dir", default=os.environ.get("SPEECHD_TEST_MODEL_DIR"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int)
-    parser.add_argument("--repeat", type=int, default=3, help="first-audio: runs of each")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="first-audio, words-load: runs of each"
+    )
+    parser.add_argument("--mib", type=float, default=50, help="whole-rss: the file's size")
+    parser.add_argument(
+        "--hold", type=float, default=20, help="whole-rss: seconds the slow readers read"
+    )
     args = parser.parse_args(argv)
     print(f"speechd hostile-input benchmark, {os.cpu_count()} CPUs")
     print(f"   load average at the start {os.getloadavg()[0]:.1f}")

@@ -69,6 +69,7 @@ from speechd.durable import (
     ReadBatch,
     Retention,
     SeqOutOfRange,
+    Spare,
     Store,
     StreamInfo,
     open_store,
@@ -114,9 +115,15 @@ class Handed(Store):
         max_records: int = 1000,
         max_bytes: int = MAX_BATCH_BYTES,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         return await self.inner.read(
-            stream, seq_num, max_records=max_records, max_bytes=max_bytes, wait=wait
+            stream,
+                seq_num,
+                max_records=max_records,
+                max_bytes=max_bytes,
+                wait=wait,
+                bodies=bodies,
         )
 
     async def check_tail(self, stream: str) -> int:
@@ -135,8 +142,10 @@ class Handed(Store):
     async def delete(self, stream: str) -> bool:
         return await self.inner.delete(stream)
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self.inner.sweep(max_age_s, prefixes)
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -62,6 +62,7 @@ from speechd.durable import (
     AppendRecord,
     Limits,
     ReadBatch,
+    Spare,
     Store,
     StreamInfo,
     open_store,
@@ -126,11 +127,17 @@ class Counting(Store):
         max_records: int = 1000,
         max_bytes: int = MAX_BATCH_BYTES,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         return await self._timed(
             "read",
             self.inner.read(
-                stream, seq_num, max_records=max_records, max_bytes=max_bytes, wait=wait
+                stream,
+                seq_num,
+                max_records=max_records,
+                max_bytes=max_bytes,
+                wait=wait,
+                bodies=bodies,
             ),
             stream,
         )
@@ -151,8 +158,10 @@ class Counting(Store):
     async def delete(self, stream: str) -> bool:
         return await self._timed("delete", self.inner.delete(stream))
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self._timed("sweep", self.inner.sweep(max_age_s, prefixes))
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self._timed("sweep", self.inner.sweep(max_age_s, prefixes, spare=spare))
 
     async def close(self) -> None:
         await self.inner.close()

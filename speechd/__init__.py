@@ -1,3 +1,8 @@
 """speechd: an OpenAI-compatible speech server where every synthesis is a durable cast."""
 
 __version__ = "0.1.0"
+
+# No cast id in any record speechd's loggers make (speechd.logs), whoever handles them.
+from speechd.logs import mask_loggers as _mask_loggers
+
+_mask_loggers()

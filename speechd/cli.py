@@ -28,6 +28,7 @@ from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
 from speechd.engine import DEVICE_HELP
 from speechd.limits import StreamSlots
+from speechd.logs import configure_logging, mask_handlers, mask_url
 
 if TYPE_CHECKING:
     from speechd.api import WorkerSupervisor
@@ -67,6 +68,20 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "--retention", help="remove casts untouched this long, e.g. 30d (default: keep)"
     )
     group.add_argument("--public-url", help="base URL for cast links (default: the request's)")
+    group.add_argument(
+        "--allowed-origin",
+        dest="allowed_origins",
+        action="append",
+        help="a web origin (https://app.example) whose pages may send requests from a browser: "
+        "POSTs, live-cast WebSockets and CORS (repeatable; * for any; default: only this "
+        "server's own pages)",
+    )
+    group.add_argument(
+        "--share-casts",
+        choices=["all", "per-key"],
+        help="share a cast made from the same request with every caller (all), or only "
+        "between callers of one API key (per-key) (all)",
+    )
     group.add_argument(
         "--shutdown-timeout", help="seconds in-flight responses get on shutdown (30)"
     )
@@ -239,10 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # Every line masked: no cast id, no store credentials (speechd.logs).
+    configure_logging(settings.log_level)
 
 
 def worker_config(settings: Settings) -> WorkerConfig:
@@ -329,13 +342,14 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         # before it is read.
         ws_max_size=MAX_WS_MESSAGE_BYTES,
     )
+    mask_handlers()  # uvicorn's own handlers (its access log) were made with the config
     server = Server(config)
     log.info(
         "speechd %s: api on http://%s:%d, store %s, %s",
         __version__,
         settings.host,
         settings.port,
-        settings.store_url,
+        mask_url(settings.store_url),
         f"{len(settings.api_keys)} API key(s)" if settings.api_keys else "open (no API keys)",
     )
     with _signals_end_the_server():
@@ -407,8 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "top":
         return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
-    if flags.get("api_keys") is not None:
-        flags["api_keys"] = tuple(flags["api_keys"])
+    for name in ("api_keys", "allowed_origins"):
+        if flags.get(name) is not None:
+            flags[name] = tuple(flags[name])
     try:
         settings = load_settings(flags)
     except SettingsError as exc:

@@ -2,10 +2,10 @@
 
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
-default. `SPEECHD_API_KEY` holds one key or several separated by commas. Durations
-(`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a number with a unit:
-`90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a number with a binary
-unit: `512M`, `2G`.
+default. `SPEECHD_API_KEY` and `SPEECHD_ALLOWED_ORIGIN` hold one value or several separated
+by commas. Durations (`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a
+number with a unit: `90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a
+number with a binary unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
@@ -69,6 +69,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Seconds after which casts nobody appended to are removed; None keeps them."""
     public_url: str | None = None
     """Base URL for cast links (`X-Cast-Url`), e.g. behind a proxy; default the request's."""
+    allowed_origins: tuple[str, ...] = ()
+    """Web origins (`https://app.example`) whose pages may send this server requests from a
+    browser: POSTs, live-cast WebSockets, and CORS for them. None given: only the server's own
+    pages (its own origin, and `public_url`'s); `*`: any page."""
+    share_casts: Literal["all", "per-key"] = "all"
+    """Who shares a cast made from the same request: "all" (one cast per text, voice, speed
+    and format for every caller) or "per-key" (casts are shared only between callers of one
+    API key)."""
     shutdown_timeout: Seconds = 30.0
     """On SIGTERM/SIGINT, how long in-flight responses may run before they are cut."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
@@ -179,7 +187,10 @@ def parse_duration(value: str | float) -> float:
     return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-_ENV_NAMES = {"api_keys": "API_KEY"}
+_ENV_NAMES = {"api_keys": "API_KEY", "allowed_origins": "ALLOWED_ORIGIN"}
+_FLAG_NAMES = {"api_keys": "api-key", "allowed_origins": "allowed-origin"}
+_LISTS = ("api_keys", "allowed_origins")  # comma-separated in the environment
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]{0,31}://[^/\s?#]{1,255}")
 _DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
@@ -190,7 +201,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         raw = environ.get(name)
         if raw is None or raw == "":
             continue
-        if field.name == "api_keys":
+        if field.name in _LISTS:
             values[field.name] = tuple(k.strip() for k in raw.split(",") if k.strip())
         elif field.name == "voice_map":
             values[field.name] = dict(pair.split("=", 1) for pair in raw.split(",") if "=" in pair)
@@ -211,6 +222,8 @@ def load_settings(
     for name in _DURATIONS:
         if name in values:
             values[name] = parse_duration(values[name])
+    if values.get("allowed_origins"):
+        values["allowed_origins"] = tuple(map(_origin, values["allowed_origins"]))
     if values.get("max_device_memory") is not None:
         try:
             values["max_device_memory"] = parse_size(values["max_device_memory"])
@@ -239,6 +252,17 @@ def load_settings(
         raise SettingsError(_describe(exc)) from exc
 
 
+def _origin(value: str) -> str:
+    """An allowed origin as browsers send it (`scheme://host[:port]`, lowercase), or `*`."""
+    origin = value.strip().rstrip("/").lower()
+    if origin != "*" and not _ORIGIN.fullmatch(origin):
+        raise SettingsError(
+            f"--allowed-origin / {ENV_PREFIX}ALLOWED_ORIGIN: {value!r} is not an origin"
+            " (scheme://host[:port], e.g. https://app.example, or *)"
+        )
+    return origin
+
+
 def _wyoming_uri_problem(uri: str) -> str | None:
     """Why a Wyoming server cannot listen on `uri`, or None (`tcp://host:port`,
     `unix:///path`)."""
@@ -261,6 +285,6 @@ def _describe(exc: msgspec.ValidationError) -> str:
     field = path.rstrip("`").split(".")[0].split("[")[0]
     if not field:
         return message
-    flag = "--" + field.replace("_", "-").removesuffix("s" if field == "api_keys" else "")
+    flag = "--" + _FLAG_NAMES.get(field, field.replace("_", "-"))
     env = ENV_PREFIX + _ENV_NAMES.get(field, field.upper())
     return f"{flag} / {env}: {message}"

@@ -5,6 +5,7 @@
     │   ├── UnknownVoice          400  invalid_request_error   code=voice_not_found
     │   └── VoiceUnavailable      400  invalid_request_error   code=voice_unavailable
     ├── AuthenticationFailed      401  authentication_error    code=invalid_api_key
+    ├── OriginNotAllowed          403  invalid_request_error   code=origin_not_allowed
     ├── NotFound                  404  invalid_request_error
     │   ├── ModelNotFound         404  invalid_request_error   code=model_not_found
     │   └── CastNotFound          404  invalid_request_error   code=cast_not_found
@@ -14,6 +15,7 @@
     │   └── InputSeqMismatch      409  invalid_request_error   code=seq_mismatch
     ├── PayloadTooLarge           413  invalid_request_error   code=payload_too_large
     │   └── InputTooLong          413  invalid_request_error   code=input_too_long
+    ├── UnsupportedMediaType      415  invalid_request_error   code=unsupported_media_type
     ├── RateLimited               429  rate_limit_exceeded     (retry_after seconds)
     │   ├── QueueFull             429  rate_limit_exceeded     code=queue_full
     │   └── TooManyStreams        429  rate_limit_exceeded     code=too_many_streams
@@ -48,6 +50,7 @@ __all__ = [
     "ModelNotFound",
     "ModelUnavailable",
     "NotFound",
+    "OriginNotAllowed",
     "PayloadTooLarge",
     "QueueFull",
     "RateLimited",
@@ -57,6 +60,7 @@ __all__ = [
     "TooManyStreams",
     "Unavailable",
     "UnknownVoice",
+    "UnsupportedMediaType",
     "VoiceUnavailable",
 ]
 
@@ -106,6 +110,15 @@ class AuthenticationFailed(SpeechdError):
     code = "invalid_api_key"
 
 
+class OriginNotAllowed(SpeechdError):
+    """A browser sent this request from a page of another site (its `Origin`), and this
+    server does not take requests from there (`--allowed-origin`)."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "origin_not_allowed"
+
+
 class NotFound(SpeechdError):
     status = 404
     type = "invalid_request_error"
@@ -129,6 +142,14 @@ class InputTooLong(PayloadTooLarge):
     """A live cast's input would grow past its total limit."""
 
     code = "input_too_long"
+
+
+class UnsupportedMediaType(SpeechdError):
+    """The request body is not declared as JSON (`Content-Type: application/json`)."""
+
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
 
 
 class InputConflict(SpeechdError):

@@ -135,13 +135,14 @@ PACKAGES = sorted(
 )
 
 
-# Type-only circles other engineers drew, each theirs to cut (see /work/coord/LANDED.md): the
+# Circles other engineers drew (most type-only), each theirs to cut (see /work/coord/LANDED.md): the
 # test holds each package to exactly these, so a new circle fails it, and so does one that
 # is cut while still listed here (delete its entry with the cut).
 KNOWN_CIRCLES = {
     "speechd/engine": [
         ["_batch", "_engine"],  # the batch engineer's: _batch types Engine
         ["_engine", "_sanity"],  # the device engineer's: _sanity types Engine
+        ["_export", "_trace"],  # the batch engineer's: each imports the other (one lazily)
     ],
     "speechd/wyoming": [["_door", "_session"]],  # the wyoming engineer's: _session types the door
 }

@@ -1,13 +1,26 @@
-"""API keys: a Litestar guard for the routes that make casts; and the bearer token a live
-cast's input route reads (`bearer_token`).
+"""Who may make casts: API keys (a guard on the routes that make casts), and the web pages a
+browser may send requests from (`Origins`, a guard on every route); and the bearer token a
+live cast's input route reads (`bearer_token`).
 
 With no keys configured speechd is open (for local use). With keys, a guarded route needs
 `Authorization: Bearer <key>`; the model and voice lists stay open, since Open WebUI reads them
-without a key. The gateway's `POST /v1/casts` uses the same guard.
+without a key. The gateway's `POST /v1/casts` uses the same guard. With `--share-casts
+per-key`, the casts a key's callers make are theirs alone (`sharing_scope`).
+
+**Origins.** A keyless speechd on 127.0.0.1 would otherwise take a POST from any web page its
+user visits (a form or `fetch` needs no permission to send one), and a WebSocket from anywhere.
+Browsers say which page a request comes from in `Origin`; a POST (any method but GET, HEAD
+and OPTIONS) or a WebSocket that carries one must come from the server itself (its `Host`, or
+`--public-url`'s origin behind a proxy) or from an origin `--allowed-origin` names (`*`: any),
+else 403 (`origin_not_allowed`) and the WebSocket is refused. Requests without an `Origin`
+(curl, the SDKs, Open WebUI's server) are not browsers' and pass. JSON bodies must say so
+(`Content-Type: application/json`, `_bodies`), which no page can send across sites without
+CORS's consent, and CORS is on only for `--allowed-origin`'s origins.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Iterable
 from typing import Any
@@ -15,10 +28,17 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from speechd.errors import AuthenticationFailed
+from speechd.errors import AuthenticationFailed, OriginNotAllowed
 from speechd.service import MAX_TOKEN_CHARS
 
-__all__ = ["ApiKeys", "bearer_token", "require_api_key"]
+__all__ = [
+    "ApiKeys",
+    "Origins",
+    "bearer_token",
+    "check_origin",
+    "require_api_key",
+    "sharing_scope",
+]
 
 
 class ApiKeys:
@@ -47,10 +67,90 @@ class ApiKeys:
             raise AuthenticationFailed("Incorrect API key provided.")
 
 
+def sharing_scope(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """Who a cast this request makes is shared with (`--share-casts`): "" for every caller;
+    under `per-key`, a digest of the request's API key (checked already by
+    `require_api_key`), so only that key's callers share its casts. An open server (no keys)
+    has one scope."""
+    settings = connection.app.state.settings
+    keys: ApiKeys = connection.app.state.api_keys
+    if settings.share_casts != "per-key" or not keys:
+        return ""
+    _, _, token = (connection.headers.get("authorization") or "").strip().partition(" ")
+    return "key:" + hashlib.sha256(token.strip().encode()).hexdigest()[:32]
+
+
 def require_api_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Guard: the request must carry one of `app.state.api_keys` (when any are set)."""
     keys: ApiKeys = connection.app.state.api_keys
     keys.check(connection.headers.get("authorization"))
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+_MAX_ORIGIN_CHARS = 300  # scheme, host and port: a longer Origin is not one we allow
+
+
+def _host_port(netloc: str, scheme: str) -> tuple[str, int] | None:
+    """(host, port) of `host[:port]` (`[v6]:port` too), the scheme's default port when none
+    is given; None if it is not one."""
+    netloc = netloc.lower()
+    if netloc.startswith("["):
+        host, bracket, rest = netloc.partition("]")
+        host, port = host + bracket, rest.removeprefix(":")
+        if rest and not rest.startswith(":"):
+            return None
+    else:
+        host, _, port = netloc.partition(":")
+    if port and not port.isdigit():
+        return None
+    number = int(port) if port else _DEFAULT_PORTS.get(scheme)
+    return (host, number) if host and number is not None else None
+
+
+class Origins:
+    """The web origins one app takes browsers' requests from (kept on `app.state.origins`):
+    its own, `public_url`'s, and `allowed` (`*`: any)."""
+
+    def __init__(self, allowed: Iterable[str] = (), public_url: str | None = None) -> None:
+        self.allowed = tuple(allowed)
+        self._any = "*" in self.allowed
+        self._named = {a for a in self.allowed if a != "*"}
+        if public_url:
+            scheme, sep, rest = public_url.strip().partition("://")
+            if sep:
+                self._named.add(f"{scheme.lower()}://{rest.split('/', 1)[0].lower()}")
+
+    def allows(self, origin: str, host: str | None) -> bool:
+        """Whether a browser page at `origin` may send this request, which reached us as
+        `host` (its `Host` header)."""
+        if self._any:
+            return True
+        origin = origin.strip().lower()
+        if len(origin) > _MAX_ORIGIN_CHARS or origin == "null":
+            return False
+        if origin in self._named:
+            return True
+        scheme, sep, netloc = origin.partition("://")
+        if not sep or not host:
+            return False
+        theirs = _host_port(netloc, scheme)
+        return theirs is not None and theirs == _host_port(host.strip(), scheme)
+
+
+def check_origin(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Guard (every route): a browser's POST or WebSocket must come from an allowed origin."""
+    origin = connection.headers.get("origin")
+    if origin is None:
+        return
+    if connection.scope["type"] == "http" and connection.scope.get("method") in _SAFE_METHODS:
+        return
+    origins: Origins = connection.app.state.origins
+    if not origins.allows(origin, connection.headers.get("host")):
+        raise OriginNotAllowed(
+            "This server does not take requests from web pages of other sites; "
+            "its operator can allow one with --allowed-origin."
+        )
 
 
 def bearer_token(authorization: str | None) -> str | None:

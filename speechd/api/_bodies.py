@@ -6,7 +6,8 @@ tens of ms on the event loop) before the shape is checked. `BodyDecoder` hands t
 msgspec with the target type, which checks each field's bounds as it goes and skips unknown
 fields without building them: about ten times faster, and no memory beyond the shape itself.
 Coercion is lax, as Litestar's is (`"1.5"` is a speed). Every failure is an `InvalidRequest`
-in the words `_validation_error` uses, `param` naming the field.
+in the words `_validation_error` uses, `param` naming the field; a body not declared as JSON
+is an `UnsupportedMediaType` (415) before a byte of it is read.
 """
 
 from __future__ import annotations
@@ -16,13 +17,27 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from litestar import Request
 
-from speechd.errors import InvalidRequest
+from speechd.errors import InvalidRequest, UnsupportedMediaType
 
 from ._errors import EMPTY_BODY, invalid_field
 
-__all__ = ["BodyDecoder"]
+__all__ = ["BodyDecoder", "require_json"]
 
 T = TypeVar("T")
+
+
+def require_json(content_type: str | None) -> None:
+    """Raise `UnsupportedMediaType` unless `content_type` is JSON (`application/json` or
+    `application/...+json`, any parameters). A web page can send another site a `text/plain`
+    or form POST without asking (a "simple" request); JSON it cannot, unless CORS says so."""
+    kind = (content_type or "").partition(";")[0].strip().lower()
+    if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
+        return
+    shown = kind[:80] or "none"
+    raise UnsupportedMediaType(
+        f"The request body must be JSON, sent with 'Content-Type: application/json' (it was"
+        f" {shown})."
+    )
 
 
 class BodyDecoder(Generic[T]):
@@ -32,7 +47,9 @@ class BodyDecoder(Generic[T]):
         self._decoder = msgspec.json.Decoder(shape, strict=False)
 
     async def read(self, request: Request[Any, Any, Any]) -> T:
-        """The request's body as `shape` (its size limit is the route's, a 413 above it)."""
+        """The request's body as `shape` (its size limit is the route's, a 413 above it); a
+        body not declared as JSON is refused first (415), whatever it holds."""
+        require_json(request.headers.get("content-type"))
         return self.decode(await request.body())
 
     def decode(self, raw: bytes) -> T:

@@ -1,8 +1,9 @@
 """The api process: `create_app(settings)` builds the Litestar app.
 
 The app opens the store (unless one is given), reads the deployment secret and builds the
-`CastService` and the `Gateway` over it in its lifespan, and runs the retention sweep and the
-worker supervisor (under `speechd serve`) for as long as it lives. Routes get the service, the
+`CastService` and the `Gateway` over it in its lifespan, and runs the retention sweep (a cast's
+streams together: `speechd.casts.CastRetention`) and the worker supervisor (under `speechd
+serve`) for as long as it lives. Routes get the service, the
 gateway, the metrics and the settings injected; nothing lives in module globals, so tests
 build as many apps as they like. The api never imports torch: it validates, claims and reads
 streams, and workers do the rest.
@@ -37,17 +38,19 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from litestar import Litestar, Response, get
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.types import Message, Scope
 
+from speechd import casts
 from speechd.casts import schema
 from speechd.config import Settings
-from speechd.durable import Retention, Store, sweep_forever
+from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts, open_services
 
-from ._auth import ApiKeys
+from ._auth import ApiKeys, Origins, check_origin
 from ._clients import ClientAddress
 from ._errors import exception_handlers
 from ._slots import ClientSlots, release_slots
@@ -56,14 +59,6 @@ from .metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from .openai_compat import openai_router
 
 __all__ = ["WorkerSupervisor", "close_streams", "create_app", "gateway_settings"]
-
-RETAINED_PREFIXES = (
-    schema.CAST_PREFIX,
-    schema.CATALOG_PREFIX,
-    schema.LEASES_PREFIX,
-    schema.INPUT_PREFIX,
-)
-
 
 class WorkerSupervisor(SupervisedWorker, Protocol):
     """The worker process supervisor `speechd serve` hands to its app (speechd.worker's)."""
@@ -179,8 +174,9 @@ def create_app(
             app.state.gateway = Gateway(service, read_path, slots=client_slots)
             stack.push_async_callback(app.state.gateway.close)
             if settings.retention is not None:
-                retention = Retention(settings.retention, RETAINED_PREFIXES)
-                sweeping = asyncio.create_task(sweep_forever(service.store, retention))
+                sweeping = asyncio.create_task(
+                    casts.sweep_casts_forever(service.store, settings.retention)
+                )
                 stack.push_async_callback(_cancel, sweeping)
             if supervisor is not None:
                 await asyncio.to_thread(supervisor.start)
@@ -194,8 +190,26 @@ def create_app(
             route = scope.get("path_template") or "unmatched"
             metrics.request(route, scope.get("method", ""), message["status"])
 
+    cors = None
+    if settings.allowed_origins:  # CORS only for the origins asked for
+        cors = CORSConfig(
+            allow_origins=list(settings.allowed_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["authorization", "content-type", "last-event-id", "range"],
+            expose_headers=[
+                "x-cast-id",
+                "x-cast-url",
+                "x-cast-status",
+                "x-cast-start-delay",
+                "retry-after",
+                "content-range",
+                "etag",
+            ],
+        )
     return Litestar(
         route_handlers=[healthz, readyz, metrics_text, openai_router, gateway_router()],
+        guards=[check_origin],
+        cors_config=cors,
         dependencies={
             "service": Provide(_state_value("service"), sync_to_thread=False),
             "gateway": Provide(_state_value("gateway"), sync_to_thread=False),
@@ -215,6 +229,7 @@ def create_app(
                 "metrics": metrics,
                 "slots": client_slots,
                 "api_keys": ApiKeys(settings.api_keys),
+                "origins": Origins(settings.allowed_origins, settings.public_url),
             }
         ),
         logging_config=None,

@@ -1,11 +1,11 @@
 """Word timings in the cast: per record as the worker writes them (`record_words`), and for
-the whole cast as readers assemble them (`cast_captions`).
+the whole cast as readers assemble them (`placed`, by `_words.CastWords` and `cast_captions`).
 
 A record's words are timed from its own start (the `w` header, see `_records`); a word's time
 in the cast is the sum of the durations (`d`) of the playable records before its record, plus
-its own offset. The records are the playable sequence as `playable_chunks` gives it (the rule
-every reader shares), so the times match the cast's audio file, attempts included, to within
-a millisecond of rounding per record.
+its own offset. The records are the playable sequence (`_playable`: the rule every reader
+shares), so the times match the cast's audio file, attempts included, to within a
+millisecond of rounding per record.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from typing import Protocol
 
 import msgspec
 
-from speechd.durable import Store
-
-from ._reader import playable_chunks
 from ._records import Word
 
-__all__ = ["CastCaptions", "CastWord", "cast_captions", "record_words"]
+__all__ = ["CastCaptions", "CastWord", "placed", "record_words"]
 
 
 class TimedSpan(Protocol):
@@ -80,27 +77,19 @@ class CastWord(msgspec.Struct, frozen=True):
     mark: str = ""
 
 
+def placed(word: Word, at_ms: int) -> CastWord:
+    """`word` of a record whose audio starts `at_ms` into the cast, in the cast's time."""
+    return CastWord(
+        word.text, at_ms + word.start_ms, at_ms + word.end_ms, word.source, word.mark
+    )
+
+
 class CastCaptions(msgspec.Struct, frozen=True):
     """A cast's words so far. `unit` is `word` or `phrase` ("" while there are none);
-    `audio_ms` is the length of the playable audio they were read with."""
+    `audio_ms` is the length of the playable audio they were read with; `born_ms` the birth
+    of the stream they were read from (`CastHead.born_ms`: a cast made again has another)."""
 
     words: list[CastWord]
     unit: str
     audio_ms: int
-
-
-async def cast_captions(store: Store, cast_id: str) -> CastCaptions:
-    """The words of the cast's playable sequence as it stands now (a live cast: those of the
-    records that exist, without waiting for more). Raises `CastNotFound`, and `CastFailed`
-    for a cast that ended in `error`."""
-    words: list[CastWord] = []
-    unit = ""
-    at = 0
-    async for chunk in playable_chunks(store, cast_id, live=False):
-        for word in chunk.words:
-            words.append(
-                CastWord(word.text, at + word.start_ms, at + word.end_ms, word.source, word.mark)
-            )
-        unit = unit or chunk.unit
-        at += chunk.duration_ms
-    return CastCaptions(words, unit, at)
+    born_ms: int = 0

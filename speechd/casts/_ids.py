@@ -1,9 +1,10 @@
 """Content-addressed cast ids, keyed by a per-deployment secret.
 
 The same (model, voice, speed, format, stripped text) always gives the same id, so identical
-requests share one cast. The hash is keyed with a secret kept in the store (`config/secret`,
-claimed once by whichever process asks first), so nobody can confirm what text someone else
-cast by computing ids themselves.
+requests share one cast; with a `scope` (`--share-casts per-key`: one API key's callers) only
+identical requests of that scope do. The hash is keyed with a secret kept in the store
+(`config/secret`, claimed once by whichever process asks first), so nobody can confirm what
+text someone else cast by computing ids themselves.
 """
 
 from __future__ import annotations
@@ -46,18 +47,23 @@ def cast_id(
     text: str,
     input_format: str = "text",
     normalize: bool = True,
+    scope: str = "",
 ) -> str:
     """The id of the cast these inputs make (22 url-safe characters).
 
     The text counts stripped, but for how much whitespace it starts with (timed words give
     offsets into the text as sent, so two texts that differ there are two casts); how the
     text is read (`input_format`, `normalize`) counts where it is not the default, so ids
-    made before those existed stay the same."""
+    made before those existed stay the same. `scope`: who shares the cast ("" every caller;
+    else only callers of that scope, e.g. one API key's: another scope's identical request
+    makes a cast of its own), appended only when set, for the same reason."""
     stripped = text.strip()
     fields: list[object] = [model, voice, round(float(speed), 3), format, stripped]
     reading = [input_format, normalize, len(text) - len(text.lstrip()) if stripped else 0]
     if reading != ["text", True, 0]:
         fields.append(reading)
+    if scope:
+        fields.append(scope)
     material = msgspec.msgpack.encode(fields)
     digest = hashlib.blake2b(material, key=secret[:64], digest_size=_ID_BYTES).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()

@@ -27,8 +27,15 @@ from typing import Final, Literal
 import msgspec
 
 from speechd.durable import AppendRecord, Record, SeqMismatch, Store
-from speechd.errors import InputClosed, InputConflict, InputSeqMismatch, InputTooLong
+from speechd.errors import (
+    CastFailed,
+    InputClosed,
+    InputConflict,
+    InputSeqMismatch,
+    InputTooLong,
+)
 
+from ._playable import read_head
 from ._records import H_CHARS, H_EVENT, decode, encode
 from ._streams import input_stream
 
@@ -53,7 +60,8 @@ EndReason = Literal["done", "idle", "abandoned"]
 
 class InputEnd(msgspec.Struct, frozen=True):
     """The end record's body. `reason`: `done` (its writer said so), `idle` (nothing came for
-    the recipe's `idle_s`) or `abandoned` (the cast ended without it: it failed)."""
+    the recipe's `idle_s`) or `abandoned` (the cast failed: its writer is answered with the
+    cast's error)."""
 
     reason: str
     pieces: int
@@ -144,13 +152,17 @@ async def append_input(
     """Append the piece `text` (if any) and, with `done`, the end record, in one conditional
     append; returns the input's state after it.
 
-    Raises `InputClosed` (text after the end; the input went idle past `idle_s`, which this
-    call then records), `InputSeqMismatch` (`seq` is not the number of pieces held) and
-    `InputTooLong` (past `max_chars` characters or `max_pieces` pieces). A bare `done` on a
-    closed input is answered with its state: the retry of a `done` that was taken.
+    Raises `CastFailed` with the cast's own error once the cast has failed (the worker
+    closes a failed live cast's input, `abandoned`), `InputClosed` (text after the end; the
+    input went idle past `idle_s`, which this call then records), `InputSeqMismatch` (`seq`
+    is not the number of pieces held) and `InputTooLong` (past `max_chars` characters or
+    `max_pieces` pieces). A bare `done` on an input closed otherwise is answered with its
+    state: the retry of a `done` that was taken.
     """
     for _ in range(_APPEND_TRIES):
         state = await read_input_state(store, cast_id)
+        if state.end is not None and state.end.reason == "abandoned":
+            raise await _failed(store, cast_id)
         if state.end is not None:
             if not text and done:
                 return state
@@ -191,6 +203,13 @@ async def append_input(
             continue  # someone appended first: judge this request against the new tail
         return InputState(pieces, chars, end, ack.timestamp, ack.next_seq)
     raise InputConflict("The input is being written by another request; try again.")
+
+
+async def _failed(store: Store, cast_id: str) -> CastFailed:
+    """The error of a cast that failed (what its audio answers)."""
+    head = await read_head(store, cast_id)
+    message = head.failure.message if head.failure is not None else "unknown"
+    return CastFailed(f"The cast could not be synthesized: {message}")
 
 
 def _closed_message(end: InputEnd) -> str:

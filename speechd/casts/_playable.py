@@ -12,9 +12,10 @@ a done cast), `cast_status`, the worker deciding how to resume a cast (`read_hea
 
 `read_head` reads a cast's head in a few record reads: the last record, the latest `start`
 (the last record names its seq in `x`), and the first and last records of the playable
-sequence. Streams written before `x` (and `keep`) existed are read by their old rule: an
-audio record's `i` counted from its attempt's `start`, so the start sits `i + 1` seqs before
-it; their attempts keep nothing.
+sequence. Audio records are read without their bodies (`Store.read(..., bodies=False)`): a
+head is a few small reads whatever the cast's format or length. Streams written before `x`
+(and `keep`) existed are read by their old rule: an audio record's `i` counted from its
+attempt's `start`, so the start sits `i + 1` seqs before it; their attempts keep nothing.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class CastHead:
     tail: int  # the stream's next seq (0: there is no such cast)
     meta: Meta | None = None
     event: str | None = None  # the last record's event
-    last: Record | None = None  # the stream's last record
+    last: Record | None = None  # the stream's last record (an audio record without its body)
     start: Start | None = None  # the latest attempt's start
     start_seq: int = -1
     own: int = 0  # audio records the latest attempt appended itself
@@ -98,6 +99,9 @@ class CastHead:
     origin_ms: int | None = None  # when the listeners' clock started; None: no audio yet
     failure: Failure | None = None  # why it failed, if it ends in error
     hold_ms: int = 0  # how long after its first audio the listeners' clock started (`h`)
+    born_ms: int = 0
+    """When the stream began (its `meta` record's timestamp): a cast removed and made again
+    under the same id has another, so caches of what it holds key by it."""
 
     @property
     def length(self) -> int:
@@ -125,12 +129,21 @@ class CastHead:
         return final.offset_ms + final.duration_ms if final is not None else 0
 
 
-async def _one(store: Store, stream: str, seq: int) -> Record | None:
+async def _one(store: Store, stream: str, seq: int, *, bodies: bool = True) -> Record | None:
     try:
-        batch = await store.read(stream, seq, max_records=1)
+        batch = await store.read(stream, seq, max_records=1, bodies=bodies)
     except SeqOutOfRange:
         return None
     return batch.records[0] if batch.records else None
+
+
+async def _last(store: Store, stream: str, seq: int) -> Record | None:
+    """The record at `seq` with its body, unless it is audio (a reader of the head needs only
+    an audio record's headers, and the bodies of the small JSON records)."""
+    record = await _one(store, stream, seq, bodies=False)
+    if record is None or event_of(record) == Event.AUDIO:
+        return record
+    return await _one(store, stream, seq)
 
 
 def _start_seq(record: Record) -> int | None:
@@ -150,9 +163,10 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
     tail = await store.check_tail(stream)
     if tail == 0:
         return CastHead(0)
-    first, last = await asyncio.gather(_one(store, stream, 0), _one(store, stream, tail - 1))
+    first, last = await asyncio.gather(_one(store, stream, 0), _last(store, stream, tail - 1))
     if first is None or last is None:  # deleted meanwhile
         return CastHead(0)
+    born_ms = first.timestamp
     try:
         meta: Meta | None = decode(first.body, Meta)
     except msgspec.DecodeError:
@@ -167,7 +181,7 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
     elif event in (Event.AUDIO, Event.EOS, Event.ERROR, Event.RETRY):
         start_seq = _start_seq(last)
         if start_seq is None and last.seq_num > 1:  # an old eos or error: its last audio
-            before = await _one(store, stream, last.seq_num - 1)
+            before = await _one(store, stream, last.seq_num - 1, bodies=False)
             if before is not None and event_of(before) == Event.START:
                 start_seq = before.seq_num
             elif before is not None:
@@ -176,7 +190,7 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
             start_record = await _one(store, stream, start_seq)
     start = _decoded(start_record, Start) if start_record is not None else None
     if start_record is None or start is None:
-        return CastHead(tail, meta, event, last, failure=failure)
+        return CastHead(tail, meta, event, last, failure=failure, born_ms=born_ms)
     start_seq = start_record.seq_num
     own = await _own(store, stream, last, start_seq)
     spans = playable_spans(start, start_seq, own)
@@ -187,21 +201,33 @@ async def read_head(store: Store, cast_id: str) -> CastHead:
         final_record = (
             last
             if event == Event.AUDIO
-            else await _one(store, stream, seq_of(spans, length_of(spans) - 1))
+            else await _one(store, stream, seq_of(spans, length_of(spans) - 1), bodies=False)
         )
         final = audio_chunk(final_record) if final_record is not None else None
         first_seq = spans[0].seq
         head = (
             final_record
             if final_record is not None and final_record.seq_num == first_seq
-            else await _one(store, stream, first_seq)
+            else await _one(store, stream, first_seq, bodies=False)
         )
         hold_ms = _hold_of(head)
         origin_ms = start.origin_ms or None
         if origin_ms is None and head is not None:
             origin_ms = head.timestamp + hold_ms
     return CastHead(
-        tail, meta, event, last, start, start_seq, own, spans, final, origin_ms, failure, hold_ms
+        tail,
+        meta,
+        event,
+        last,
+        start,
+        start_seq,
+        own,
+        spans,
+        final,
+        origin_ms,
+        failure,
+        hold_ms,
+        born_ms,
     )
 
 
@@ -224,7 +250,7 @@ async def _own(store: Store, stream: str, last: Record, start_seq: int) -> int:
         if record is None or event_of(record) == Event.AUDIO or seq <= start_seq:
             break
         seq -= 1
-        record = await _one(store, stream, seq)
+        record = await _one(store, stream, seq, bodies=False)
     if record is None or event_of(record) != Event.AUDIO:
         return 0
     return seq - start_seq
@@ -251,7 +277,7 @@ async def resume_point(store: Store, cast_id: str, head: CastHead) -> AudioChunk
     stream = cast_stream(cast_id)
     last = head.length - 1
     for index in range(last - 1, max(last - _BACK, -1), -1):
-        record = await _one(store, stream, seq_of(head.spans, index))
+        record = await _one(store, stream, seq_of(head.spans, index), bodies=False)
         if record is not None and record.header(H_RESUME):
             return audio_chunk(record)
     return None

@@ -87,6 +87,7 @@ __all__ = [
     "H_TEXT",
     "H_UNIT",
     "H_WORDS",
+    "PUBLIC_HEADERS",
     "AudioChunk",
     "Cursor",
     "DeadJob",
@@ -99,6 +100,7 @@ __all__ = [
     "Receipt",
     "Recipe",
     "RecordSpan",
+    "Requeue",
     "Retry",
     "Start",
     "Word",
@@ -111,6 +113,7 @@ __all__ = [
     "error_record",
     "event_of",
     "meta_record",
+    "public_headers",
     "retry_record",
     "start_record",
 ]
@@ -131,6 +134,21 @@ H_PLAN = b"p"
 H_START = b"x"
 H_RESUME = b"k"
 H_HOLD = b"h"
+
+
+PUBLIC_HEADERS = frozenset(
+    {H_EVENT, H_ATTEMPT, H_INDEX, H_PLANNED, H_OFFSET, H_DURATION, H_TEXT, H_WORDS, H_UNIT}
+    | {H_START, H_HOLD}
+)
+"""The headers of a cast stream's records that public reads carry (an allow-list): what a
+player or client needs to place, caption and follow the audio. Every other header stays
+private: the plan position `p` (offsets into, and a checksum of, the private text), the
+resume checkpoint `k`, and whatever a later writer adds until it is named here."""
+
+
+def public_headers(record: Record) -> list[tuple[bytes, bytes]]:
+    """`record`'s headers that public reads carry (`PUBLIC_HEADERS`), in order."""
+    return [(k, v) for k, v in record.headers if k in PUBLIC_HEADERS]
 
 
 class Event(StrEnum):
@@ -262,6 +280,17 @@ class Recipe(msgspec.Struct, frozen=True):
     """`text`, or `ssml`: `text` is an SSML document (never live)."""
     normalize: bool = True
     """False: the text is read as sent, without speechd's normalisation."""
+
+
+class Requeue(msgspec.Struct, frozen=True):
+    """After the recipe in `catalog/<id>`: a caller found the cast waiting, untouched for
+    `STALE_QUEUED_S`, and looked in `jobs` for its job. `appended`: it had none (its creator
+    died before appending it), and this caller appended one; else it was still in line.
+    Appended at the catalog's tail as a claim, so one caller looks at a time, and the next
+    look is `STALE_QUEUED_S` after this one. Readers of the recipe read only seq 0."""
+
+    requested_ms: int
+    appended: bool
 
 
 class Job(msgspec.Struct, frozen=True, omit_defaults=True):

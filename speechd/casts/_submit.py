@@ -3,8 +3,11 @@
 Claim `catalog/<id>` with the recipe, claim `pub/casts/<id>` with `meta`, append a job. Whoever
 wins the `pub/casts` claim enqueues; everybody else gets the existing cast. A process that dies
 between its claim and its job append would leave a cast that never starts; a later identical
-submit heals that by enqueuing again once the cast has sat without a `start` for
-`STALE_QUEUED_S` (a duplicate job is harmless: the worker skips casts already active or done).
+submit heals that once the cast has sat without a `start` for `STALE_QUEUED_S`: it claims the
+look with a `Requeue` record at the catalog's tail (one caller wins), and appends a job only
+if none waits in `jobs` above the committed cursor. A cast that is merely waiting its turn in a
+long line keeps its one job, however many callers ask for it: each look costs one read of the
+waiting jobs and one append, at most once per `STALE_QUEUED_S` per cast.
 
 A cast that ended in `error` is made again by the same request: it claims the remake with a
 `retry` record, appended only at the error's tail (so one request wins), then appends a job;
@@ -16,13 +19,26 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 
 import msgspec
 
-from speechd.durable import AppendRecord, SeqMismatch, Store
+from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
+from ._jobs import waiting_jobs
 from ._playable import read_head
-from ._records import Event, Job, Meta, Recipe, Retry, encode, meta_record, retry_record
+from ._records import (
+    Event,
+    Job,
+    Meta,
+    Recipe,
+    Requeue,
+    Retry,
+    decode,
+    encode,
+    meta_record,
+    retry_record,
+)
 from ._streams import JOBS, cast_stream, catalog_stream
 
 __all__ = ["STALE_QUEUED_S", "Submission", "submit"]
@@ -37,13 +53,20 @@ class Submission(msgspec.Struct, frozen=True):
 
 
 async def submit(
-    store: Store, cast_id: str, recipe: Recipe, *, sample_rate: int, at_once: bool = False
+    store: Store,
+    cast_id: str,
+    recipe: Recipe,
+    *,
+    sample_rate: int,
+    at_once: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> Submission:
     """Create the cast `cast_id` from `recipe` unless it exists; either way name it.
 
     `at_once`: the caller wants its first audio at once (see `Job`). It rides on the job this
     call appends (creating the cast, or making a failed one again); a call that joins an
-    existing cast changes nothing."""
+    existing cast changes nothing. `clock`: now, in seconds since the epoch (how long a
+    waiting cast has waited is judged by it against the store's timestamps)."""
     meta = Meta(
         model=recipe.model,
         voice=recipe.voice,
@@ -61,19 +84,17 @@ async def submit(
     try:
         await store.append(cast_stream(cast_id), [meta_record(meta)], match_seq_num=0)
     except SeqMismatch:
-        retried = await _heal(store, cast_id, at_once=at_once)
+        retried = await _heal(store, cast_id, at_once=at_once, now_ms=int(clock() * 1000))
         return Submission(cast_id, created=False, retried=retried)
     await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
     return Submission(cast_id, created=True)
 
 
-async def _heal(store: Store, cast_id: str, *, at_once: bool) -> bool:
+async def _heal(store: Store, cast_id: str, *, at_once: bool, now_ms: int) -> bool:
     """Make a failed cast again, or enqueue a stuck one again; True if this call retried it."""
     head = await read_head(store, cast_id)
-    now_ms = time.time() * 1000
-    stale = head.last is not None and now_ms - head.last.timestamp > STALE_QUEUED_S * 1000
     if head.event == Event.ERROR:
-        retry = Retry(attempt=head.attempt, requested_ms=int(now_ms))
+        retry = Retry(attempt=head.attempt, requested_ms=now_ms)
         with contextlib.suppress(SeqMismatch):  # another request retried it first
             await store.append(
                 cast_stream(cast_id),
@@ -83,6 +104,31 @@ async def _heal(store: Store, cast_id: str, *, at_once: bool) -> bool:
             await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
             return True
         return False
-    if stale and (head.tail == 1 or head.event == Event.RETRY):
-        await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+    if head.last is not None and (head.tail == 1 or head.event == Event.RETRY):
+        await _requeue(store, cast_id, quiet_since=head.last.timestamp, now_ms=now_ms)
     return False
+
+
+async def _requeue(store: Store, cast_id: str, *, quiet_since: int, now_ms: int) -> None:
+    """Append a job for a waiting cast that has none (see the module docstring)."""
+    catalog = catalog_stream(cast_id)
+    tail = await store.check_tail(catalog)
+    if tail == 0:  # no recipe (removed meanwhile): nothing could make it
+        return
+    with contextlib.suppress(SeqOutOfRange):
+        last = await store.read(catalog, tail - 1, max_records=1)
+        if last.records:
+            quiet_since = max(quiet_since, last.records[0].timestamp)
+        if last.records and tail > 1:  # a look, by its caller's clock (the one we judge by)
+            with contextlib.suppress(msgspec.DecodeError):
+                quiet_since = max(quiet_since, decode(last.records[0].body, Requeue).requested_ms)
+    if now_ms - quiet_since <= STALE_QUEUED_S * 1000:
+        return
+    in_line = cast_id in await waiting_jobs(store)
+    look = Requeue(requested_ms=now_ms, appended=not in_line)
+    try:
+        await store.append(catalog, [AppendRecord(encode(look))], match_seq_num=tail)
+    except SeqMismatch:  # another caller looked first
+        return
+    if not in_line:
+        await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])

@@ -20,7 +20,6 @@ from ._health import IDLE, LOADING, READY, STOPPED, UNAVAILABLE, WAKING
 from ._input import InputEnd, input_event, piece_record
 from ._records import (
     H_EVENT,
-    H_RESUME,
     AudioChunk,
     Cursor,
     DeadJob,
@@ -42,12 +41,12 @@ from ._records import (
     eos_record,
     error_record,
     event_of,
+    public_headers,
     start_record,
 )
 from ._streams import (
     CAST_PREFIX,
     CATALOG_PREFIX,
-    INPUT_PREFIX,
     JOBS,
     JOBS_CURSOR,
     JOBS_DEAD,
@@ -65,9 +64,7 @@ __all__ = [
     "CAST_PREFIX",
     "CATALOG_PREFIX",
     "H_EVENT",
-    "H_RESUME",
     "IDLE",
-    "INPUT_PREFIX",
     "JOBS",
     "JOBS_CURSOR",
     "JOBS_DEAD",
@@ -107,6 +104,7 @@ __all__ = [
     "input_stream",
     "lease_stream",
     "piece_record",
+    "public_headers",
     "start_record",
     "worker_stream",
 ]

@@ -39,13 +39,19 @@ Semantics every backend keeps (the conformance suite in tests/durable checks the
   splits records into appends that fit.
 * A record's body and header names and values are `bytes`; anything else is a `TypeError`,
   raised before anything of the batch is written.
+* **Reads without bodies.** `read(..., bodies=False)` returns the same records with each
+  `body` left out (`b""`) and its length in `omitted` (`Record.body_size` either way), for
+  readers that need only headers (a cast's words, a file's layout); `max_bytes` then counts
+  headers only. The embedded store never reads the bodies from disk; the NATS backend's server
+  sends them anyway (a direct get cannot leave part of a message out), and the handle drops
+  them as it decodes, so there the saving is the reader's memory, not the wire.
 """
 
 from __future__ import annotations
 
 import abc
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -58,6 +64,7 @@ __all__ = [
     "MAX_HEADERS",
     "MAX_HEADER_BYTES",
     "MAX_NAME_BYTES",
+    "SWEEP_PAGE",
     "AppendAck",
     "AppendRecord",
     "DurableError",
@@ -68,6 +75,7 @@ __all__ = [
     "RecordTooLarge",
     "SeqMismatch",
     "SeqOutOfRange",
+    "Spare",
     "Store",
     "StoreClosed",
     "StreamInfo",
@@ -95,6 +103,14 @@ class Record(msgspec.Struct, frozen=True):
     timestamp: int
     headers: Headers
     body: bytes
+    omitted: int = 0
+    """The length of the body a read without bodies left out (`body` is then `b""`); 0 when
+    the body is here."""
+
+    @property
+    def body_size(self) -> int:
+        """The stored body's length, whether this read carried it or not."""
+        return self.omitted or len(self.body)
 
     def header(self, name: bytes) -> bytes | None:
         """The value of the first header called `name`, or None."""
@@ -298,6 +314,12 @@ def check_batch(records: Sequence[AppendRecord], limits: Limits = CONTRACT_LIMIT
 
 _S = TypeVar("_S", bound="Store")
 
+SWEEP_PAGE = 256
+"""The most expired stream names a sweep hands its `spare` at once."""
+
+Spare = Callable[[list[str]], Awaitable[Collection[str]]]
+"""A sweep's `spare`: given expired stream names, the ones to keep (see `Store.sweep`)."""
+
 
 class Store(abc.ABC):
     """An async stream store. Open one per event loop; close it when done."""
@@ -326,8 +348,12 @@ class Store(abc.ABC):
         max_records: int = 1000,
         max_bytes: int = MAX_BATCH_BYTES,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
-        """Records from `seq_num`; at the tail, wait up to `wait` seconds for one to land."""
+        """Records from `seq_num`; at the tail, wait up to `wait` seconds for one to land.
+
+        With `bodies=False`, each record's body is left out (its length in `omitted`) and
+        `max_bytes` counts headers only."""
 
     @abc.abstractmethod
     async def check_tail(self, stream: str) -> int:
@@ -367,12 +393,18 @@ class Store(abc.ABC):
                 seq_num = batch.records[-1].seq_num + 1
 
     @abc.abstractmethod
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
         """Delete streams under `prefixes` untouched (no append) for `max_age_s` seconds.
 
         Each stream is checked and deleted atomically, so a stream appended to during the sweep
         survives it. The work goes in bounded steps, so appends (of any process) are never kept
-        waiting behind a whole sweep. Returns how many streams were deleted.
+        waiting behind a whole sweep. `spare`, if given, is asked about the expired streams a
+        page at a time (at most `SWEEP_PAGE` names) before any of them goes, and the names it
+        returns are kept this time (a caller whose streams live and die together, like a
+        cast's, keeps a stream whose siblings are still in use). Returns how many streams were
+        deleted.
         """
 
     async def __aenter__(self: _S) -> _S:

@@ -46,6 +46,7 @@ import msgspec
 from ._contract import (
     CONTRACT_LIMITS,
     MAX_BATCH_BYTES,
+    SWEEP_PAGE,
     AppendAck,
     AppendRecord,
     DurableError,
@@ -54,6 +55,7 @@ from ._contract import (
     Record,
     SeqMismatch,
     SeqOutOfRange,
+    Spare,
     Store,
     StoreClosed,
     StreamInfo,
@@ -71,11 +73,20 @@ log = logging.getLogger("speechd.durable")
 
 _POLL_INTERVAL_S = 0.5
 _READ_THREADS = 4
-_SWEEP_PAGE = 256  # expired streams listed at a time
+_SWEEP_PAGE = SWEEP_PAGE  # expired streams listed at a time
 _SWEEP_CHUNK = 4  # ... and deleted in one step
 
 _headers_encoder = msgspec.msgpack.Encoder()
 _headers_decoder = msgspec.msgpack.Decoder(tuple[tuple[bytes, bytes], ...])
+
+_READ_BODIES = (
+    "SELECT seq, ts, headers, body FROM records"
+    " WHERE stream_id=? AND seq>=? AND seq<? ORDER BY seq LIMIT ?"
+)
+_READ_HEADERS = (
+    "SELECT seq, ts, headers, length(body) FROM records"
+    " WHERE stream_id=? AND seq>=? AND seq<? ORDER BY seq LIMIT ?"
+)
 
 # A new stream's id: above every id that any row still names, so the records of a deleted
 # stream waiting to be purged never meet a new stream's (see `_embedded_layout`).
@@ -253,7 +264,9 @@ class EmbeddedStore(Store):
             self._janitor.kick()
         return existed
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
         self._check_open()
         cutoff = _now_ms() - int(max_age_s * 1000)
         removed = 0
@@ -261,6 +274,9 @@ class EmbeddedStore(Store):
             after = ""
             while page := await self._expired(prefix, after, cutoff):
                 after = page[-1][1]
+                if spare is not None:
+                    kept = await spare([name for _, name in page])
+                    page = [(sid, name) for sid, name in page if name not in kept]
                 for i in range(0, len(page), _SWEEP_CHUNK):
                     started = self._loop.time()
                     removed += await self._background(
@@ -304,7 +320,9 @@ class EmbeddedStore(Store):
             self._reader_conns.append(conn)
         return conn
 
-    def _read_now(self, stream: str, seq_num: int, max_records: int, max_bytes: int) -> ReadBatch:
+    def _read_now(
+        self, stream: str, seq_num: int, max_records: int, max_bytes: int, bodies: bool
+    ) -> ReadBatch:
         conn = self._reader()
         with translate_errors(f"reading {stream}"):
             # One read transaction: the tail and the records come from the same snapshot.
@@ -319,16 +337,21 @@ class EmbeddedStore(Store):
                 records: list[Record] = []
                 if stream_id is not None and seq_num < tail:
                     size = 0
+                    # length() of a blob reads its size from the row header, not its pages:
+                    # a read without bodies never touches them.
                     rows = conn.execute(
-                        "SELECT seq, ts, headers, body FROM records"
-                        " WHERE stream_id=? AND seq>=? AND seq<? ORDER BY seq LIMIT ?",
+                        _READ_BODIES if bodies else _READ_HEADERS,
                         (stream_id, seq_num, tail, max_records),
                     )
-                    for seq, ts, headers, body in rows:
-                        size += len(body) + len(headers)
+                    for seq, ts, raw, body in rows:
+                        size += len(raw) + (len(body) if bodies else 0)
                         if records and size > max_bytes:
                             break
-                        records.append(Record(seq, ts, _headers_decoder.decode(headers), body))
+                        headers = _headers_decoder.decode(raw)
+                        if bodies:
+                            records.append(Record(seq, ts, headers, body))
+                        else:  # `body` is its length
+                            records.append(Record(seq, ts, headers, b"", omitted=body))
                 return ReadBatch(records, tail)
             finally:
                 conn.execute("COMMIT")
@@ -341,6 +364,7 @@ class EmbeddedStore(Store):
         max_records: int = 1000,
         max_bytes: int = MAX_BATCH_BYTES,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         validate_name(stream)
         if seq_num < 0:
@@ -354,7 +378,7 @@ class EmbeddedStore(Store):
             waiter = self._waiters.register(stream) if wait > 0 else None
             try:
                 batch = await self._loop.run_in_executor(
-                    self._readers, self._read_now, stream, seq_num, max_records, max_bytes
+                    self._readers, self._read_now, stream, seq_num, max_records, max_bytes, bodies
                 )
                 remaining = deadline - self._loop.time()
                 if batch.records or waiter is None or remaining <= 0:

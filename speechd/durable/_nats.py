@@ -64,12 +64,14 @@ from nats.aio.client import Client
 from ._contract import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
+    SWEEP_PAGE,
     AppendAck,
     AppendRecord,
     DurableError,
     Limits,
     ReadBatch,
     SeqOutOfRange,
+    Spare,
     Store,
     StoreClosed,
     StreamInfo,
@@ -93,7 +95,7 @@ _DEFAULT_BATCH_MSGS: Final = 1000  # the server's default, if its probe answer s
 _VARZ_TIMEOUT_S = 1.0
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-.]+")
 _LIST_PAGE = 1000  # heads per multi_last request (the server answers at most 1024)
-_SWEEP_PAGE = 256  # heads a sweep looks at, at a time
+_SWEEP_PAGE = SWEEP_PAGE  # heads a sweep looks at, at a time
 _SWEEP_CONCURRENCY = 4  # deletes of a sweep in flight at once
 
 
@@ -246,12 +248,15 @@ class NatsStore(Store):
         max_records: int = 1000,
         max_bytes: int = MAX_BATCH_BYTES,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         validate_name(stream)
         self._check_open()
         if seq_num < 0:
             raise SeqOutOfRange(stream, seq_num, 0)
-        return await self._reader.read(stream, seq_num, max(1, max_records), max_bytes, wait)
+        return await self._reader.read(
+            stream, seq_num, max(1, max_records), max_bytes, wait, bodies
+        )
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)
@@ -368,7 +373,9 @@ class NatsStore(Store):
             )
         return True
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
         self._check_open()
         loop = asyncio.get_running_loop()
         cutoff = _now_ms() - int(max_age_s * 1000)
@@ -391,6 +398,9 @@ class NatsStore(Store):
         for i in range(0, len(ordered), _SWEEP_PAGE):
             heads = await self._heads_of(ordered[i : i + _SWEEP_PAGE])
             doomed = [(name, at) for name, at in heads.items() if at.head.ts < cutoff]
+            if spare is not None and doomed:
+                kept = await spare([name for name, _ in doomed])
+                doomed = [(name, at) for name, at in doomed if name not in kept]
             removed += sum(await asyncio.gather(*(remove(name, at) for name, at in doomed)))
         return removed
 

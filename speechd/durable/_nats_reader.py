@@ -35,7 +35,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from ._contract import DurableError, ReadBatch, Record, SeqOutOfRange
+from ._contract import MAX_BATCH_BYTES, DurableError, ReadBatch, Record, SeqOutOfRange
 from ._nats_layout import H_DELETED, Frame, Head, Layout
 from ._nats_retry import Retry
 from ._nats_wire import SEQUENCE, DirectMsg, JetStream
@@ -192,7 +192,13 @@ class Reader:
         self._watches: dict[str, _Watch] = {}
 
     async def read(
-        self, stream: str, seq_num: int, max_records: int, max_bytes: int, wait: float
+        self,
+        stream: str,
+        seq_num: int,
+        max_records: int,
+        max_bytes: int,
+        wait: float,
+        bodies: bool = True,
     ) -> ReadBatch:
         deadline = self._loop.time() + max(0.0, wait)
         watch = await self._watch(stream) if wait > 0 else None
@@ -203,7 +209,7 @@ class Reader:
                 # still wakes us.
                 waiter = watch.arm() if watch is not None else None
                 try:
-                    batch = await self._read_now(stream, seq_num, max_records, max_bytes)
+                    batch = await self._read_now(stream, seq_num, max_records, max_bytes, bodies)
                     remaining = deadline - self._loop.time()
                     if batch.records or waiter is None or remaining <= 0:
                         return batch
@@ -218,8 +224,13 @@ class Reader:
             if watch is not None:
                 self._unwatch(watch)
 
-    async def _read_now(self, stream: str, seq: int, max_records: int, max_bytes: int) -> ReadBatch:
+    async def _read_now(
+        self, stream: str, seq: int, max_records: int, max_bytes: int, bodies: bool
+    ) -> ReadBatch:
         _, cached = self._heads.known(stream)
+        # Without bodies, the server still sends them (a direct get has no projection): its
+        # answer is bounded by the contract's batch size, and the bodies are dropped here.
+        wire_bytes = max_bytes if bodies else MAX_BATCH_BYTES
         window = min(max_records, _READ_WINDOW)
         if cached is not None and cached.head.next > seq:
             window = min(window, cached.head.next - seq + 16)
@@ -231,7 +242,7 @@ class Reader:
                 # Pipelined: the head, and the records of the life we know of.
                 first, msgs = await asyncio.gather(
                     self._heads.direct(stream),
-                    self._records(stream, cached.head.gen, seq, window, max_bytes),
+                    self._records(stream, cached.head.gen, seq, window, wire_bytes),
                 )
                 at = await self._heads.fresh(stream, first)
             else:
@@ -244,8 +255,8 @@ class Reader:
                 return ReadBatch([], tail)
             if msgs is None or at.head.gen != cached.head.gen:  # type: ignore[union-attr]
                 window = min(max_records, _READ_WINDOW, tail - seq)
-                msgs = await self._records(stream, at.head.gen, seq, window, max_bytes)
-            records = _contiguous(msgs, at.head.gen, seq, tail, max_records, max_bytes)
+                msgs = await self._records(stream, at.head.gen, seq, window, wire_bytes)
+            records = _contiguous(msgs, at.head.gen, seq, tail, max_records, max_bytes, bodies)
             if records:
                 return ReadBatch(records, tail)
             # The head promises records this replica does not have (yet, or any more: a
@@ -347,10 +358,17 @@ class Reader:
 
 
 def _contiguous(
-    msgs: list[DirectMsg], gen: str, seq: int, tail: int, max_records: int, max_bytes: int
+    msgs: list[DirectMsg],
+    gen: str,
+    seq: int,
+    tail: int,
+    max_records: int,
+    max_bytes: int,
+    bodies: bool = True,
 ) -> list[Record]:
     """The records `seq`, `seq + 1`, ... of life `gen` found in `msgs`, below `tail`, within
-    `max_records` and `max_bytes` (at least one if `seq` is there)."""
+    `max_records` and `max_bytes` (at least one if `seq` is there); without `bodies`, each
+    body left out and `max_bytes` counting headers only."""
     suffix = f".{gen}."
     found: dict[int, DirectMsg] = {}
     for msg in msgs:
@@ -362,9 +380,13 @@ def _contiguous(
     n = seq
     while n < tail and len(records) < max_records and n in found:
         frame = _frame_decoder.decode(found[n].data)
-        size += len(frame.body) + sum(len(k) + len(v) for k, v in frame.headers)
+        size += sum(len(k) + len(v) for k, v in frame.headers)
+        size += len(frame.body) if bodies else 0
         if records and size > max_bytes:
             break
-        records.append(Record(n, frame.ts, frame.headers, frame.body))
+        if bodies:
+            records.append(Record(n, frame.ts, frame.headers, frame.body))
+        else:
+            records.append(Record(n, frame.ts, frame.headers, b"", omitted=len(frame.body)))
         n += 1
     return records

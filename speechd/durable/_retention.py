@@ -7,7 +7,7 @@ import logging
 
 import msgspec
 
-from ._contract import DurableError, Store, StoreClosed
+from ._contract import DurableError, Spare, Store, StoreClosed
 
 __all__ = ["Retention", "sweep_forever"]
 
@@ -25,14 +25,15 @@ class Retention(msgspec.Struct, frozen=True):
         return min(max(self.max_age_s / 10, 0.05), 60.0)
 
 
-async def sweep_forever(store: Store, retention: Retention) -> None:
-    """Sweep every `retention.interval_s` until cancelled or the store closes.
+async def sweep_forever(store: Store, retention: Retention, *, spare: Spare | None = None) -> None:
+    """Sweep every `retention.interval_s` until cancelled or the store closes (`spare`: as
+    `Store.sweep` takes it).
 
     A failed sweep is logged, not fatal: the next interval tries again.
     """
     while True:
         try:
-            removed = await store.sweep(retention.max_age_s, retention.prefixes)
+            removed = await store.sweep(retention.max_age_s, retention.prefixes, spare=spare)
         except StoreClosed:
             return
         except DurableError:

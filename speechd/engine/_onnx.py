@@ -38,6 +38,7 @@ import numpy.typing as npt
 from speechd.errors import CastFailed, ModelUnavailable
 
 from ._export import BACK, BACK_BATCH, FRONT, FRONT_BATCH, MANIFEST
+from ._onnx_graphs import SplitGraphs, WholeGraph
 from ._runtime import (
     MAX_BATCH,
     SAMPLES_PER_FRAME,
@@ -76,140 +77,11 @@ def _errors() -> tuple[type[BaseException], ...]:
     return (*found, RuntimeError, ValueError)
 
 
-class _Split:
-    """speechd's export: the two halves of `_split` as two sessions, and where the export
-    has them, the batched halves (`_split_batch`) as two more, opened at the first batch
-    (or `prepare_batch`): a worker that never batches never holds their weights (~330 MB)."""
-
-    def __init__(
-        self,
-        front: Any,
-        back: Any,
-        long_back: Any = None,
-        run: Any = None,
-        batched: Callable[[], tuple[Any, Any]] | None = None,
-    ) -> None:
-        self._front = front
-        self._back = back
-        self._long_back = long_back  # a CUDA-only session for chunks past TensorRT's profile
-        self._run = run  # RunOptions
-        self._open_batched = batched  # None: the export has no batched graphs
-        self._batched: tuple[Any, Any] | None = None
-
-    @property
-    def batches(self) -> bool:
-        return self._open_batched is not None
-
-    def prepare_batch(self, max_items: int) -> None:
-        if self._open_batched is None:
-            return
-        if max_items <= 1:
-            self._batched = None
-        elif self._batched is None:
-            self._batched = self._open_batched()
-
-    def _sessions(self) -> tuple[Any, Any]:
-        assert self._open_batched is not None, "OnnxRuntime.max_batch is 1: no batched graphs"
-        if self._batched is None:
-            self._batched = self._open_batched()
-        return self._batched
-
-    def front_batch(
-        self,
-        input_ids: npt.NDArray[np.int64],
-        lengths: npt.NDArray[np.int64],
-        style: npt.NDArray[np.float32],
-        speed: npt.NDArray[np.float32],
-    ) -> tuple[npt.NDArray[np.int64], Any]:
-        feeds = {"input_ids": input_ids, "lengths": lengths, "style": style, "speed": speed}
-        durations, d, t_en = self._sessions()[0].run(None, feeds, self._run)
-        return durations, (d, t_en)
-
-    def back_batch(
-        self,
-        state: Any,
-        frames: npt.NDArray[np.int64],
-        frame_lengths: npt.NDArray[np.int64],
-        style: npt.NDArray[np.float32],
-        phase: npt.NDArray[np.float32],
-        noise: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]:
-        d, t_en = state
-        feeds = {"d": d, "t_en": t_en, "frames": frames, "frame_lengths": frame_lengths}
-        feeds |= {"style": style, "phase": phase, "noise": noise}
-        (audio,) = self._sessions()[1].run(None, feeds, self._run)
-        return audio
-
-    def front(
-        self, input_ids: npt.NDArray[np.int64], style: npt.NDArray[np.float32], speed: float
-    ) -> tuple[npt.NDArray[np.int64], Any]:
-        durations, d, t_en = self._front.run(
-            None,
-            {"input_ids": input_ids, "style": style, "speed": np.array([speed], np.float32)},
-            self._run,
-        )
-        return durations, (d, t_en)
-
-    def back(
-        self,
-        state: Any,
-        frames: npt.NDArray[np.int64],
-        style: npt.NDArray[np.float32],
-        phase: npt.NDArray[np.float32],
-        noise: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]:
-        d, t_en = state
-        session = self._back
-        if self._long_back is not None and frames.size > TRT_MAX_FRAMES:
-            session = self._long_back
-        feeds = {"d": d, "t_en": t_en, "frames": frames, "style": style}
-        (audio,) = session.run(None, {**feeds, "phase": phase, "noise": noise}, self._run)
-        return audio
-
-
-class _Whole:
-    """A foreign single-graph Kokoro export."""
-
-    def __init__(self, session: Any, path: Path, run: Any = None) -> None:
-        self._run = run
-        inputs = {i.name: i.type for i in session.get_inputs()}
-        self._ids = next((n for n in ("input_ids", "tokens") if n in inputs), None)
-        self._style = next((n for n in ("style", "ref_s") if n in inputs), None)
-        if self._ids is None or self._style is None or "speed" not in inputs:
-            raise ModelUnavailable(
-                f"{str(path)!r} is not a Kokoro ONNX export (inputs: {', '.join(inputs)}; "
-                "expected tokens or input_ids, style, speed)."
-            )
-        self._speed_type = np.int32 if "int32" in inputs["speed"] else np.float32
-        if "int64" in inputs["speed"]:
-            self._speed_type = np.int64
-        outputs = session.get_outputs()
-        self._with_durations = len(outputs) > 1 and "int" in outputs[1].type
-        self._session = session
-
-    def infer(
-        self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float
-    ) -> Inference:
-        feeds = {
-            self._ids: np.array([[0, *tokens, 0]], dtype=np.int64),
-            self._style: style,
-            "speed": np.array([speed], dtype=self._speed_type),
-        }
-        outputs = self._session.run(None, feeds, self._run)
-        audio = np.ascontiguousarray(outputs[0], dtype=np.float32).reshape(-1)
-        durations = None
-        if self._with_durations:
-            durations = np.asarray(outputs[1], dtype=np.int64).reshape(-1)
-            if int(durations.sum()) * SAMPLES_PER_FRAME != audio.size:
-                durations = None  # not the frame layout the engine knows
-        return Inference(audio, durations)
-
-
 class OnnxRuntime:
     name = "onnx"
 
     def __init__(
-        self, graphs: _Split | _Whole, device: str, detail: str, fingerprint: str = "onnx"
+        self, graphs: SplitGraphs | WholeGraph, device: str, detail: str, fingerprint: str = "onnx"
     ) -> None:
         self._graphs = graphs
         self.device = device
@@ -220,24 +92,24 @@ class OnnxRuntime:
     @property
     def seeded(self) -> bool:
         """Whether a seed decides the decoder's noise (speechd's export; not a foreign one)."""
-        return isinstance(self._graphs, _Split)
+        return isinstance(self._graphs, SplitGraphs)
 
     @property
     def max_batch(self) -> int:
         """MAX_BATCH with speechd's batched graphs; 1 without (a foreign or older export)."""
         graphs = self._graphs
-        return MAX_BATCH if isinstance(graphs, _Split) and graphs.batches else 1
+        return MAX_BATCH if isinstance(graphs, SplitGraphs) and graphs.batches else 1
 
     def prepare_batch(self, max_items: int) -> None:
         """Open the batched sessions now (max_items > 1) or let them go (1)."""
-        if isinstance(self._graphs, _Split):
+        if isinstance(self._graphs, SplitGraphs):
             try:
                 self._graphs.prepare_batch(max_items)
             except self._errors as exc:
                 raise CastFailed(f"Cannot open the batched graphs on {self.device}: {exc}") from exc
 
     def infer_batch(self, requests: Sequence[Request]) -> list[Inference]:
-        if not isinstance(self._graphs, _Split) or not self._graphs.batches:
+        if not isinstance(self._graphs, SplitGraphs) or not self._graphs.batches:
             raise CastFailed("This ONNX export has no batched graphs: one chunk at a time.")
         try:
             return infer_batch_in_two_stages(self._graphs, requests)
@@ -248,7 +120,7 @@ class OnnxRuntime:
         self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
     ) -> Inference:
         try:
-            if isinstance(self._graphs, _Split):
+            if isinstance(self._graphs, SplitGraphs):
                 return infer_in_two_stages(self._graphs, tokens, style, speed, seed)
             return self._graphs.infer(tokens, style, speed)
         except self._errors as exc:
@@ -361,7 +233,7 @@ def load_onnx_runtime(
     index = int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0
     options = _session_options(ort, threads)
 
-    def open_on(gpu: bool) -> tuple[_Split | _Whole, list[str]]:
+    def open_on(gpu: bool) -> tuple[SplitGraphs | WholeGraph, list[str]]:
         if export.is_dir():
             return _open_split(
                 ort, export, options, available, gpu, index, trt_cache, gpu_mem_limit
@@ -369,7 +241,7 @@ def load_onnx_runtime(
         chain = _gpu_chain(available, index, None, gpu_mem_limit) if gpu else [CPU]
         session = ort.InferenceSession(str(export), options, providers=chain)
         run = None if gpu else _cpu_run_options(ort)
-        return _Whole(session, export, run), list(session.get_providers())
+        return WholeGraph(session, export, run), list(session.get_providers())
 
     try:
         try:
@@ -395,7 +267,7 @@ def load_onnx_runtime(
     threads_said = f", {threads} threads" if threads else ""
     detail = f"onnxruntime {ort.__version__} on {', '.join(providers)}{threads_said}"
     fingerprint = "onnx"
-    if isinstance(graphs, _Whole):
+    if isinstance(graphs, WholeGraph):
         detail += f" ({export.name}: its own noise, seeds ignored)"
         # Its weights are its own, not the model folder's: the file names them.
         fingerprint = f"onnx:{export.name}:{export.stat().st_size}"
@@ -411,13 +283,13 @@ def _open_split(
     index: int,
     trt_cache: Path,
     mem_limit: int | None = None,
-) -> tuple[_Split, list[str]]:
+) -> tuple[SplitGraphs, list[str]]:
     manifest = json.loads((export / MANIFEST).read_text(encoding="utf-8"))
     if not gpu:
         front = ort.InferenceSession(str(export / FRONT), options, providers=[CPU])
         back = ort.InferenceSession(str(export / BACK), options, providers=[CPU])
         pair = _batched(ort, export, manifest, options, [CPU])
-        return _Split(front, back, run=_cpu_run_options(ort), batched=pair), [CPU]
+        return SplitGraphs(front, back, run=_cpu_run_options(ort), batched=pair), [CPU]
     trt_front = trt_back = None
     if TENSORRT in available:
         front_shapes, back_shapes = _profiles(manifest["channels"])
@@ -435,9 +307,11 @@ def _open_split(
         long_back = ort.InferenceSession(
             str(export / BACK), options, providers=_gpu_chain(available, index, None, mem_limit)
         )
-    pair = _batched(ort, export, manifest, options, _gpu_chain(available, index, None))
+    cuda = _gpu_chain(available, index, None, mem_limit)
+    pair = _batched(ort, export, manifest, options, cuda)
     log.info("ONNX export %s on %s", export, ", ".join(providers))
-    return _Split(front, back, long_back, batched=pair), providers
+    long = None if long_back is None else (long_back, TRT_MAX_FRAMES)
+    return SplitGraphs(front, back, long, batched=pair), providers
 
 
 def _batched(

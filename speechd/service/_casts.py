@@ -26,13 +26,14 @@ import functools
 import math
 import re
 import time
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import NamedTuple, NoReturn
 
 import msgspec
 
 from speechd import casts
-from speechd.audio import SAMPLE_RATE
+from speechd.audio import SAMPLE_RATE, finished_bytes
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import Store
 from speechd.engine import LANGUAGES, VoiceBook, check_input, voice_language
@@ -73,6 +74,7 @@ _TAGS = re.compile(r"<[^<>]{0,1024}>")
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
+_FILES_KEPT = 256  # layouts of finished files kept
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -135,6 +137,7 @@ class CastService:
         self._health_lock = asyncio.Lock()
         self._book: tuple[tuple[object, ...], _Voices] | None = None
         self._line = QueueLine(store)
+        self._files: OrderedDict[str, casts.CastFile] = OrderedDict()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -278,6 +281,7 @@ class CastService:
                 text=text,
                 input_format=reading,
                 normalize=request.normalize,
+                scope=request.scope,
             )
         if cast_id is None or await self._joins_line(cast_id):
             depth = await self.queue_depth()
@@ -326,7 +330,12 @@ class CastService:
             normalize=checked.normalize,
         )
         submission = await casts.submit(
-            self.store, checked.id, recipe, sample_rate=SAMPLE_RATE, at_once=request.at_once
+            self.store,
+            checked.id,
+            recipe,
+            sample_rate=SAMPLE_RATE,
+            at_once=request.at_once,
+            clock=self._clock,
         )
         return SubmittedCast(checked.id, submission.created, recipe, checked.unsupported)
 
@@ -352,6 +361,36 @@ class CastService:
             async for chunk in chunks:
                 if chunk:
                     yield chunk
+
+    async def finished_file(self, cast_id: str) -> casts.CastFile:
+        """The layout of a finished cast's file (kept for the files most recently asked for,
+        each while its stream's birth and length stay what they were). Raises `CastNotFound`,
+        and `CastFailed` unless the cast has ended in `eos`."""
+        head = await casts.read_head(self.store, cast_id)
+        found = self._files.pop(cast_id, None)
+        if found is None or (found.tail, found.born_ms) != (head.tail, head.born_ms):
+            found = await casts.lay_out(self.store, cast_id, head)
+        self._files[cast_id] = found
+        while len(self._files) > _FILES_KEPT:
+            self._files.popitem(last=False)
+        return found
+
+    async def file_bytes(
+        self, cast_id: str, file: casts.CastFile, start: int, stop: int
+    ) -> AsyncGenerator[bytes, None]:
+        """Bytes `start` to `stop` of the finished file `file` lays out, as a whole file reads
+        (`speechd.audio.finished_bytes`: a wav says its true sizes), a few records at a time."""
+        offset = start
+        body = casts.file_bytes(self.store, cast_id, file, start, stop)
+        async with contextlib.aclosing(body):  # type: ignore[type-var]
+            async for piece in body:
+                yield finished_bytes(file.format, piece, offset=offset, size=file.size)
+                offset += len(piece)
+
+    async def ended(self, cast_id: str) -> None:
+        """Return once the cast has ended in `eos` (nothing of its audio is read); raises
+        `CastNotFound`, and `CastFailed` if it fails."""
+        await casts.wait_ended(self.store, cast_id)
 
     async def status(self, cast_id: str) -> casts.CastStatus:
         """Where the cast stands (a queued one: its place in line, and when it should start;

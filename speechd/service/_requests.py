@@ -68,6 +68,9 @@ class CastRequest(msgspec.Struct, frozen=True, kw_only=True):
     normalize: bool = True
     """False: read the text as sent, without speechd's normalisation (numbers, units, URLs,
     Markdown); inline pronunciations and the lexicon still apply."""
+    scope: str = ""
+    """Who shares the cast (`casts.cast_id`): "" every caller making the same request; else
+    only callers of this scope (`--share-casts per-key`: one API key's)."""
 
 
 class LiveRequest(msgspec.Struct, frozen=True, kw_only=True):

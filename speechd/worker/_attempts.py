@@ -32,12 +32,13 @@ from typing import NamedTuple
 
 import msgspec
 
-from speechd.casts import CastHead, kept_spans, last_notice
+from speechd.casts import CastHead, kept_spans, last_notice, read_head
 from speechd.casts.schema import (
     AudioChunk,
     Eos,
     Event,
     Recipe,
+    RecordSpan,
     Start,
     WorkerNotice,
     audio_record,
@@ -305,16 +306,8 @@ class Attempts:
             )
             return Fate.ENDED
         keep, kept = cast.index, cast.spans
-        if not failed.encoder_intact:  # it may hold part of the chunk: go on from the last record
-            fmt, rate = cast.recipe.format, self._engine.sample_rate
-            if cast.resume is not None:
-                cast.encoder = self._encoders(fmt, rate, resume=cast.resume.encoder)
-            else:  # nothing to go on from: start over, plan and all
-                cast.encoder = self._encoders(fmt, rate)
-                keep, kept = 0, []
-                cast.plan = await self._plans.plan(cast.recipe, cast.timing)
-                cast.samples, cast.gen_s = 0, 0.0
-                cast.origin_ms, cast.origin_s = 0, None
+        if not failed.encoder_intact:  # it may hold part of the chunk
+            keep, kept = await self._go_back(cast)
         start = msgspec.structs.replace(
             cast.start,
             attempt=cast.attempt + 1,
@@ -331,6 +324,26 @@ class Attempts:
             cast.start, cast.start_seq, cast.made = start, start_seq, 0
             log.info("cast %s: attempt %d from record %d", cast.id, cast.attempt, cast.index)
         return appended.fate
+
+    async def _go_back(self, cast: Admitted) -> tuple[int, list[RecordSpan]]:
+        """The encoder may hold part of a failed chunk: go on exactly as an attempt opened
+        after a crash would (`Plans.continuation`, from the store): from the last durable
+        record that carries a checkpoint, its encoder and plan position, keeping the records
+        up to it; or, with none, from the start, plan and all. Returns what the next attempt
+        keeps. (Going on from the cast's own last checkpoint while keeping every record
+        misaligned the file when a chunk after that checkpoint had none of its own.)"""
+        head = await read_head(self._store, cast.id)
+        going = await self._plans.continuation(cast.id, head, cast.recipe)
+        if going is None or going.complete:
+            cast.encoder = self._encoders(cast.recipe.format, self._engine.sample_rate)
+            cast.plan = await self._plans.plan(cast.recipe, cast.timing)
+            cast.samples, cast.gen_s, cast.resume = 0, 0.0, None
+            cast.origin_ms, cast.origin_s = 0, None
+            return 0, []
+        cast.encoder, cast.plan, cast.resume = going.encoder, going.plan, going.resume
+        if going.resume is not None:
+            cast.samples, cast.gen_s = going.resume.samples, going.resume.gen_ms / 1000
+        return going.keep, kept_spans(head.spans, going.keep)
 
     # -- appending and ending --------------------------------------------------------------
 

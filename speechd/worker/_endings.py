@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+import msgspec
+
 from speechd.casts import close_input, read_input_state
 from speechd.casts.schema import (
     JOBS_DEAD,
@@ -15,8 +17,10 @@ from speechd.casts.schema import (
     DeadJob,
     Eos,
     Failure,
+    Meta,
     Receipt,
     cast_stream,
+    decode,
     encode,
     error_record,
 )
@@ -31,6 +35,7 @@ __all__ = ["RECEIPTS", "Endings"]
 log = logging.getLogger("speechd.worker")
 
 RECEIPTS = 10_000  # receipts kept in `progress/done` (WorkerConfig.receipts)
+_CLOSE_TRIES = 8  # a failed live cast's input closed, against pieces still landing
 
 
 class Endings:
@@ -102,7 +107,22 @@ class Endings:
         await self._intake.finish(job)
 
     async def _abandon_input(self, cast_id: str) -> None:
-        """A live cast that failed takes no more input: its writer is told so (409)."""
-        state = await read_input_state(self._store, cast_id)
-        if state.tail and not state.closed:  # none: not a live cast (or nothing came yet)
-            await close_input(self._store, cast_id, state, "abandoned")
+        """A live cast that failed takes no more input (its writer is answered with the
+        cast's error): its input is closed, even one that no piece reached yet."""
+        for _ in range(_CLOSE_TRIES):
+            state = await read_input_state(self._store, cast_id)
+            if state.closed or not (state.tail or await self._is_live(cast_id)):
+                return
+            if await close_input(self._store, cast_id, state, "abandoned"):
+                return
+            # A piece landed meanwhile: close after it.
+
+    async def _is_live(self, cast_id: str) -> bool:
+        """Whether the cast takes its text over time (its meta says so)."""
+        batch = await self._store.read(cast_stream(cast_id), 0, max_records=1)
+        if not batch.records:
+            return False
+        try:
+            return decode(batch.records[0].body, Meta).live
+        except msgspec.DecodeError:
+            return False

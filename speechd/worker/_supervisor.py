@@ -20,6 +20,8 @@ import time
 
 import msgspec
 
+from speechd.logs import configure_logging, mask_handlers
+
 from ._config import WorkerConfig
 from ._process import Parts, run_worker
 
@@ -30,10 +32,9 @@ log = logging.getLogger("speechd.worker")
 
 def _child(config: WorkerConfig, parts: Parts | None, log_level: int, last_exit: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=log_level, format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
-        )
+    if not logging.getLogger().handlers:  # every line masked: no cast id (speechd.logs)
+        configure_logging(log_level, "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+    mask_handlers()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(

@@ -52,8 +52,9 @@ async def test_retention_removes_casts_nobody_touched(
         response = await client.post("/v1/audio/speech", json={"input": "Short-lived."})
         cast_id = response.headers["x-cast-id"]
         assert await store.check_tail(schema.cast_stream(cast_id)) > 0
-        for _ in range(100):  # swept within a few sweep intervals of going quiet
-            if await store.check_tail(schema.cast_stream(cast_id)) == 0:
+        streams = (schema.cast_stream(cast_id), schema.catalog_stream(cast_id))
+        for _ in range(100):  # swept within a few sweep intervals of going quiet, together
+            if not any([await store.check_tail(stream) for stream in streams]):
                 break
             await asyncio.sleep(0.1)
         assert await store.check_tail(schema.cast_stream(cast_id)) == 0

@@ -288,6 +288,57 @@ async def test_max_records_and_max_bytes(store: Store) -> None:
     assert len(everything.records) == 10
 
 
+async def test_a_read_without_bodies_has_everything_but_the_bodies(store: Store) -> None:
+    bodies = [b"", b"x", bytes(range(256)) * 40, b"\x00" * 100_000]
+    await store.append(
+        "s", [rec(b, (b"e", b"audio"), (b"i", b"%d" % i)) for i, b in enumerate(bodies)]
+    )
+    whole = await read_all(store, "s")
+    bare = await store.read("s", 0, bodies=False)
+    assert bare.tail == 4
+    assert [(r.seq_num, r.timestamp, r.headers) for r in bare.records] == [
+        (r.seq_num, r.timestamp, r.headers) for r in whole
+    ]
+    assert [r.body for r in bare.records] == [b""] * 4
+    assert [r.omitted for r in bare.records] == [len(b) for b in bodies]
+    assert [r.body_size for r in bare.records] == [len(b) for b in bodies]
+    # A read with bodies omits nothing.
+    assert [(r.omitted, r.body_size) for r in whole] == [(0, len(b)) for b in bodies]
+    # From the middle, one record at a time.
+    one = await store.read("s", 3, max_records=1, bodies=False)
+    assert [(r.seq_num, r.omitted) for r in one.records] == [(3, 100_000)]
+
+
+async def test_max_bytes_of_a_read_without_bodies_counts_headers_only(store: Store) -> None:
+    big = store.limits.max_body_bytes // 2
+    await store.append("s", [rec(b"a" * big, (b"i", b"%d" % i)) for i in range(6)])
+    bare = await store.read("s", 0, max_bytes=1000, bodies=False)
+    assert [r.seq_num for r in bare.records] == list(range(6))
+    assert all(r.omitted == big for r in bare.records)
+    assert len((await store.read("s", 0, max_bytes=1000)).records) == 1
+    # Headers still count: a tight limit gives at least one record, and no more than fit.
+    tight = await store.read("s", 2, max_bytes=4, bodies=False)
+    assert [r.seq_num for r in tight.records][:1] == [2] and len(tight.records) <= 2
+
+
+async def test_a_read_without_bodies_keeps_the_reads_other_rules(store: Store) -> None:
+    await store.append("s", [rec(b"a"), rec(b"bb"), rec(b"ccc")])
+    assert (await store.read("s", 3, bodies=False)).records == []
+    with pytest.raises(SeqOutOfRange):
+        await store.read("s", 4, bodies=False)
+    await store.trim("s", 2)
+    with pytest.raises(SeqOutOfRange) as err:
+        await store.read("s", 1, bodies=False)
+    assert err.value.first == 2
+    waiting = asyncio.ensure_future(store.read("s", 3, wait=10, bodies=False))
+    await asyncio.sleep(0.05)
+    await store.append("s", [rec(b"dddd", (b"e", b"eos"))])
+    batch = await asyncio.wait_for(waiting, 10)
+    assert [(r.seq_num, r.headers, r.body, r.omitted) for r in batch.records] == [
+        (3, ((b"e", b"eos"),), b"", 4)
+    ]
+
+
 async def test_a_read_returns_what_is_there_without_waiting(store: Store) -> None:
     await store.append("s", [rec(b"x")])
     started = time.monotonic()

@@ -126,14 +126,21 @@ class StoreMachine(RuleBasedStateMachine):
         seq=st.integers(0, 12),
         max_records=st.integers(1, 5),
         max_bytes=st.sampled_from([0, 100, 400, 10_000]),
+        bodies=st.booleans(),
     )
-    def read(self, handle: int, short: str, seq: int, max_records: int, max_bytes: int) -> None:
+    def read(
+        self, handle: int, short: str, seq: int, max_records: int, max_bytes: int, bodies: bool
+    ) -> None:
         stored = self.streams.get(short, [])
         first = self.firsts.get(short, 0)
         try:
             batch = self.run(
                 self.handles[handle].read(
-                    self.name(short), seq, max_records=max_records, max_bytes=max_bytes
+                    self.name(short),
+                    seq,
+                    max_records=max_records,
+                    max_bytes=max_bytes,
+                    bodies=bodies,
                 )
             )
         except SeqOutOfRange as err:
@@ -144,6 +151,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert batch.tail == len(stored)
         got = [(r.seq_num, r.timestamp, r.headers, r.body) for r in batch.records]
         want = [(seq + i, *s) for i, s in enumerate(stored[seq:])]
+        # Without bodies: each body left out, its length told.
+        assert [r.body_size for r in batch.records] == [len(w[3]) for w in want[: len(got)]]
+        if not bodies:
+            assert all(r.body == b"" for r in batch.records)
+            want = [(n, ts, h, b"") for n, ts, h, _ in want]
         assert got == want[: len(got)]
         if want:
             assert 1 <= len(got) <= max_records

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from speechd.durable import Retention, Store, sweep_forever
+from speechd.durable import SWEEP_PAGE, Retention, Store, sweep_forever
 
 from ._support import OpenHandle, rec
 
@@ -37,6 +37,52 @@ async def test_no_prefixes_means_keep_everything(store: Store) -> None:
     await asyncio.sleep(0.01)
     assert await store.sweep(0, [""]) == 1
     assert await store.list() == []
+
+
+async def test_a_sweep_keeps_what_spare_names_and_asks_only_about_expired_streams(
+    store: Store,
+) -> None:
+    for name in ("tmp/a", "tmp/b", "tmp/c", "other/a"):
+        await store.append(name, [rec(b"x")])
+    await asyncio.sleep(0.6)
+    await store.append("tmp/fresh", [rec(b"y")])
+    asked: list[list[str]] = []
+
+    async def spare(names: list[str]) -> set[str]:
+        asked.append(sorted(names))
+        return {"tmp/b", "tmp/not-listed"}
+
+    assert await store.sweep(0.5, ["tmp/", "other/"], spare=spare) == 3
+    assert sorted(n for page in asked for n in page) == ["other/a", "tmp/a", "tmp/b", "tmp/c"]
+    assert all(len(page) <= SWEEP_PAGE for page in asked)
+    assert [s.name for s in await store.list()] == ["tmp/b", "tmp/fresh"]
+    # Spared once is not spared forever: the next sweep asks again.
+    assert await store.sweep(0.5, ["tmp/"], spare=lambda names: _none()) == 1
+    assert [s.name for s in await store.list()] == ["tmp/fresh"]
+
+
+async def _none() -> set[str]:
+    return set()
+
+
+async def test_sweep_forever_passes_spare_on(store: Store) -> None:
+    await store.append("tmp/kept", [rec()])
+    await store.append("tmp/gone", [rec()])
+
+    async def spare(names: list[str]) -> set[str]:
+        return {"tmp/kept"}
+
+    sweeper = asyncio.ensure_future(sweep_forever(store, Retention(0.2, ("tmp/",)), spare=spare))
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if not await store.check_tail("tmp/gone"):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        sweeper.cancel()
+        await asyncio.gather(sweeper, return_exceptions=True)
+    assert [s.name for s in await store.list()] == ["tmp/kept"]
 
 
 def test_the_sweep_interval_follows_the_age() -> None:

@@ -80,6 +80,21 @@ async def test_sse_resumes_after_last_event_id(
     assert past.status_code == 400
 
 
+async def test_last_event_id_wins_over_the_pages_seq_num(
+    store: Store, server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    """An EventSource reconnects to the URL it was opened with (`?seq_num=1`, the page's
+    start) and says where it got to in `Last-Event-ID`: it goes on from there, with no event
+    sent twice."""
+    cast_id = await _done(store, http)
+    url = f"{server.url}/v1/casts/{cast_id}/events?seq_num=1"
+    resumed = sse_events((await _read_all(url, {"last-event-id": "3"})).text)[1:]
+    assert [int(e["id"]) for e in resumed] == [4, 5]
+    assert (await _read_all(url, {"last-event-id": "5"})).status_code == 204
+    # Without the header, the page's seq_num holds.
+    assert [int(e["id"]) for e in sse_events((await _read_all(url)).text)[1:]] == [1, 2, 3, 4, 5]
+
+
 async def _collect(url: str, into: list[dict[str, str]], raw: list[str] | None = None) -> None:
     async with (
         httpx.AsyncClient(timeout=20) as http,

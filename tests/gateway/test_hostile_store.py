@@ -21,6 +21,7 @@ from speechd.durable import (
     DurableError,
     Limits,
     ReadBatch,
+    Spare,
     Store,
     StreamInfo,
 )
@@ -55,10 +56,16 @@ class FlakyStore(Store):
         max_records: int = 1000,
         max_bytes: int = 8 * 1024 * 1024,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         self._check(stream)
         return await self.inner.read(
-            stream, seq_num, max_records=max_records, max_bytes=max_bytes, wait=wait
+            stream,
+                seq_num,
+                max_records=max_records,
+                max_bytes=max_bytes,
+                wait=wait,
+                bodies=bodies,
         )
 
     async def check_tail(self, stream: str) -> int:
@@ -84,9 +91,11 @@ class FlakyStore(Store):
     async def close(self) -> None:
         pass  # the test owns the inner store
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
         self._check("sweep")
-        return await self.inner.sweep(max_age_s, prefixes)
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
 
 @pytest.fixture

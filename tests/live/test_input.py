@@ -132,7 +132,10 @@ async def test_every_bad_input_gets_its_error(client: AsyncTestClient) -> None:
     huge = await client.post(
         f"/v1/casts/{cast['id']}/input",
         content=json.dumps({"text": "x" * (20 * MAX_PIECE_CHARS)}),
-        headers={"authorization": f"Bearer {cast['input_token']}"},
+        headers={
+            "authorization": f"Bearer {cast['input_token']}",
+            "content-type": "application/json",
+        },
     )
     _error(huge, 413, "payload_too_large")
     bell = _error(await _append(client, cast, text="a \x07 bell"), 400, None)

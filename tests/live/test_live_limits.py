@@ -27,6 +27,7 @@ from speechd.durable import (
     EmbeddedStore,
     Limits,
     ReadBatch,
+    Spare,
     Store,
     StreamInfo,
 )
@@ -57,9 +58,15 @@ class InputTrouble(Store):
         max_records: int = 1000,
         max_bytes: int = 8 * 1024 * 1024,
         wait: float = 0,
+        bodies: bool = True,
     ) -> ReadBatch:
         return await self.inner.read(
-            stream, seq_num, max_records=max_records, max_bytes=max_bytes, wait=wait
+            stream,
+                seq_num,
+                max_records=max_records,
+                max_bytes=max_bytes,
+                wait=wait,
+                bodies=bodies,
         )
 
     async def check_tail(self, stream: str) -> int:
@@ -81,8 +88,10 @@ class InputTrouble(Store):
     async def close(self) -> None:
         pass  # the test owns the inner store
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self.inner.sweep(max_age_s, prefixes)
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from speechd.durable import (
     Limits,
     ReadBatch,
     Record,
+    Spare,
     Store,
     StreamInfo,
 )
@@ -250,8 +251,10 @@ class Partitioned(Store):
     async def delete(self, stream: str) -> bool:
         return await self.inner.delete(stream)
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self.inner.sweep(max_age_s, prefixes)
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from speechd.audio import new_encoder
-from speechd.casts import cast_audio, cast_captions
+from speechd.casts import cast_audio
+from speechd.casts._words import cast_captions
 from speechd.casts.schema import Failure, cast_stream, decode
 from speechd.durable import (
     AppendAck,
@@ -19,6 +20,7 @@ from speechd.durable import (
     Limits,
     ReadBatch,
     RecordTooLarge,
+    Spare,
     Store,
     StreamInfo,
     record_size,
@@ -78,8 +80,10 @@ class Limited(Store):
     async def delete(self, stream: str) -> bool:
         return await self.inner.delete(stream)
 
-    async def sweep(self, max_age_s: float, prefixes: Sequence[str]) -> int:
-        return await self.inner.sweep(max_age_s, prefixes)
+    async def sweep(
+        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
+    ) -> int:
+        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from speechd.casts import cast_captions, record_words
+from speechd.casts import record_words
 from speechd.casts._records import H_UNIT, H_WORDS, Word, audio_chunk
+from speechd.casts._words import cast_captions
 from speechd.casts.schema import AudioChunk, audio_record, cast_stream
 from speechd.durable import Record, Store
 from speechd.engine import WordTiming

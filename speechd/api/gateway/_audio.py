@@ -1,103 +1,22 @@
-"""A cast's audio as one file: live-growing while generating, a seekable entity once done.
-
-A finished cast is immutable, so its file is described once by a *layout*: which records hold
-its playable sequence (`speechd.casts`: the latest attempt's kept records, then its own) in
-order, and where each starts in the file. The layout gives `Content-Length`, a strong `ETag`
-and byte ranges without holding any audio in memory; a range is served by reading records
-from the first one it touches. `file_reply` answers a request for a done cast's file: 304 for
-a matching `If-None-Match`, 416 for a range outside it, else its bytes (whole, or a range once
-`If-Range` matches).
+"""A cast's audio as one file: live-growing while generating; once done, a seekable entity
+served from its layout (`speechd.casts.CastFile`, through the cast service): `Content-Length`,
+a strong `ETag` and byte ranges without holding any audio in memory. `file_reply` answers a
+request for a done cast's file: 304 for a matching `If-None-Match`, 416 for a range outside
+it, else which bytes to send (whole, or a range once `If-Range` matches).
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import hashlib
 import re
-from collections import OrderedDict
-from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
 import msgspec
 
-from speechd.audio import finished_bytes
-from speechd.casts import read_head
-from speechd.casts.schema import cast_stream
-from speechd.durable import Store
+from speechd.casts import CastFile
 
 from .._errors import error_body
 
-__all__ = [
-    "AudioLayout",
-    "AudioReply",
-    "ByteRange",
-    "FileBody",
-    "Layouts",
-    "encode_headers",
-    "file_reply",
-    "parse_range",
-    "range_body",
-]
-
-_SCAN_RECORDS = 256
-_SCAN_BYTES = 4 * 1024 * 1024
-_LAYOUTS_KEPT = 256
-
-
-class AudioLayout(NamedTuple):
-    tail: int  # the stream's length when scanned (a done cast never grows)
-    seqs: list[int]  # the records holding the playable sequence, in order
-    offsets: list[int]  # byte offset of each record's audio in the file, then the total length
-    etag: str
-
-    @property
-    def size(self) -> int:
-        return self.offsets[-1]
-
-
-async def _scan(store: Store, cast_id: str, tail: int) -> AudioLayout:
-    """Lay out a done cast (its last record, at `tail - 1`, is `eos`)."""
-    stream = cast_stream(cast_id)
-    head = await read_head(store, cast_id)
-    seqs: list[int] = []
-    offsets = [0]
-    for span in head.spans:
-        seq, end = span.seq, span.seq + span.count
-        while seq < end:
-            batch = await store.read(
-                stream, seq, max_records=min(end - seq, _SCAN_RECORDS), max_bytes=_SCAN_BYTES
-            )
-            if not batch.records:
-                break
-            for record in batch.records[: end - seq]:
-                seqs.append(record.seq_num)
-                offsets.append(offsets[-1] + len(record.body))
-            seq = batch.records[: end - seq][-1].seq_num + 1
-    last = head.last
-    stamp = f"{last.seq_num}:{last.timestamp}" if last is not None else str(tail)
-    digest = hashlib.blake2b(
-        f"{cast_id}:{stamp}:{offsets[-1]}".encode(), digest_size=12
-    ).hexdigest()
-    return AudioLayout(tail, seqs, offsets, f'"{digest}"')
-
-
-class Layouts:
-    """Layouts of done casts, kept for the most recently served ones."""
-
-    def __init__(self, store: Store, kept: int = _LAYOUTS_KEPT) -> None:
-        self._store = store
-        self._kept = kept
-        self._layouts: OrderedDict[str, AudioLayout] = OrderedDict()
-
-    async def get(self, cast_id: str, tail: int) -> AudioLayout:
-        layout = self._layouts.pop(cast_id, None)
-        if layout is None or layout.tail != tail:
-            layout = await _scan(self._store, cast_id, tail)
-        self._layouts[cast_id] = layout
-        while len(self._layouts) > self._kept:
-            self._layouts.popitem(last=False)
-        return layout
+__all__ = ["AudioReply", "ByteRange", "FileSpan", "encode_headers", "file_reply", "parse_range"]
 
 
 class ByteRange(NamedTuple):
@@ -136,33 +55,6 @@ def parse_range(header: str | None, size: int) -> ByteRange | bool | None:
     return ByteRange(start, min(stop, size))
 
 
-async def range_body(
-    store: Store, cast_id: str, layout: AudioLayout, span: ByteRange
-) -> AsyncGenerator[bytes, None]:
-    """Bytes `span` of a done cast's file, read record by record from the first it touches
-    (records between them that are not in the playable sequence are skipped)."""
-    if span.stop <= span.start:
-        return
-    stream = cast_stream(cast_id)
-    first = bisect.bisect_right(layout.offsets, span.start) - 1
-    chunk = first
-    seq = layout.seqs[first]
-    while chunk < len(layout.seqs) and layout.offsets[chunk] < span.stop:
-        batch = await store.read(stream, seq, max_records=_SCAN_RECORDS, max_bytes=_SCAN_BYTES)
-        if not batch.records:
-            return
-        for record in batch.records:
-            seq = record.seq_num + 1
-            if chunk >= len(layout.seqs) or layout.offsets[chunk] >= span.stop:
-                return
-            if record.seq_num != layout.seqs[chunk]:
-                continue
-            begin = layout.offsets[chunk]
-            body = record.body
-            yield body[max(0, span.start - begin) : span.stop - begin]
-            chunk += 1
-
-
 class AudioReply(msgspec.Struct, frozen=True):
     """A fixed (non-streaming) reply of the audio route: 304, or 416 (with an OpenAI-shaped
     error body, as every 4xx has)."""
@@ -172,36 +64,34 @@ class AudioReply(msgspec.Struct, frozen=True):
     body: bytes = b""
 
 
-class FileBody(NamedTuple):
-    """A done cast's file (or its range) to stream: status, headers, the bytes."""
+class FileSpan(NamedTuple):
+    """The bytes of a done cast's file to send: status, headers, `[start, stop)`."""
 
     status: int
     headers: dict[str, str]
-    body: AsyncGenerator[bytes, None]
+    start: int
+    stop: int
 
 
 def file_reply(
-    store: Store,
-    cast_id: str,
-    fmt: str,
-    layout: AudioLayout,
+    file: CastFile,
     base: dict[str, str],
     range_header: str | None,
     if_none_match: str | None,
     if_range: str | None,
-) -> AudioReply | FileBody:
+) -> AudioReply | FileSpan:
     """A done cast's file as its request's validators and range ask for it: 304, 416, or
-    the bytes (200, or 206 for a range) with their headers; the caller streams them."""
-    size = layout.size
+    which of its bytes to send (200, or 206 for a range) with their headers."""
+    size = file.size
     headers = {
         **base,
-        "etag": layout.etag,
+        "etag": file.etag,
         "accept-ranges": "bytes",
         "cache-control": "public, max-age=86400",
     }
-    if if_none_match is not None and _etag_matches(if_none_match, layout.etag):
+    if if_none_match is not None and _etag_matches(if_none_match, file.etag):
         return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
-    if if_range is not None and if_range.strip() != layout.etag:
+    if if_range is not None and if_range.strip() != file.etag:
         range_header = None
     span = parse_range(range_header, size)
     if span is False:
@@ -222,21 +112,9 @@ def file_reply(
         span_ = (span.start, span.stop)
         headers["content-range"] = f"bytes {span.start}-{span.stop - 1}/{size}"
     headers["content-length"] = str(span_[1] - span_[0])
-    body = _whole_file(
-        range_body(store, cast_id, layout, ByteRange(*span_)), fmt, start=span_[0], size=size
-    )
-    return FileBody(status, headers, body)
+    return FileSpan(status, headers, *span_)
 
 
-async def _whole_file(
-    body: AsyncGenerator[bytes, None], fmt: str, *, start: int, size: int
-) -> AsyncGenerator[bytes, None]:
-    """The bytes of a finished file from offset `start`, as a whole file reads."""
-    offset = start
-    async with contextlib.aclosing(body):
-        async for piece in body:
-            yield finished_bytes(fmt, piece, offset=offset, size=size)
-            offset += len(piece)
 
 
 def _etag_matches(header: str, etag: str) -> bool:

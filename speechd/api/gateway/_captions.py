@@ -6,21 +6,24 @@ until the next one starts when that is under a second away. WebVTT cues carry ea
 own start as an inline timestamp (`<00:00:01.250>word`), which players use for karaoke-style
 read-along; SubRip has no such tag and gets the cue text alone.
 
-Done casts never change, so their captions are kept (bounded by a total word count) for the
-casts most recently asked for; a live cast's are read afresh each time.
+A cast's words are learnt a record at a time and kept (`speechd.casts.CastWords`); the files
+and the word page made from them are kept too (`Rendered`) until the words change, so asking
+again, or many asking at once, costs the cast's head and nothing more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
 
 from speechd.casts import CastCaptions, CastWord
 
-__all__ = ["CaptionCache", "WordView", "WordsPage", "srt", "webvtt", "words_page"]
+__all__ = ["Rendered", "WordView", "WordsPage", "srt", "webvtt", "words_page"]
 
 _LINE_CHARS: Final = 42
 _CUE_MS: Final = 7000
@@ -28,8 +31,8 @@ _PAUSE_MS: Final = 1000  # a silence this long starts a new cue
 _HOLD_MS: Final = 1000  # a cue stays up until the next one if it starts this soon
 _SENTENCE_END: Final = ".!?\u2026\u3002\uff01\uff1f"
 _CLOSERS: Final = "\"')]}\u201d\u2019\u00bb"
-_CACHE_WORDS: Final = 500_000
-_CACHE_CASTS: Final = 256
+_CACHE_BYTES: Final = 64 * 1024 * 1024
+_CACHE_ENTRIES: Final = 256
 
 
 class WordView(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -178,30 +181,51 @@ def srt(captions: CastCaptions) -> str:
     return "\n".join(out)
 
 
-class CaptionCache:
-    """Captions of done casts, most recently used first, within a total word budget."""
+class Rendered:
+    """Each cast's caption files and word page as last made, with what they were made from
+    (`version`: the words' stream birth, count and audio length, and the cast's state), so a
+    request whose words have not changed since gets the same bytes: made once, on a worker
+    thread, however many ask at once. The least recently asked for go past `max_bytes` or
+    `max_entries`."""
 
-    def __init__(self, max_words: int = _CACHE_WORDS, max_casts: int = _CACHE_CASTS) -> None:
-        self._max_words = max_words
-        self._max_casts = max_casts
-        self._words = 0
-        self._kept: OrderedDict[str, tuple[int, CastCaptions]] = OrderedDict()
+    def __init__(self, max_bytes: int = _CACHE_BYTES, max_entries: int = _CACHE_ENTRIES) -> None:
+        self._max_bytes = max_bytes
+        self._max_entries = max_entries
+        self._kept: OrderedDict[tuple[str, str], tuple[object, asyncio.Future[bytes]]] = (
+            OrderedDict()
+        )
 
-    def get(self, cast_id: str, tail: int) -> CastCaptions | None:
-        found = self._kept.get(cast_id)
-        if found is None or found[0] != tail:
-            return None
-        self._kept.move_to_end(cast_id)
-        return found[1]
+    async def get(
+        self, cast_id: str, kind: str, version: object, make: Callable[[], bytes]
+    ) -> bytes:
+        """`make()`'s bytes for `(cast_id, kind)` at `version`: made now (off the loop), or
+        as made for that version before."""
+        key = (cast_id, kind)
+        found = self._kept.pop(key, None)
+        if found is None or found[0] != version:
+            found = (version, asyncio.ensure_future(asyncio.to_thread(make)))
+        self._kept[key] = found
+        made = found[1]
+        try:
+            data = await asyncio.shield(made)
+        except BaseException:
+            if made.done() and self._kept.get(key, (None, None))[1] is made:
+                del self._kept[key]  # it failed: the next request makes it again
+            raise
+        self._bound()
+        return data
 
-    def put(self, cast_id: str, tail: int, captions: CastCaptions) -> None:
-        old = self._kept.pop(cast_id, None)
-        if old is not None:
-            self._words -= len(old[1].words)
-        if len(captions.words) > self._max_words:
-            return
-        self._kept[cast_id] = (tail, captions)
-        self._words += len(captions.words)
-        while self._words > self._max_words or len(self._kept) > self._max_casts:
-            _, (_, dropped) = self._kept.popitem(last=False)
-            self._words -= len(dropped.words)
+    def _bound(self) -> None:
+        total = sum(_size(made) for _, made in self._kept.values())
+        for key, (_, made) in list(self._kept.items()):
+            if total <= self._max_bytes and len(self._kept) <= self._max_entries:
+                return
+            if made.done():  # one still being made stays until it is
+                del self._kept[key]
+                total -= _size(made)
+
+
+def _size(made: asyncio.Future[bytes]) -> int:
+    if not made.done() or made.cancelled() or made.exception() is not None:
+        return 0
+    return len(made.result())

@@ -9,8 +9,8 @@ or read as absent (`Range`, `If-None-Match`, `If-Range`) before they are parsed.
 reads (SSE, long-polls that wait, live audio) hold a stream slot of their client's
 (`StreamSlots`: 429 or 503 past the caps). A store failure is a 503 `store_unavailable`
 before the response starts, and after it an `abort` event (SSE) or an incomplete body (audio),
-with one log line. A finished cast's file, whole or by ranges, is served as a whole file
-(`speechd.audio.finished_bytes`: a wav says its true sizes).
+with one log line. A finished cast's file, whole or by ranges, is served as a whole file from
+its layout (`CastService.finished_file`, `file_bytes`: a wav says its true sizes).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from litestar import Request
 
 from speechd.audio import FORMATS, content_type
-from speechd.casts import CastCaptions, CastState, CastStatus, cast_audio, cast_captions, is_cast_id
+from speechd.casts import CastCaptions, CastState, CastStatus, CastWords, cast_audio, is_cast_id
 from speechd.casts.schema import H_EVENT, Meta, cast_stream, decode
 from speechd.durable import DurableError, SeqOutOfRange
 from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, StoreUnavailable
@@ -40,8 +40,8 @@ from .._errors import log_store_trouble
 from .._slots import ClientSlots
 from .._streaming import StreamApp, aborting
 from ..openai_compat import resolve_model
-from ._audio import AudioReply, Layouts, encode_headers, file_reply
-from ._captions import CaptionCache
+from ._audio import AudioReply, encode_headers, file_reply
+from ._captions import Rendered
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
 from ._sse import Hubs, Subscriber, abort_frame, cast_frames
@@ -103,8 +103,9 @@ class Gateway:
         """The slot counter itself (what is held and refused)."""
         self.hubs = Hubs(self.store)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
-        self._layouts = Layouts(self.store)
-        self._captions = CaptionCache()
+        self._words = CastWords(self.store)
+        self.rendered = Rendered()
+        """Caption files and word pages as last made, per cast (the routes render through it)."""
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
@@ -134,9 +135,12 @@ class Gateway:
 
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(self, request: NewCast) -> tuple[SubmittedCast, CastState]:
+    async def create(
+        self, request: NewCast, *, scope: str = ""
+    ) -> tuple[SubmittedCast, CastState]:
         """Submit a cast through the shared service (the same checks, ids and queue limit as
-        `/v1/audio/speech`), or find the identical one; returns it and where it stands."""
+        `/v1/audio/speech`), or find the identical one (of `scope`'s callers: see
+        `CastRequest.scope`); returns it and where it stands."""
         resolve_model(request.model)
         cast = await self.service.submit(
             CastRequest(
@@ -147,6 +151,7 @@ class Gateway:
                 title=(request.title or "").strip() or None,
                 input_format=request.input_format,
                 normalize=request.normalize,
+                scope=scope,
             ),
             max_chars=MAX_CAST_CHARS,
         )
@@ -238,13 +243,15 @@ class Gateway:
         *,
         request: Request[Any, Any, Any] | None = None,
     ) -> StreamApp | None:
-        """The SSE stream from `seq_num` (or after `Last-Event-ID`); None: nothing more, ever.
-        The stream holds a slot of `request`'s client."""
+        """The SSE stream after `Last-Event-ID` when the request has one (an EventSource that
+        reconnects sends it, with the page's original `?seq_num` still in its URL: the
+        header is where it got to), else from `seq_num`; None: nothing more, ever. The stream
+        holds a slot of `request`'s client."""
         if last_event_id is not None and len(last_event_id) > MAX_EVENT_ID_CHARS:
             raise InvalidRequest("Last-Event-ID is not a record number.", param="Last-Event-ID")
         tail = await self._tail(cast_id)
         start = seq_num if seq_num is not None else 0
-        if seq_num is None and last_event_id:
+        if last_event_id:
             try:
                 start = int(last_event_id) + 1
             except ValueError:
@@ -287,20 +294,14 @@ class Gateway:
         )
 
     async def captions(self, cast_id: str) -> tuple[CastStatus, CastCaptions]:
-        """The cast's words with cast-level times: all of a done cast's (kept once read),
-        what exists so far of a live one's. `CastFailed` for a failed cast, as its audio."""
-        tail = await self._tail(cast_id)
-        status = await self._status(cast_id)
+        """The cast's words with cast-level times: all of a done cast's, what exists so far of
+        a generating one's (each record's words read once, without its audio: `CastWords`).
+        `CastFailed` for a failed cast, as its audio."""
+        status = await self._status(_check_id(cast_id))
         if status.state == CastState.FAILED:
             raise CastFailed(f"The cast could not be synthesized: {status.error}")
-        done = status.state == CastState.DONE
-        found = self._captions.get(cast_id, tail) if done else None
-        if found is None:
-            with _store_errors():
-                found = await cast_captions(self.store, cast_id)
-            if done:
-                self._captions.put(cast_id, tail, found)
-        return status, found
+        with _store_errors():
+            return status, await self._words.captions(cast_id)
 
     async def audio(
         self,
@@ -317,8 +318,7 @@ class Gateway:
         if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
         if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
             if_range = ""  # matches no etag: the whole file, as for any stale validator
-        tail = await self._tail(cast_id)
-        status = await self._status(cast_id)
+        status = await self._status(_check_id(cast_id))
         meta = status.meta
         kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
         name = f"{cast_id}.{meta.format}"
@@ -339,14 +339,13 @@ class Gateway:
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
         with _store_errors():
-            layout = await self._layouts.get(cast_id, tail)
-        reply = file_reply(
-            self.store, cast_id, meta.format, layout, base, range_header, if_none_match, if_range
-        )
+            file = await self.service.finished_file(cast_id)
+        reply = file_reply(file, base, range_header, if_none_match, if_range)
         if isinstance(reply, AudioReply):
             return reply
+        body = self.service.file_bytes(cast_id, file, reply.start, reply.stop)
         return StreamApp(
-            aborting(reply.body, "serving a cast's audio file"),
+            aborting(body, "serving a cast's audio file"),
             status=reply.status,
             headers=encode_headers(reply.headers),
             stops={self._closing: None},

@@ -3,11 +3,12 @@ app's `settings` (links) and `metrics` (submissions).
 
 A cast's captions are assembled (cues, text, JSON) on a worker thread: for a 200,000-character
 cast that is tens of thousands of words, a tenth of a second or more of CPU that the event
-loop, and every other request on it, would otherwise wait out."""
+loop, and every other request on it, would otherwise wait out; and once per change of the
+words (`Rendered`), not once per request."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -21,7 +22,7 @@ from speechd.config import Settings
 from speechd.limits import MAX_SEQ_NUM
 from speechd.service import LiveCasts
 
-from .._auth import require_api_key
+from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
 from .._links import cast_headers, cast_url, public_base_url
 from .._streaming import AppResponse, StreamApp
@@ -75,7 +76,7 @@ async def create_cast(
         )
         metrics.submitted(True)
         return live_created(made, public_base_url(settings, request))
-    cast, state = await gateway.create(data)
+    cast, state = await gateway.create(data, scope=sharing_scope(request))
     metrics.submitted(cast.created)
     base_url = public_base_url(settings, request)
     created = CastCreated(cast.id, cast_url(base_url, cast.id), state.value)
@@ -146,23 +147,6 @@ async def get_audio(
     return _reply(result)
 
 
-async def _captions_file(
-    gateway: Gateway,
-    request: Request[Any, Any, Any],
-    cast_id: str,
-    render: Callable[[CastCaptions], str],
-    media_type: str,
-    suffix: str,
-) -> Response[str]:
-    """The cast's words as a captions file (cast-level times; a live cast: what exists so
-    far), rendered off the event loop."""
-    gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
-    headers = _caption_headers(cast_id, status.state.value, suffix)
-    body = await asyncio.to_thread(render, captions)
-    return Response(body, media_type=media_type, headers=headers)
-
-
 def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
     done = state == "done"
     return {
@@ -172,25 +156,56 @@ def _caption_headers(cast_id: str, state: str, suffix: str) -> dict[str, str]:
     }
 
 
+async def _rendered(
+    gateway: Gateway, cast_id: str, kind: str, make: Callable[[str, CastCaptions], bytes]
+) -> tuple[str, bytes]:
+    """The cast's state, and its words made into `kind` by `make` (off the loop, and once
+    for as long as the words and the state stay what they were)."""
+    status, captions = await gateway.captions(cast_id)
+    state = status.state.value
+    version = (captions.born_ms, len(captions.words), captions.audio_ms, state)
+    body = await gateway.rendered.get(
+        cast_id, kind, version, functools.partial(make, state, captions)
+    )
+    return state, body
+
+
+def _vtt(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return webvtt(captions).encode()
+
+
+def _srt(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return srt(captions).encode()
+
+
+def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
+    return msgspec.json.encode(words_page(cast_id, state, captions))
+
+
 @get("/v1/casts/{cast_id:str}/captions.vtt")
 async def get_captions_vtt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[str]:
-    """The cast's words as WebVTT."""
-    return await _captions_file(gateway, request, cast_id, webvtt, "text/vtt", "vtt")
+) -> Response[bytes]:
+    """The cast's words as WebVTT (cast-level times; a live cast: what exists so far)."""
+    gateway.admit(request)
+    state, body = await _rendered(gateway, cast_id, "vtt", functools.partial(_vtt, cast_id))
+    return Response(
+        body, media_type="text/vtt", headers=_caption_headers(cast_id, state, "vtt")
+    )
 
 
 @get("/v1/casts/{cast_id:str}/captions.srt")
 async def get_captions_srt(
     cast_id: FromPath[str], gateway: NamedDependency[Gateway], request: Request[Any, Any, Any]
-) -> Response[str]:
-    """The cast's words as SubRip."""
-    media_type = "application/x-subrip; charset=utf-8"
-    return await _captions_file(gateway, request, cast_id, srt, media_type, "srt")
-
-
-def _words_json(cast_id: str, state: str, captions: CastCaptions) -> bytes:
-    return msgspec.json.encode(words_page(cast_id, state, captions))
+) -> Response[bytes]:
+    """The cast's words as SubRip (cast-level times; a live cast: what exists so far)."""
+    gateway.admit(request)
+    state, body = await _rendered(gateway, cast_id, "srt", functools.partial(_srt, cast_id))
+    return Response(
+        body,
+        media_type="application/x-subrip; charset=utf-8",
+        headers=_caption_headers(cast_id, state, "srt"),
+    )
 
 
 @get("/v1/casts/{cast_id:str}/words")
@@ -200,10 +215,11 @@ async def get_words(
     """The cast's words with their start and end in seconds of the cast's audio (a
     `WordsPage`, encoded off the loop)."""
     gateway.admit(request)
-    status, captions = await gateway.captions(cast_id)
-    headers = _caption_headers(cast_id, status.state.value, "json")
+    state, body = await _rendered(
+        gateway, cast_id, "words", functools.partial(_words_json, cast_id)
+    )
+    headers = _caption_headers(cast_id, state, "json")
     del headers["content-disposition"]
-    body = await asyncio.to_thread(_words_json, cast_id, status.state.value, captions)
     return Response(body, media_type=MediaType.JSON, headers=headers)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from speechd.casts import CastStatus
-from speechd.casts.schema import H_RESUME
+from speechd.casts.schema import public_headers
 from speechd.durable import Record
 from speechd.limits import (
     MAX_CAST_BODY_BYTES,
@@ -104,9 +104,9 @@ class CastView(msgspec.Struct, frozen=True):
 
 
 class RecordView(msgspec.Struct, frozen=True):
-    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. The
-    worker's resume checkpoint (`k`, a few kB per record that only a worker reads) is left
-    out."""
+    """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. Only
+    the headers a reader needs are carried (`speechd.casts.PUBLIC_HEADERS`, an allow-list):
+    the worker's plan position and resume checkpoint, and anything newer, stay private."""
 
     seq_num: int
     timestamp: int
@@ -125,8 +125,7 @@ def record_view(record: Record) -> RecordView:
         timestamp=record.timestamp,
         headers=[
             (k.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
-            for k, v in record.headers
-            if k != H_RESUME
+            for k, v in public_headers(record)
         ],
         body=base64.b64encode(record.body).decode("ascii"),
     )

@@ -25,7 +25,7 @@ from litestar.params import FromPath
 from speechd.config import Settings
 from speechd.service import CastRequest, CastService, voice_label
 
-from .._auth import require_api_key
+from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
 from .._links import cast_headers, public_base_url
 from .._slots import ClientSlots
@@ -77,6 +77,7 @@ async def create_speech(
             at_once=start == "now" and mode != "whole",  # a whole file waits for its end
             input_format=data.input_format,
             normalize=data.normalize is not False,
+            scope=sharing_scope(request),
         ),
         max_chars=MAX_INPUT_CHARS,
     )

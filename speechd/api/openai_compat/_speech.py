@@ -4,8 +4,10 @@ All three read the same cast with `CastService.audio`, the same bytes any identi
 reads; a client that goes away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
-* `stream: false`: waits for `eos`, then the whole file with `Content-Length` (a wav with
-  its true sizes in the header: `speechd.audio.finished_bytes`).
+* `stream: false`: waits for `eos` (reading none of the audio meanwhile), then the whole
+  file with its `Content-Length`, streamed from the store a few records at a time
+  (`CastService.finished_file`, `file_bytes`: a wav says its true sizes in its header), so a
+  slow reader holds about one record in memory, never the file.
 * `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
   with `words`, each delta is followed by a `speech.audio.words` event holding the words of
   that audio, `{"word", "start", "end"}` in seconds from the start of the cast's audio.
@@ -50,7 +52,7 @@ from litestar import Response
 from litestar.response import Stream
 from litestar.types import Receive
 
-from speechd.audio import content_type, finished_bytes
+from speechd.audio import content_type
 from speechd.casts import playable_chunks
 from speechd.casts.schema import AudioChunk, Word
 from speechd.durable import DurableError
@@ -193,12 +195,27 @@ async def _sse(
     yield _event({"type": "speech.audio.done", "usage": usage})
 
 
-async def _whole(fmt: str, first: bytes | None, chunks: Chunks) -> bytes:
-    """The finished file, as a whole file reads (`finished_bytes`: a wav's true sizes)."""
-    async with aclosing(chunks):
-        rest = [chunk async for chunk in chunks]
-    body = b"".join([first or b"", *rest])
-    return finished_bytes(fmt, body, offset=0, size=len(body))
+async def _whole(
+    service: CastService,
+    metrics: ApiMetrics,
+    cast: SubmittedCast,
+    vigil: Watch,
+    *,
+    started: float,
+    headers: dict[str, str],
+) -> Response[Any]:
+    """The finished file, once the cast has ended, with its size up front; read from the
+    store as it is sent."""
+    await vigil.wait(service.ended(cast.id))
+    file = await vigil.wait(service.finished_file(cast.id))
+    metrics.first_audio(time.monotonic() - started)
+    media_type = content_type(cast.recipe.format)
+    raw_headers = [
+        (b"content-type", media_type.encode("latin-1")),
+        (b"content-length", str(file.size).encode("latin-1")),
+    ] + [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    body = aborting(service.file_bytes(cast.id, file, 0, file.size), "sending a whole file")
+    return AppResponse(StreamApp(body, headers=raw_headers))
 
 
 async def speech_response(
@@ -217,6 +234,14 @@ async def speech_response(
     any byte) if the cast failed early or no worker is coming. `receive`: the request's, to
     notice a client that leaves while it waits (499). `start`: see the start hold above."""
     vigil = Watch(service, {_disconnect(receive): _ClientGone()})
+    if mode == "whole":
+        try:
+            return await _whole(service, metrics, cast, vigil, started=started, headers=headers)
+        except _ClientGone:
+            log.info("a caller left before its speech response started")
+            return Response(b"", status_code=CLIENT_GONE)
+        finally:
+            vigil.close()
     chunks: Chunks | Timed = (
         _timed(playable_chunks(service.store, cast.id))
         if words and mode == "sse"
@@ -226,10 +251,6 @@ async def speech_response(
         first: Any = await vigil.wait(_next(chunks))
         if first is not None:
             metrics.first_audio(time.monotonic() - started)
-        if mode == "whole":
-            body = await vigil.wait(_whole(cast.recipe.format, first, chunks))  # type: ignore[arg-type]
-            vigil.close()
-            return Response(body, media_type=content_type(cast.recipe.format), headers=headers)
         hold_s = 0.0
         if first is not None and start == "smooth":
             status = await vigil.wait(service.status(cast.id))

@@ -1,0 +1,248 @@
+"""The read-path parts of bench_hostile (issue 27): readers who ask a lot, and readers who read
+slowly, must not cost the others.
+
+words-load  on the real model under `speechd serve` (started here with the read quota out of
+            the way, or `--url`): a 200,000-character wav cast of prose is generating, and an
+            ordinary request's time to first audio is taken `repeat` times alone and `repeat`
+            times while 60 clients ask `/v1/casts/<id>/words` of the long cast over and over
+            (from a process of their own), alternately; the medians' ratio (target <= 1.2x),
+            and how many `/words` answers came meanwhile and with what statuses.
+
+whole-rss   `speechd api` on a fresh data folder, the real worker process beside it on the
+            engine test double (tests/support/engines.py: the file's size is what matters, not
+            its sound), one finished wav cast of about `--mib` MiB, then 64 clients asking for
+            it with `stream: false` (each joins the finished cast) and reading slowly (64 KiB
+            every 0.25 s) for `--hold` seconds; the api's RSS before and its peak meanwhile
+            (target: under 300 MB), and whether each answer said its size up front.
+
+`words_load(args)` and `whole_rss(args)` print their section; they never assert on speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["whole_rss", "words_load"]
+
+WORDS_CLIENTS = 60
+SLOW_READERS = 64
+TARGET_RATIO = 1.2
+TARGET_RSS_MB = 300
+_QUOTA = ["--read-rate", "1000000", "--read-burst", "1000000"]
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+# -- words-load ------------------------------------------------------------------------------
+
+
+def _ask_words(url: str, cast_id: str, go: Any, stop: Any, counts: Any) -> None:
+    """A child process: `WORDS_CLIENTS` clients asking for the cast's words while `go` is set,
+    until `stop`; adds their statuses to `counts` (status -> answers)."""
+
+    async def main() -> None:
+        seen: Counter[int] = Counter()
+        limits = httpx.Limits(max_connections=WORDS_CLIENTS + 4)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+            async def ask() -> None:
+                while not stop.is_set():
+                    if not go.is_set():
+                        await asyncio.sleep(0.05)
+                        continue
+                    try:
+                        answer = await client.get(f"{url}/v1/casts/{cast_id}/words")
+                        seen[answer.status_code] += 1
+                    except httpx.HTTPError:
+                        seen[0] += 1
+
+            await asyncio.gather(*(ask() for _ in range(WORDS_CLIENTS)))
+        for status, n in seen.items():
+            counts[status] = counts.get(status, 0) + n
+
+    asyncio.run(main())
+
+
+async def _started(client: httpx.AsyncClient, url: str, text: str, chunks: int) -> str:
+    """Submit `text` as a wav cast; its id once it has `chunks` chunks of audio."""
+    made = await client.post(
+        url + "/v1/casts", json={"input": text, "voice": "af_heart", "response_format": "wav"}
+    )
+    made.raise_for_status()
+    cast_id: str = made.json()["id"]
+    while True:
+        status = (await client.get(f"{url}/v1/casts/{cast_id}")).json()
+        if status["status"] == "failed":
+            raise RuntimeError(f"the long cast failed: {status['error']}")
+        if status["progress"]["chunks_done"] >= chunks:
+            return cast_id
+        await asyncio.sleep(0.5)
+
+
+async def _words_runs(url: str, repeat: int, long_text: str) -> None:
+    from .bench_hostile import ORDINARY, _ttfa
+
+    manager = _SPAWN.Manager()
+    go, stop, counts = manager.Event(), manager.Event(), manager.dict()
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=900.0)) as client:
+        await _ttfa(client, url, "Warming up.")
+        cast_id = await _started(client, url, long_text, chunks=3)
+        load = _SPAWN.Process(target=_ask_words, args=(url, cast_id, go, stop, counts))
+        load.start()
+        alone: list[float] = []
+        beside: list[float] = []
+        try:
+            for i in range(repeat):
+                alone.append(await _ttfa(client, url, ORDINARY.format(n=f"words alone {i}")))
+                go.set()
+                await asyncio.sleep(2.0)  # the 60 clients are asking by now
+                beside.append(await _ttfa(client, url, ORDINARY.format(n=f"words beside {i}")))
+                go.clear()
+        finally:
+            stop.set()
+            await asyncio.to_thread(load.join, 60)
+        status = (await client.get(f"{url}/v1/casts/{cast_id}")).json()
+        words = (await client.get(f"{url}/v1/casts/{cast_id}/words")).json()
+    answered = dict(counts)
+    manager.shutdown()
+    print(f"   {'alone':<26} " + "  ".join(f"{r:6.2f} s" for r in alone))
+    print(f"   {'beside 60 /words clients':<26} " + "  ".join(f"{r:6.2f} s" for r in beside))
+    ratio = statistics.median(beside) / max(statistics.median(alone), 1e-9)
+    print(
+        f"   median first audio beside them / alone: {ratio:.2f}x (target <= {TARGET_RATIO}x)"
+    )
+    print(
+        f"   /words answers meanwhile: {sum(answered.values())} (statuses"
+        f" {dict(sorted(answered.items()))}); the long cast: {status['status']},"
+        f" {status['progress']['chunks_done']} chunks, {len(words['words'])} words"
+    )
+
+
+def words_load(args: argparse.Namespace) -> None:
+    from ._servers import speechd_at
+    from .bench_hostile import PROSE, repeat
+
+    print(f"\nwords-load: an ordinary request's first audio, alone and beside {WORDS_CLIENTS}")
+    print("   clients asking /words of a 200,000-character wav cast that is generating")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-hostile-") as work,
+        speechd_at(
+            args.url, model_dir=args.model_dir, device=args.device, threads=args.threads,
+            workdir=Path(work), extra=_QUOTA,
+        ) as url,
+    ):  # fmt: skip
+        asyncio.run(_words_runs(url, args.repeat, repeat(PROSE, 200_000)))
+
+
+# -- whole-rss -------------------------------------------------------------------------------
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1000
+    return 0.0
+
+
+@contextlib.contextmanager
+def _sampled(pid: int) -> Iterator[list[float]]:
+    """The RSS of `pid` in MB, sampled every 0.1 s while the block runs."""
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append(_rss_mb(pid))
+            done.wait(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        thread.join()
+
+
+async def _slow_readers(url: str, body: dict[str, Any], hold_s: float) -> Counter[str]:
+    """`SLOW_READERS` clients asking for the finished cast whole, each reading 64 KiB every
+    0.25 s for `hold_s` seconds; what their answers said up front."""
+    said: Counter[str] = Counter()
+    limits = httpx.Limits(max_connections=SLOW_READERS + 4)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
+
+        async def read() -> None:
+            deadline = time.monotonic() + hold_s
+            async with client.stream("POST", url + "/v1/audio/speech", json=body) as answer:
+                sized = "content-length" in answer.headers
+                said[f"{answer.status_code}, {'sized' if sized else 'chunked'}"] += 1
+                async for _ in answer.aiter_raw(64 * 1024):
+                    if time.monotonic() > deadline:
+                        return
+                    await asyncio.sleep(0.25)
+
+        await asyncio.gather(*(read() for _ in range(SLOW_READERS)))
+    return said
+
+
+async def _finished(url: str, text: str) -> int:
+    """Make `text` a wav cast and wait until it is done: its file's size."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        made = await client.post(
+            url + "/v1/casts", json={"input": text, "voice": "af_heart", "response_format": "wav"}
+        )
+        made.raise_for_status()
+        cast_id: str = made.json()["id"]
+        while True:
+            status = (await client.get(f"{url}/v1/casts/{cast_id}")).json()["status"]
+            if status == "done":
+                break
+            if status == "failed":
+                raise RuntimeError("the big cast failed")
+            await asyncio.sleep(0.5)
+        one = await client.get(f"{url}/v1/casts/{cast_id}/audio", headers={"range": "bytes=0-0"})
+        return int(one.headers["content-range"].rsplit("/", 1)[1])
+
+
+def whole_rss(args: argparse.Namespace) -> None:
+    from tests.api._live import start_server
+    from tests.api._workers import worker_process
+
+    # A speech request's input is at most 4,096 characters: the cost model is told how much
+    # audio each makes, so that they make a wav of `mib` MiB (48 kB a second).
+    text = " ".join(f"word{n}" for n in range(400))
+    per_char = args.mib * 1024 * 1024 / 48_000 / len(text)
+    print(f"\nwhole-rss: {SLOW_READERS} slow stream:false readers of a finished wav cast")
+    with tempfile.TemporaryDirectory(prefix="bench-hostile-rss-") as folder:
+        data = Path(folder) / "data"
+        flags = ["api", "--data-dir", str(data), "--log-level", "warning", *_QUOTA]
+        with (
+            worker_process(data, rtf=0.001, audio_per_char=per_char),
+            start_server(flags) as live,
+        ):
+            size = asyncio.run(_finished(live.url, text))
+            pid = live.process.pid
+            time.sleep(1.0)
+            before = _rss_mb(pid)
+            body = {"input": text, "voice": "af_heart", "response_format": "wav", "stream": False}
+            with _sampled(pid) as samples:
+                said = asyncio.run(_slow_readers(live.url, body, args.hold))
+    peak = max(samples, default=before)
+    print(f"   the file: {size / 1e6:.1f} MB; answers: {dict(said)}")
+    print(
+        f"   api RSS before {before:.0f} MB, peak while they read {peak:.0f} MB"
+        f" (+{peak - before:.0f} MB; target: under {TARGET_RSS_MB} MB)"
+    )
