@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import functools
 import math
-import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -49,6 +48,7 @@ from ._requests import (
     check_speed,
     check_text,
     input_format,
+    title_for,
 )
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     "UNREADY_GRACE_S",
     "CastService",
     "SubmittedCast",
-    "derive_title",
     "voice_label",
 ]
 
@@ -68,9 +67,7 @@ UNREADY_GRACE_S = 90.0
 seconds) before it gets a 503. When the last worker heard from failed to load the model, it
 gets the 503 at once."""
 
-_TITLE_CHARS = 80
 _INLINE_CHECK = 8192  # SSML longer than this is checked on a thread
-_TAGS = re.compile(r"<[^<>]{0,1024}>")
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
@@ -85,20 +82,6 @@ class SubmittedCast(msgspec.Struct, frozen=True):
     unsupported: tuple[str, ...] = ()
     """SSML elements (and attributes, `say-as` kinds) outside the subset, each once: spoken
     as their text. A route names them in a response header."""
-
-
-def _title_text(text: str, ssml: bool) -> str:
-    """What a title is taken from: an SSML document's first 4,096 characters without tags."""
-    return " ".join(_TAGS.sub(" ", text[:4096]).split()) if ssml else text
-
-
-def derive_title(text: str) -> str:
-    """A title for a cast that has none: its first line, cut at a word near 80 characters."""
-    line = " ".join(text.strip().split("\n", 1)[0].split())
-    if len(line) <= _TITLE_CHARS:
-        return line
-    cut = line[:_TITLE_CHARS].rsplit(" ", 1)[0] or line[:_TITLE_CHARS]
-    return cut.rstrip(" ,;:") + "…"
 
 
 _GENDERS = {"f": "female", "m": "male"}
@@ -324,7 +307,7 @@ class CastService:
             voice=checked.voice,
             speed=checked.speed,
             format=checked.format,
-            title=request.title or derive_title(_title_text(checked.text, ssml)),
+            title=request.title or title_for(checked.text, ssml=ssml),
             created_ms=self._now_ms(),
             input_format=checked.input_format,
             normalize=checked.normalize,

@@ -32,7 +32,9 @@ __all__ = [
     "check_piece",
     "check_speed",
     "check_text",
+    "derive_title",
     "input_format",
+    "title_for",
 ]
 
 MAX_PIECE_CHARS: Final = 4096
@@ -45,6 +47,8 @@ MAX_PIECES: Final = 50_000
 MAX_TOKEN_CHARS: Final = 256
 """A bearer token longer than this is refused before it is hashed or compared."""
 
+_TITLE_CHARS = 80
+_TAGS = re.compile(r"<[^<>]{0,1024}>")
 # C0 and C1 control characters but tab, newline and carriage return; lone surrogates.
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -178,3 +182,23 @@ def input_format(request: CastRequest | LiveRequest, text: str) -> str:
     if found not in ("text", "ssml"):
         raise InvalidRequest(f"input_format is text or ssml, not {found!r}.", param="input_format")
     return found
+
+
+def _title_text(text: str, ssml: bool) -> str:
+    """What a title is taken from: an SSML document's first 4,096 characters without tags."""
+    return " ".join(_TAGS.sub(" ", text[:4096]).split()) if ssml else text
+
+
+def derive_title(text: str) -> str:
+    """A title for a cast that has none: its first line, cut at a word near 80 characters."""
+    line = " ".join(text.strip().split("\n", 1)[0].split())
+    if len(line) <= _TITLE_CHARS:
+        return line
+    cut = line[:_TITLE_CHARS].rsplit(" ", 1)[0] or line[:_TITLE_CHARS]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def title_for(text: str, *, ssml: bool) -> str:
+    """The title of a cast asked for with none: `derive_title` of its text (an SSML
+    document's without its tags)."""
+    return derive_title(_title_text(text, ssml))

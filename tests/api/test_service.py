@@ -16,7 +16,7 @@ from speechd.durable import AppendRecord, Store
 from speechd.engine import EngineConfig
 from speechd.errors import InvalidRequest, QueueFull, Unavailable, UnknownVoice
 from speechd.service import CastRequest, CastService, voice_label
-from speechd.service._casts import derive_title
+from speechd.service._requests import derive_title
 from tests.support.engines import VOICES
 
 
