@@ -23,9 +23,9 @@ from gateway_support import (
 )
 
 from speechd.casts import CastState
+from speechd.casts._records import PUBLIC_HEADERS
 from speechd.casts._retention import CAST_STREAM_PREFIXES
 from speechd.casts.schema import (
-    PUBLIC_HEADERS,
     AudioChunk,
     Eos,
     Start,

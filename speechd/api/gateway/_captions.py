@@ -1,4 +1,4 @@
-"""A cast's words as subtitle files (WebVTT, SubRip) and as JSON, from `casts.cast_captions`.
+"""A cast's words as subtitle files (WebVTT, SubRip) and as JSON, from a cast's `CastWords`.
 
 Cues group consecutive words (or phrases) the way subtitles read: at most two lines of 42
 characters and 7 s, a new cue after a sentence end or a pause of a second; a cue stays up
