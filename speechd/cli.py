@@ -270,14 +270,17 @@ def worker_config(settings: Settings) -> WorkerConfig:
     settings are mapped to it."""
     from speechd.worker import WorkerConfig
 
+    given = {
+        "policy": settings.policy,
+        "quantum_s": settings.quantum,
+        "receipts": settings.receipts,
+    }  # a knob not given keeps WorkerConfig's default
     return WorkerConfig(
         store=settings.store_url,
         engine=engine_config(settings),
-        policy=settings.policy,
-        quantum_s=settings.quantum,
-        receipts=settings.receipts,
         idle_unload_s=settings.idle_unload,
-        max_batch=settings.max_batch,
+        max_batch=settings.max_batch,  # None: auto, WorkerConfig's default too
+        **{name: value for name, value in given.items() if value is not None},
     )
 
 

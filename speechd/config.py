@@ -118,14 +118,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
-    policy: Literal["deadline", "fifo"] = "deadline"
+    # The worker's own knobs: None leaves `WorkerConfig`'s default, the one place each lives
+    # (`speechd.cli.worker_config` maps these to it).
+    policy: Literal["deadline", "fifo"] | None = None
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
-    receipts: PositiveInt = 10_000
+    receipts: PositiveInt | None = None
     """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
     worker trims older ones. The api's metrics count the receipts they see, and its start
     estimates read the last few dozen."""
-    quantum: Seconds = 2.5
+    quantum: Seconds | None = None
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
     # Home Assistant's door (`speechd.wyoming`): off unless a URI is given.

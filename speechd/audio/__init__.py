@@ -96,6 +96,7 @@ from ._formats import (
     SAMPLE_RATE,
     SAMPLE_RATES,
     RecordLayout,
+    check_format,
     content_type,
 )
 from ._raw import finished_bytes, wav_header
@@ -111,6 +112,7 @@ __all__ = [
     "EncoderFinished",
     "RecordLayout",
     "Standalone",
+    "check_format",
     "content_type",
     "encoder_fingerprint",
     "finished_bytes",
