@@ -164,6 +164,7 @@ SURFACES = [
     "speechd.casts.schema",
     "speechd.limits",
     "speechd.service",
+    "speechd.worker",
 ]
 
 
@@ -182,7 +183,17 @@ def test_all_is_exactly_the_public_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["speechd.casts", "speechd.casts.schema", "speechd.service", "speechd.api"]
+    "name",
+    [
+        "speechd.api",
+        "speechd.api.gateway",
+        "speechd.api.openai_compat",
+        "speechd.casts",
+        "speechd.casts.schema",
+        "speechd.limits",
+        "speechd.service",
+        "speechd.worker",
+    ],
 )
 def test_every_exported_name_has_a_user_outside(name: str) -> None:
     """Exported for speechd, its clients, scripts and load tests; never for tests alone."""

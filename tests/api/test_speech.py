@@ -12,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.api.openai_compat import MODEL_NAMES
+from speechd.api.openai_compat._models import MODEL_NAMES
 from speechd.casts import schema
 from speechd.durable import Store
 from tests.api._workers import WORKER_ID, expected
