@@ -216,6 +216,13 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "make, e.g. 5m; the next cast takes it again (default: off)",
     )
     group.add_argument(
+        "--max-batch",
+        metavar="auto|N",
+        help="the most chunks of different casts rendered in one forward pass; auto measures "
+        "at warm-up and keeps the largest size that saves 10%% per item (1 on a CPU); with N, "
+        "batches still form only where they save time (default: auto)",
+    )
+    group.add_argument(
         "--max-device-memory",
         metavar="SIZE",
         help="the most the worker holds on its device, e.g. 2G; chunks are planned within "
@@ -276,6 +283,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
         store=settings.store_url,
         engine=engine_config(settings),
         idle_unload_s=settings.idle_unload,
+        max_batch=settings.max_batch,  # None: auto, WorkerConfig's default too
         **{field: value for field, value in given.items() if value is not None},
     )
 

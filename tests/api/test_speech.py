@@ -211,7 +211,9 @@ async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
         "status": "ready",
         "model": "resident",
         "workers": [WORKER_ID],
-        "devices": {WORKER_ID: {"device": "cpu", "name": "", "state": "resident"}},
+        "devices": {
+            WORKER_ID: {"device": "cpu", "name": "", "state": "resident", "max_batch": 1}
+        },
     }
     text = chunked_text(3)
     await client.post("/v1/audio/speech", json={"input": text})

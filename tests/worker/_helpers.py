@@ -32,6 +32,7 @@ from speechd.durable import (
     StreamInfo,
 )
 from speechd.worker import ChunkTimes, Worker, WorkerConfig
+from speechd.worker._batching import BatchCosts
 from speechd.worker._policy import Policy
 from speechd.worker._protocols import EncoderFactory
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
@@ -71,6 +72,7 @@ def make_worker(
     encoders: EncoderFactory = FakeEncoder,
     chunk_policy: FakeChunkPolicy | None = None,
     times: ChunkTimes | None = None,
+    batch_costs: BatchCosts | None = None,
     **settings: Any,
 ) -> Worker:
     """A worker on the cost model; `settings` are its `WorkerConfig`'s."""
@@ -82,6 +84,7 @@ def make_worker(
         encoders=encoders,
         policy=policy,
         times=times,
+        batch_costs=batch_costs,
     )
 
 
