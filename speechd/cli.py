@@ -22,7 +22,8 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
 from speechd import __version__
 from speechd.config import Settings, SettingsError, engine_config, load_settings
@@ -35,9 +36,16 @@ if TYPE_CHECKING:
     from speechd.worker import WorkerConfig
     from speechd.wyoming import WyomingDoor
 
-__all__ = ["build_parser", "main", "run_api", "worker_config"]
+__all__ = ["WORKER_KNOBS", "build_parser", "main", "run_api", "worker_config"]
 
 log = logging.getLogger("speechd")
+
+WORKER_KNOBS: Final = MappingProxyType(
+    {"policy": "policy", "quantum": "quantum_s", "receipts": "receipts"}
+)
+"""The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
+left None (not given) keeps `WorkerConfig`'s default, the one place each default lives (the
+flags page reads it from there too)."""
 
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
@@ -270,17 +278,13 @@ def worker_config(settings: Settings) -> WorkerConfig:
     settings are mapped to it."""
     from speechd.worker import WorkerConfig
 
-    given = {
-        "policy": settings.policy,
-        "quantum_s": settings.quantum,
-        "receipts": settings.receipts,
-    }  # a knob not given keeps WorkerConfig's default
+    given = {field: getattr(settings, name) for name, field in WORKER_KNOBS.items()}
     return WorkerConfig(
         store=settings.store_url,
         engine=engine_config(settings),
         idle_unload_s=settings.idle_unload,
         max_batch=settings.max_batch,  # None: auto, WorkerConfig's default too
-        **{name: value for name, value in given.items() if value is not None},
+        **{field: value for field, value in given.items() if value is not None},
     )
 
 
