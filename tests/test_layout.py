@@ -182,19 +182,7 @@ def test_all_is_exactly_the_public_names(name: str) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "speechd.api",
-        "speechd.api.gateway",
-        "speechd.api.openai_compat",
-        "speechd.casts",
-        "speechd.casts.schema",
-        "speechd.limits",
-        "speechd.service",
-        "speechd.worker",
-    ],
-)
+@pytest.mark.parametrize("name", SURFACES)
 def test_every_exported_name_has_a_user_outside(name: str) -> None:
     """Exported for speechd, its clients, scripts and load tests; never for tests alone."""
     module = importlib.import_module(name)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from speechd.durable import (
-    MAX_BATCH_BYTES,
-    ReadBatch,
-    Store,
-    record_size,
-)
+from typing import Any
+
+from speechd.durable import ReadBatch, Store, record_size
 
 from .forwarding import ForwardingStore
 
@@ -23,24 +20,8 @@ class CountingStore(ForwardingStore):
         self.read_bytes = 0
         self.reads = 0
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        batch = await self.inner.read(
-            stream,
-            seq_num,
-            max_records=max_records,
-            max_bytes=max_bytes,
-            wait=wait,
-            bodies=bodies,
-        )
+    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
+        batch = await super().read(stream, seq_num, **options)
         self.reads += 1
         self.read_bytes += sum(record_size(r) for r in batch.records)
         return batch
