@@ -164,6 +164,7 @@ SURFACES = [
     "speechd.casts.schema",
     "speechd.limits",
     "speechd.service",
+    "speechd.telemetry",
     "speechd.worker",
 ]
 
