@@ -160,6 +160,7 @@ SURFACES = [
     "speechd.api",
     "speechd.api.gateway",
     "speechd.api.openai_compat",
+    "speechd.audio",
     "speechd.casts",
     "speechd.casts.schema",
     "speechd.limits",
