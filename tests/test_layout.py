@@ -163,6 +163,7 @@ SURFACES = [
     "speechd.audio",
     "speechd.casts",
     "speechd.casts.schema",
+    "speechd.engine",
     "speechd.limits",
     "speechd.service",
     "speechd.telemetry",
