@@ -160,10 +160,13 @@ SURFACES = [
     "speechd.api",
     "speechd.api.gateway",
     "speechd.api.openai_compat",
+    "speechd.audio",
     "speechd.casts",
     "speechd.casts.schema",
+    "speechd.engine",
     "speechd.limits",
     "speechd.service",
+    "speechd.telemetry",
     "speechd.worker",
 ]
 

@@ -122,7 +122,7 @@ class Rendered:
     pieces: list[tuple[int, bytes]]  # (samples, encoded bytes) per audio record
     checkpoint: bytes  # the encoder's, after the last piece (b"": none could be taken)
     gen_s: float
-    words: Sequence[Any] = ()  # the synthesis's word timings (speechd.engine.WordTiming)
+    words: Sequence[Any] = ()  # the synthesis's word timings (speechd.engine._timing.WordTiming)
     unit: str = ""
     batched: int = 1  # how many items the batch it was made in had
     alone_s: float | None = None  # what it would have cost alone (`ChunkTimes` learns that)

@@ -32,7 +32,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from speechd.engine import FLUSH_S, WordTiming
+from speechd.engine import FLUSH_S
+from speechd.engine._timing import WordTiming
 from speechd.worker import Parts
 from speechd.worker._protocols import EncoderFactory
 

@@ -4,9 +4,9 @@ builds on, overriding only the calls it watches, slows or breaks."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from speechd.durable import (
-    MAX_BATCH_BYTES,
     AppendAck,
     AppendRecord,
     Limits,
@@ -31,24 +31,8 @@ class ForwardingStore(Store):
     ) -> AppendAck:
         return await self.inner.append(stream, records, match_seq_num=match_seq_num)
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        return await self.inner.read(
-            stream,
-            seq_num,
-            max_records=max_records,
-            max_bytes=max_bytes,
-            wait=wait,
-            bodies=bodies,
-        )
+    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
+        return await self.inner.read(stream, seq_num, **options)
 
     async def check_tail(self, stream: str) -> int:
         return await self.inner.check_tail(stream)

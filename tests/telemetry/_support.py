@@ -12,7 +12,8 @@ from pathlib import Path
 from speechd.audio import new_encoder
 from speechd.casts import ready_workers
 from speechd.durable import open_store
-from speechd.telemetry import DeviceSample, Telemetry
+from speechd.telemetry import Telemetry
+from speechd.telemetry._readings import DeviceSample
 from speechd.worker import Worker, WorkerConfig
 from speechd.worker._batching import BatchCosts
 from tests.support.engines import CostEngine, FakeChunkPolicy
