@@ -134,9 +134,8 @@ class ChunkTimes:
 
     Its generation time is read off the recent chunks of about its length (`gen_s`): the
     mean cost of the latest few at each length, joined from one length to the next; below
-    the shortest carried down the first step's slope, past the longest at the steeper of the
-    last step's slope and the line's, and never under the longest's rate per audio second
-    (a length never measured is priced long rather than short). One line
+    the shortest carried down the first step's slope, past the longest up the steeper of the
+    last step's slope and the line's. One line
     `overhead + slope * audio` over every length (`line`, what a cast's chunks are planned
     for) is not the device's curve: Kokoro on torch costs 0.70 s per audio second at 1 s of
     audio, 0.46 at 3-7 s and more again past 20 s, so a line through the short chunks priced
@@ -269,11 +268,9 @@ class ChunkTimes:
             (x0, y0), (x1, y1) = points[0], points[1]
             step = min((y1 - y0) / (x1 - x0), y0 / x0 if x0 > 0 else math.inf)
             return max(y0 - step * (x0 - audio_s), 0.0)
-        # Past the longest: at its rate per audio second, or on the steeper slope, whichever
-        # is more (a device's rate falls with length only while the price per call counts).
-        (x0, y0), (x1, y1) = points[-2], points[-1]
+        (x0, y0), (x1, y1) = points[-2], points[-1]  # past the longest: the steeper slope
         step = max((y1 - y0) / (x1 - x0), slope, 0.0)
-        return max(y1 + step * (audio_s - x1), y1 / x1 * audio_s)
+        return y1 + step * (audio_s - x1)
 
     def _within(self, audio_s: float) -> bool:
         """Whether a chunk of `audio_s` lies among the lengths measured (its prediction read
