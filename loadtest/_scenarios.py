@@ -8,7 +8,7 @@ the servers are compared on the same work.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -60,11 +60,13 @@ def _chapter(numbers: Iterator[int], sentences: int) -> str:
     return f"Chapter {n}. {paragraph(sentences, 5 * n)}"
 
 
-def scenarios(quick: bool) -> list[Scenario]:
+def scenarios(quick: bool, levels: Sequence[int] | None = None) -> list[Scenario]:
     """The run's scenarios, in order. `quick` keeps each one small (under 3 minutes in all on
-    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences."""
+    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences
+    (`levels`: other levels)."""
     numbers = count(1)
-    levels, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
+    default, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
+    levels = tuple(levels or default)
     out = [
         Scenario(
             f"concurrency-{level}",

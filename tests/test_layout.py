@@ -160,10 +160,14 @@ SURFACES = [
     "speechd.api",
     "speechd.api.gateway",
     "speechd.api.openai_compat",
+    "speechd.audio",
     "speechd.casts",
     "speechd.casts.schema",
+    "speechd.engine",
     "speechd.limits",
     "speechd.service",
+    "speechd.telemetry",
+    "speechd.worker",
 ]
 
 
@@ -181,9 +185,7 @@ def test_all_is_exactly_the_public_names(name: str) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
 
 
-@pytest.mark.parametrize(
-    "name", ["speechd.casts", "speechd.casts.schema", "speechd.service", "speechd.api"]
-)
+@pytest.mark.parametrize("name", SURFACES)
 def test_every_exported_name_has_a_user_outside(name: str) -> None:
     """Exported for speechd, its clients, scripts and load tests; never for tests alone."""
     module = importlib.import_module(name)
