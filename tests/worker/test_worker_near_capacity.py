@@ -154,3 +154,15 @@ def test_a_device_as_measured_holds_nobody_back_any_longer(
             assert all(c.hold == 0.0 and c.gaps() == [] for c in casts)
             first = casts[0]
             assert first.first_play() < 1.2 * device(points)(audio_of(40)) + 0.1
+
+
+def test_a_cast_is_planned_on_a_line_with_a_price_per_call() -> None:
+    # Torch's costs over every length a lone cast's chunks take: the line the planner budgets
+    # a cast's chunks by keeps a price per call and the slope of the lengths a chunk has,
+    # where the mean rate (0.54 s per audio second, no price per call) stood for it.
+    torch = device(TORCH)
+    times = measured(torch, (16, 30, 55, 120, 210, 450))
+    overhead, slope = times.line
+    assert overhead > 0.1
+    for audio in (1.06, 1.75, 3.29, 7.17):
+        assert overhead + slope * audio == pytest.approx(torch(audio), rel=0.15)
