@@ -19,6 +19,7 @@ fails the chunk, like an engine error, and appends nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -267,8 +268,8 @@ def measure_batches(engine: EngineLike, max_batch: int | None) -> tuple[dict[int
     """On the engine thread, at warm-up: the engine's cost per item by batch size
     (`measure_batch_costs`: 1, 2, 4, 8, and 16 on CUDA; with an explicit `max_batch` N,
     those up to N and N itself), and the batch size the worker keeps (`batch_limit`); the
-    engine is then told it (`prepare_batch`). ({}, 1) for `--max-batch 1`, and for an
-    engine that cannot batch."""
+    engine is then told it (`prepare_batch`). ({}, 1) for `--max-batch 1`, for an engine
+    that cannot batch, and where measuring failed (logged: the worker goes on at batch 1)."""
     from speechd.engine import choose_max_batch, measure_batch_costs  # torch-free
 
     from ._batching import batch_limit
@@ -279,9 +280,17 @@ def measure_batches(engine: EngineLike, max_batch: int | None) -> tuple[dict[int
     if max_batch is not None:
         wanted = (1, 2, 4, 8, 16) if engine.device.startswith("cuda") else (1, 2, 4, 8)
         sizes = sorted({*(n for n in wanted if n <= max_batch), max_batch})
-    costs = measure_batch_costs(engine, sizes)  # type: ignore[arg-type]
-    limit = batch_limit(costs, max_batch, choose_max_batch(costs))
-    engine.prepare_batch(limit)  # type: ignore[attr-defined]
+    try:
+        costs = measure_batch_costs(engine, sizes)  # type: ignore[arg-type]
+        limit = batch_limit(costs, max_batch, choose_max_batch(costs))
+        engine.prepare_batch(limit)  # type: ignore[attr-defined]
+    except ModelUnavailable:  # the device itself: as any warm-up chunk would say
+        raise
+    except Exception:  # batches are an optimisation: the worker goes on at batch 1
+        log.exception("measuring batches failed: batch 1")
+        with contextlib.suppress(Exception):
+            engine.prepare_batch(1)  # type: ignore[attr-defined]
+        return {}, 1
     log.info(
         "batches of up to %d (%s, per item: %s)",
         limit,

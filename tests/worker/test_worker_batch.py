@@ -254,6 +254,18 @@ async def test_warm_up_measures_the_curve_and_keeps_what_saves(
     assert (ready.kind, ready.max_batch) == ("ready", limit)
 
 
+class BrokenBatches(CostEngine):
+    def synthesize_batch(self, items: object, *, isolate: bool = True) -> list[object]:
+        raise RuntimeError("batches are broken here")
+
+
+async def test_a_measurement_that_fails_leaves_the_worker_at_batch_1(store: Store) -> None:
+    engine = BrokenBatches(batch_curve=GPU_CURVE, rtf=0.02, overhead_s=0.01)
+    worker = make_worker(store, engine)
+    await worker.warm_up("af_heart")  # does not fail: batches are an optimisation
+    assert (worker.batch_costs.limit, engine.prepared) == (1, 1)
+
+
 # -- kill -9 mid-batch ----------------------------------------------------------------------
 
 
