@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from speechd.durable import ReadBatch, Store, record_size
+from speechd.durable import ReadBatch, Store
+from speechd.durable._contract import record_size
 
 from .forwarding import ForwardingStore
 
