@@ -212,6 +212,9 @@ def _telemetry(m: WorkerMetrics | None) -> str:
         text += f", {m.power_w_mean:.1f} W"
     if m.joules_per_audio_s is not None:
         text += f", {m.joules_per_audio_s:.2f} J per audio s"
+    if m.max_batch is not None:
+        per_step = "-" if m.chunks_per_step is None else f"{m.chunks_per_step:.2f}"
+        text += f", max batch {m.max_batch} ({per_step} chunks per step)"
     return text
 
 
