@@ -8,6 +8,7 @@
     python -m loadtest run ... [--max-batch auto|N] [--levels 1,4,8,16]
     python -m loadtest run --cost-model gpu [--slow-rtf 0.05] [--slow-overhead 0.25]
         [--max-batch auto|N] [--levels 1,4,8,16] [--only concurrency-1,...]
+    python -m loadtest run ... [--texts 8] [--fresh]
     python -m loadtest report DIR/report.json
 
 `run` measures the raw engine loop in this process, on torch and on ONNX Runtime (the
@@ -28,6 +29,10 @@ speechd servers (speechd, speechd-fifo) on a cost model of a device that batches
 does (`loadtest._slow.GPU_CURVE`: ~0.3x per item at batch 8; `--slow-rtf` and
 `--slow-overhead` are its cost per audio second and per call, 0.05 and 0.25 s by default:
 a device bound by per-call overhead) instead of the model: no model, no raw loop.
+`--texts N` makes each level of the concurrency sweep N texts through a closed loop of
+`level` clients, and `--fresh` starts the servers afresh for every scenario: together, the
+side-by-side benchmark of issue 31 (8 texts at c=1, 2, 4, a fresh server per level), where
+a worker's costs are only its warm-up's when the first listener comes.
 `report` redraws report.md and the plots from a report.json.
 `run --slow-device` is the slow-device mode (`loadtest._slowrun`): speechd and Kokoro-FastAPI-
 style whole-chunk serving on a cost model of a device slower than real time, against the raw
@@ -150,7 +155,7 @@ def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
             rtf=args.slow_rtf if args.slow_rtf is not None else GPU_RTF,
             overhead_s=args.slow_overhead if args.slow_overhead is not None else GPU_OVERHEAD_S,
             workdir=workdir,
-            start="now",
+            start="",
             batch_curve="gpu",
             extra=["--policy", policy, *extra],
         )
@@ -207,12 +212,19 @@ def _telemetry(m: WorkerMetrics | None) -> str:
         text += f", {m.power_w_mean:.1f} W"
     if m.joules_per_audio_s is not None:
         text += f", {m.joules_per_audio_s:.2f} J per audio s"
+    if m.max_batch is not None:
+        per_step = "-" if m.chunks_per_step is None else f"{m.chunks_per_step:.2f}"
+        text += f", max batch {m.max_batch} ({per_step} chunks per step)"
     return text
 
 
 def _run(args: argparse.Namespace) -> int:
     began = time.monotonic()
-    plan = [s for s in scenarios(args.quick, args.levels) if not args.only or s.name in args.only]
+    plan = [
+        s
+        for s in scenarios(args.quick, args.levels, args.texts)
+        if not args.only or s.name in args.only
+    ]
     targets = [SPEECHD] if args.server else args.servers
     run = Run(
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -228,20 +240,11 @@ def _run(args: argparse.Namespace) -> int:
         raw_texts += [r.text for r in saturation.requests[:RAW_TEXTS]]
         _raw_round(run, args, raw_texts)
     with tempfile.TemporaryDirectory(prefix="speechd-loadtest-") as workdir:
-        servers: list[Server] = []
-        try:
-            for target in targets:
-                if args.server:
-                    server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
-                else:
-                    server = _start(target, args, Path(workdir))
-                servers.append(server)
-                print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
-                server.wait_ready()  # one at a time: loading models side by side thrashes
-            asyncio.run(_measure(run, servers, plan, args.out))
-        finally:
-            for server in servers:
-                server.stop()
+        # --fresh: each scenario on servers started for it (as a side-by-side benchmark
+        # starts a fresh server per level: the worker's costs are its warm-up's, no more).
+        rounds = [[scenario] for scenario in plan] if args.fresh and not args.server else [plan]
+        for scenarios_now in rounds:
+            _measure_on_servers(run, args, targets, scenarios_now, Path(workdir))
     if raw_texts and not args.quick:  # again, for a figure less at the mercy of neighbours
         _raw_round(run, args, raw_texts)
     run.machine = _with_load_after(run.machine)
@@ -251,6 +254,30 @@ def _run(args: argparse.Namespace) -> int:
         print(f"goal: {goal.goal}: {goal.measured} -> {goal.met}")
     print(f"report: {args.out / 'report.md'} ({run.wall_s:.0f} s)")
     return 0
+
+
+def _measure_on_servers(
+    run: Run,
+    args: argparse.Namespace,
+    targets: Sequence[str],
+    plan: Sequence[Scenario],
+    workdir: Path,
+) -> None:
+    """Start `targets` (or take --server), run `plan` on them, stop them."""
+    servers: list[Server] = []
+    try:
+        for target in targets:
+            if args.server:
+                server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
+            else:
+                server = _start(target, args, workdir)
+            servers.append(server)
+            print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
+            server.wait_ready()  # one at a time: loading models side by side thrashes
+        asyncio.run(_measure(run, servers, plan, args.out))
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def _with_load_after(machine: Machine) -> Machine:
@@ -314,6 +341,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--levels",
         type=lambda v: [int(t) for t in v.split(",") if t.strip()],
         help="the concurrency sweep's levels, e.g. 1,4,8,16 (default 1,2,4,8; quick 1,2,4)",
+    )
+    run.add_argument(
+        "--texts",
+        type=int,
+        help="each level of the concurrency sweep sends this many texts through a closed "
+        "loop of `level` clients (default: `level` texts at once)",
+    )
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start the servers afresh for every scenario (a fresh server per level)",
     )
     run.add_argument(
         "--cost-model",

@@ -44,9 +44,10 @@ SLIP_CHUNKS = 3
 follow (`ChunkTimes.slip`): a device that just ran slower than its window says is taken at
 its word for the next chunks, before the window catches up."""
 
-MAX_SLIP = 3.0
-"""No slip counts for more than this (a chunk stalled by something else for seconds says
-little about the next)."""
+MAX_SLIP = 2.0
+"""No slip counts for more than this: a chunk that took more than twice its prediction was
+most likely stalled by something else for a moment (a neighbour's burst on a shared CPU);
+if the device stays that slow, the curve's latest chunks say so within a few chunks."""
 
 _BIN_SPAN = 1.5  # chunks whose audio lies within this factor are priced as one length
 _BIN_LATEST = 4  # ... by the latest this many of them
@@ -140,7 +141,8 @@ class ChunkTimes:
     for) is not the device's curve: Kokoro on torch costs 0.70 s per audio second at 1 s of
     audio, 0.46 at 3-7 s and more again past 20 s, so a line through the short chunks priced
     a 12 s chunk 16% low, and one through them all had a negative price per call (refused,
-    then the mean rate, which priced a 1 s chunk 22% low). Until two lengths are known the
+    then the mean rate, which priced a 1 s chunk 22% low; the line now falls back on the
+    curve's shorter lengths). Until two lengths are known the
     line answers; until it is known (three chunks of different lengths), the mean rate; and
     before anything is measured, the priors.
 
@@ -317,8 +319,21 @@ class ChunkTimes:
         return fit if fit is not None else (0.0, mean)
 
     def _line(self) -> tuple[float, float]:
+        """The least-squares line through the recent chunks; where that is no price (a device
+        whose rate climbs again at long chunks gives a negative price per call), the line
+        through the curve's lengths, the longest dropped until it is one; else the mean."""
         fit = _fit([(s.audio_s, s.gen_s) for s in self._samples])
-        return fit if fit is not None else (0.0, self._mean_rate())
+        if fit is not None:
+            return fit
+        if self._curve is None:
+            self._curve = self._curve_points()
+        points = list(self._curve)
+        while len(points) >= 3:
+            fit = _fit(points)
+            if fit is not None:
+                return fit
+            points.pop()
+        return 0.0, self._mean_rate()
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:

@@ -16,11 +16,16 @@ from collections.abc import Callable
 
 import pytest
 
+from speechd.casts._records import audio_chunk
+from speechd.durable import Store
 from speechd.worker import ChunkTimes
 from speechd.worker._hold import MIN_HOLD_S
 from speechd.worker._policy import DeadlinePolicy
+from tests.support.engines import CostEngine, chunked_text
 
+from ._helpers import ended_stream, make_worker, playable, running, submit_text
 from ._slowsim import SlowCast, audio_of, simulate
+from .test_worker_slow_device import heard_silence_ms
 
 #: (audio s, compute s) per chunk, quiet, 2 threads: torch is no straight line (0.70 s per
 #: audio second at 1 s, 0.46 from 3 to 12 s, 0.61 at 27 s); ONNX Runtime nearly is.
@@ -154,3 +159,33 @@ def test_a_device_as_measured_holds_nobody_back_any_longer(
             assert all(c.hold == 0.0 and c.gaps() == [] for c in casts)
             first = casts[0]
             assert first.first_play() < 1.2 * device(points)(audio_of(40)) + 0.1
+
+
+def test_a_cast_is_planned_on_a_line_with_a_price_per_call() -> None:
+    # Torch's costs over every length a lone cast's chunks take: the line the planner budgets
+    # a cast's chunks by keeps a price per call and the slope of the lengths a chunk has,
+    # where the mean rate (0.54 s per audio second, no price per call) stood for it.
+    torch = device(TORCH)
+    times = measured(torch, (16, 30, 55, 120, 210, 450))
+    overhead, slope = times.line
+    assert overhead > 0.1
+    for audio in (1.06, 1.75, 3.29, 7.17):
+        assert overhead + slope * audio == pytest.approx(torch(audio), rel=0.15)
+
+
+# -- the worker, on a cost-model engine that slows down after its warm-up ----------------------
+
+
+async def test_a_worker_whose_device_slowed_since_its_warm_up_holds_for_it(store: Store) -> None:
+    # Warmed up at 0.8 s per audio second, the device then runs 1.6x slower (neighbours on
+    # the cores): the listener is held back for the device it has now, not the one measured.
+    engine = CostEngine(rtf=0.8, overhead_s=0.02, audio_per_char=0.003)
+    cid = await submit_text(store, chunked_text(8))
+    worker = make_worker(store, engine, policy=DeadlinePolicy())
+    await worker.warm_up("af_heart")
+    engine.rtf, engine.overhead_s = 1.6 * engine.rtf, 1.6 * engine.overhead_s
+    async with running(worker):
+        stream = await ended_stream(store, cid)
+    assert audio_chunk(playable(stream)[0]).hold_ms > 0
+    # Held by the warm-up's figures, it heard most of the silence it would have at once.
+    assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
