@@ -155,7 +155,7 @@ def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
             rtf=args.slow_rtf if args.slow_rtf is not None else GPU_RTF,
             overhead_s=args.slow_overhead if args.slow_overhead is not None else GPU_OVERHEAD_S,
             workdir=workdir,
-            start="now",
+            start="",
             batch_curve="gpu",
             extra=["--policy", policy, *extra],
         )
