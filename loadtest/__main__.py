@@ -5,6 +5,10 @@
         [--only SCENARIOS]
     python -m loadtest run --server http://127.0.0.1:8000 [--server-pid PID] [--model-dir DIR]
     python -m loadtest run --slow-device [--slow-rtf 1.3] [--slow-overhead 0.4] [--quick]
+    python -m loadtest run ... [--max-batch auto|N] [--levels 1,4,8,16]
+    python -m loadtest run --cost-model gpu [--slow-rtf 0.05] [--slow-overhead 0.25]
+        [--max-batch auto|N] [--levels 1,4,8,16] [--only concurrency-1,...]
+    python -m loadtest run ... [--texts 8] [--fresh]
     python -m loadtest report DIR/report.json
 
 `run` measures the raw engine loop in this process, on torch and on ONNX Runtime (the
@@ -18,6 +22,17 @@ listeners on one cast and 8 identical requests at once. With --server it measure
 server alone (its memory too, given its pid). It writes report.json, report.md and PNG plots
 to --out (default loadtest/results, where the committed report lives) after each scenario, so
 an interrupted run still leaves a report.
+`--max-batch` is passed to every speechd server the run starts (`auto`, speechd's default, or
+N; run once with `--max-batch 1` and once with `auto`, each to its own --out, to compare);
+`--levels` replaces the concurrency sweep's levels (1, 2, 4, 8). `--cost-model gpu` runs the
+speechd servers (speechd, speechd-fifo) on a cost model of a device that batches as a GPU
+does (`loadtest._slow.GPU_CURVE`: ~0.3x per item at batch 8; `--slow-rtf` and
+`--slow-overhead` are its cost per audio second and per call, 0.05 and 0.25 s by default:
+a device bound by per-call overhead) instead of the model: no model, no raw loop.
+`--texts N` makes each level of the concurrency sweep N texts through a closed loop of
+`level` clients, and `--fresh` starts the servers afresh for every scenario: together, the
+side-by-side benchmark of issue 31 (8 texts at c=1, 2, 4, a fresh server per level), where
+a worker's costs are only its warm-up's when the first listener comes.
 `report` redraws report.md and the plots from a report.json.
 `run --slow-device` is the slow-device mode (`loadtest._slowrun`): speechd and Kokoro-FastAPI-
 style whole-chunk serving on a cost model of a device slower than real time, against the raw
@@ -56,7 +71,13 @@ from ._scenarios import (
     Scenario,
     scenarios,
 )
-from ._servers import Server, start_naive, start_speechd
+from ._servers import Server, start_naive, start_slow_speechd, start_speechd
+
+GPU_RTF = 0.05
+"""`--cost-model gpu`'s compute seconds per audio second at batch 1."""
+GPU_OVERHEAD_S = 0.25
+"""`--cost-model gpu`'s seconds per model call: a pass bound by per-call overhead (kernel
+launches, a Jetson's slow host), which is where batching pays."""
 
 RAW_TEXTS = 4
 """The raw loop reads this many of the saturation scenario's texts (each round)."""
@@ -127,7 +148,20 @@ def _start(name: str, args: argparse.Namespace, workdir: Path) -> Server:
         return start_naive(name, workdir=workdir, **engine)
     policy = "fifo" if name == SPEECHD_FIFO else "deadline"
     runtime = "onnx" if name == SPEECHD_ONNX else "torch"
-    return start_speechd(name, policy=policy, workdir=workdir, engine=runtime, **engine)
+    extra = ["--max-batch", args.max_batch] if args.max_batch else []
+    if args.cost_model == "gpu":
+        return start_slow_speechd(
+            name,
+            rtf=args.slow_rtf if args.slow_rtf is not None else GPU_RTF,
+            overhead_s=args.slow_overhead if args.slow_overhead is not None else GPU_OVERHEAD_S,
+            workdir=workdir,
+            start="",
+            batch_curve="gpu",
+            extra=["--policy", policy, *extra],
+        )
+    return start_speechd(
+        name, policy=policy, workdir=workdir, engine=runtime, extra=extra, **engine
+    )
 
 
 async def _measure(
@@ -178,12 +212,19 @@ def _telemetry(m: WorkerMetrics | None) -> str:
         text += f", {m.power_w_mean:.1f} W"
     if m.joules_per_audio_s is not None:
         text += f", {m.joules_per_audio_s:.2f} J per audio s"
+    if m.max_batch is not None:
+        per_step = "-" if m.chunks_per_step is None else f"{m.chunks_per_step:.2f}"
+        text += f", max batch {m.max_batch} ({per_step} chunks per step)"
     return text
 
 
 def _run(args: argparse.Namespace) -> int:
     began = time.monotonic()
-    plan = [s for s in scenarios(args.quick) if not args.only or s.name in args.only]
+    plan = [
+        s
+        for s in scenarios(args.quick, args.levels, args.texts)
+        if not args.only or s.name in args.only
+    ]
     targets = [SPEECHD] if args.server else args.servers
     run = Run(
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -194,25 +235,16 @@ def _run(args: argparse.Namespace) -> int:
     )
     sweep = [s for s in plan if s.concurrency]
     raw_texts: list[str] = []
-    if sweep and (args.model_dir or not args.server):
+    if sweep and (args.model_dir or not args.server) and not args.cost_model:
         saturation = max(sweep, key=lambda s: s.concurrency or 0)
         raw_texts += [r.text for r in saturation.requests[:RAW_TEXTS]]
         _raw_round(run, args, raw_texts)
     with tempfile.TemporaryDirectory(prefix="speechd-loadtest-") as workdir:
-        servers: list[Server] = []
-        try:
-            for target in targets:
-                if args.server:
-                    server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
-                else:
-                    server = _start(target, args, Path(workdir))
-                servers.append(server)
-                print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
-                server.wait_ready()  # one at a time: loading models side by side thrashes
-            asyncio.run(_measure(run, servers, plan, args.out))
-        finally:
-            for server in servers:
-                server.stop()
+        # --fresh: each scenario on servers started for it (as a side-by-side benchmark
+        # starts a fresh server per level: the worker's costs are its warm-up's, no more).
+        rounds = [[scenario] for scenario in plan] if args.fresh and not args.server else [plan]
+        for scenarios_now in rounds:
+            _measure_on_servers(run, args, targets, scenarios_now, Path(workdir))
     if raw_texts and not args.quick:  # again, for a figure less at the mercy of neighbours
         _raw_round(run, args, raw_texts)
     run.machine = _with_load_after(run.machine)
@@ -222,6 +254,30 @@ def _run(args: argparse.Namespace) -> int:
         print(f"goal: {goal.goal}: {goal.measured} -> {goal.met}")
     print(f"report: {args.out / 'report.md'} ({run.wall_s:.0f} s)")
     return 0
+
+
+def _measure_on_servers(
+    run: Run,
+    args: argparse.Namespace,
+    targets: Sequence[str],
+    plan: Sequence[Scenario],
+    workdir: Path,
+) -> None:
+    """Start `targets` (or take --server), run `plan` on them, stop them."""
+    servers: list[Server] = []
+    try:
+        for target in targets:
+            if args.server:
+                server = Server(SPEECHD, args.server.rstrip("/"), args.server_pid)
+            else:
+                server = _start(target, args, workdir)
+            servers.append(server)
+            print(f"{target}: waiting for {server.url}/readyz ...", flush=True)
+            server.wait_ready()  # one at a time: loading models side by side thrashes
+        asyncio.run(_measure(run, servers, plan, args.out))
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def _with_load_after(machine: Machine) -> Machine:
@@ -266,8 +322,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the slow-device mode: a cost-model engine slower than real time (no model)",
     )
-    run.add_argument("--slow-rtf", type=float, default=1.3, help="its compute s per audio s")
-    run.add_argument("--slow-overhead", type=float, default=0.4, help="its s per model call")
+    run.add_argument(
+        "--slow-rtf",
+        type=float,
+        help="the cost model's compute s per audio s (slow device 1.3, gpu 0.05)",
+    )
+    run.add_argument(
+        "--slow-overhead",
+        type=float,
+        help="the cost model's s per model call (slow device 0.4, gpu 0.25)",
+    )
+    run.add_argument(
+        "--max-batch",
+        metavar="auto|N",
+        help="passed to every speechd server started (default: speechd's, auto)",
+    )
+    run.add_argument(
+        "--levels",
+        type=lambda v: [int(t) for t in v.split(",") if t.strip()],
+        help="the concurrency sweep's levels, e.g. 1,4,8,16 (default 1,2,4,8; quick 1,2,4)",
+    )
+    run.add_argument(
+        "--texts",
+        type=int,
+        help="each level of the concurrency sweep sends this many texts through a closed "
+        "loop of `level` clients (default: `level` texts at once)",
+    )
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start the servers afresh for every scenario (a fresh server per level)",
+    )
+    run.add_argument(
+        "--cost-model",
+        choices=["gpu"],
+        help="run the speechd servers on a cost model of a device that batches as a GPU "
+        "does, instead of the model (no raw loop)",
+    )
     report = commands.add_parser("report", help="redraw report.md and plots from report.json")
     report.add_argument("json", type=Path)
     args = parser.parse_args(argv)
@@ -279,8 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(
                 f"--servers: unknown {', '.join(sorted(unknown))} (know {', '.join(TARGETS)})"
             )
+        if args.cost_model and set(args.servers) - {SPEECHD, SPEECHD_FIFO}:
+            args.servers = [s for s in args.servers if s in (SPEECHD, SPEECHD_FIFO)]
         try:
             if args.slow_device:
+                args.slow_rtf = 1.3 if args.slow_rtf is None else args.slow_rtf
+                args.slow_overhead = 0.4 if args.slow_overhead is None else args.slow_overhead
                 from ._slowrun import run_slow
 
                 return run_slow(args)

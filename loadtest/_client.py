@@ -34,6 +34,9 @@ _WORKER_FIGURES = {
         "speechd_worker_resident_memory_bytes",
         "speechd_device_power_watts",
         "speechd_worker_energy_per_audio_second_joules",
+        "speechd_worker_max_batch",
+        "speechd_worker_batch_size_count",
+        "speechd_worker_batch_size_sum",
     )
 }
 
@@ -154,6 +157,11 @@ def worker_metrics(seen: list[dict[str, float]]) -> WorkerMetrics | None:
     rss = values("speechd_worker_resident_memory_bytes")
     power = values("speechd_device_power_watts")
     joules = values("speechd_worker_energy_per_audio_second_joules")
+    limit = values("speechd_worker_max_batch")
+    steps = values("speechd_worker_batch_size_count")
+    chunks = values("speechd_worker_batch_size_sum")
+    ran = steps[-1] - steps[0] if len(steps) > 1 else 0.0
+    made = chunks[-1] - chunks[0] if len(chunks) > 1 else 0.0
     return WorkerMetrics(
         samples=len(seen),
         cpu_percent_mean=sum(cpu) / len(cpu) if cpu else None,
@@ -161,6 +169,8 @@ def worker_metrics(seen: list[dict[str, float]]) -> WorkerMetrics | None:
         rss_mib_max=max(rss) / 2**20 if rss else None,
         power_w_mean=sum(power) / len(power) if power else None,
         joules_per_audio_s=joules[-1] if joules else None,
+        max_batch=round(limit[-1]) if limit else None,
+        chunks_per_step=made / ran if ran > 0 else None,
     )
 
 

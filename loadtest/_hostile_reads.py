@@ -230,7 +230,8 @@ def whole_rss(args: argparse.Namespace) -> None:
         data = Path(folder) / "data"
         flags = ["api", "--data-dir", str(data), "--log-level", "warning", *_QUOTA]
         with (
-            worker_process(data, rtf=0.001, audio_per_char=per_char),
+            # The worker makes the file as fast as it can (no listener to keep ahead of).
+            worker_process(data, lead_s=1e9, rtf=0.001, audio_per_char=per_char),
             start_server(flags) as live,
         ):
             size = asyncio.run(_finished(live.url, text))

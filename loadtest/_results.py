@@ -47,6 +47,11 @@ class WorkerMetrics(msgspec.Struct, frozen=True):
     joules_per_audio_s: float | None = None
     """The last reading of speechd_worker_energy_per_audio_second_joules (a power reading
     is needed: NVML or tegrastats)."""
+    max_batch: int | None = None
+    """speechd_worker_max_batch: the most chunks its worker renders in one pass."""
+    chunks_per_step: float | None = None
+    """Chunks per step its worker ran while the scenario ran (speechd_worker_batch_size:
+    1.0 is batch 1 throughout; between the first and the last sample)."""
 
 
 class ListenerResult(msgspec.Struct, frozen=True):

@@ -8,7 +8,7 @@ the servers are compared on the same work.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -60,19 +60,27 @@ def _chapter(numbers: Iterator[int], sentences: int) -> str:
     return f"Chapter {n}. {paragraph(sentences, 5 * n)}"
 
 
-def scenarios(quick: bool) -> list[Scenario]:
+def scenarios(
+    quick: bool, levels: Sequence[int] | None = None, texts: int | None = None
+) -> list[Scenario]:
     """The run's scenarios, in order. `quick` keeps each one small (under 3 minutes in all on
-    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences."""
+    a 2-core CPU); otherwise the concurrency sweep is 1, 2, 4, 8 requests of 2 sentences
+    (`levels`: other levels). With `texts`, each level of the sweep sends that many texts
+    through a closed loop of `level` clients (each sends its next when its last one ended),
+    as a side-by-side benchmark of servers does, instead of `level` texts at once."""
     numbers = count(1)
-    levels, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
+    default, sentences = ((1, 2, 4), 1) if quick else ((1, 2, 4, 8), 2)
+    levels = tuple(levels or default)
     out = [
         Scenario(
             f"concurrency-{level}",
             "concurrency",
             tuple(
-                Request(0.0, _chapter(numbers, sentences), f"c{level}-{i}") for i in range(level)
+                Request(0.0, _chapter(numbers, sentences), f"c{level}-{i}")
+                for i in range(texts or level)
             ),
             concurrency=level,
+            pool=level if texts else None,
         )
         for level in levels
     ]

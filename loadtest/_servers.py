@@ -206,16 +206,22 @@ def start_slow_speechd(
     workdir: Path,
     max_queue: int = 256,
     start: str = "smooth",
+    batch_curve: str = "none",
+    extra: Sequence[str] = (),
 ) -> Server:
     """`speechd serve` (deadline policy) on the slow device's cost model (`loadtest._slow`);
-    its speech requests ask for `start` (smooth: held back until they play through)."""
+    its speech requests ask for `start` (smooth: held back until they play through; "": the
+    api's default, as the real-model servers are asked).
+    `batch_curve` "gpu": the cost model batches as a GPU does; `extra`: more `serve` flags
+    (`--max-batch 1`, `--policy fifo`)."""
     port = _free_port()
     data = tempfile.mkdtemp(prefix=f"{name}-", dir=workdir)
-    argv = ["-m", "loadtest.slow_serve", "--rtf", str(rtf), "--overhead", str(overhead_s), "--"]
+    argv = ["-m", "loadtest.slow_serve", "--rtf", str(rtf), "--overhead", str(overhead_s)]
+    argv += ["--batch-curve", batch_curve, "--"]
     argv += ["serve", "--port", str(port), "--data-dir", data, "--max-queue", str(max_queue)]
-    argv += ["--log-level", "warning"]
+    argv += ["--log-level", "warning", *extra]
     server = _start(name, argv, port, workdir)
-    server.body = {"start": start}
+    server.body = {"start": start} if start else {}
     return server
 
 

@@ -9,6 +9,13 @@ English, roughly: 250 phonemes are about 14 s). Sleeping takes no CPU, so the se
 on a 2-core box compete for nothing but their own bookkeeping, and the figures show what
 scheduling and chunking make of a slow device.
 
+With a `batch_curve` (the cost per item by batch size against batch 1; `GPU_CURVE` follows
+the published figures for batched Kokoro on a GPU: ~0.3x per item at batch 8) it also
+renders batches (`synthesize_batch`): a batch of n sleeps n * curve(n) times its longest
+item's cost alone, so padding counts. A worker on it measures that curve at warm-up
+(`--max-batch auto`) as it would a GPU's: the GPU-like cost model of `python -m loadtest run
+--cost-model gpu`.
+
 `load_slow_engine` is what a worker process loads in its place (`loadtest.slow_serve`), and
 `slow_raw` is the raw loop on it: every text made back to back in the fewest model calls, the
 engine's own speed (the cost model's arithmetic: no sleeping needed to know it).
@@ -36,6 +43,7 @@ from speechd.engine import (
 )
 
 __all__ = [
+    "GPU_CURVE",
     "OVERHEAD_S",
     "RTF",
     "WHOLE",
@@ -52,6 +60,10 @@ OVERHEAD_S = 0.4
 PAD_S = 0.25
 TOKENS_PER_S = 18.0
 VOICES = ("af_heart", "af_bella", "am_adam", "bf_emma")
+
+GPU_CURVE: dict[int, float] = {1: 1.0, 2: 0.6, 4: 0.4, 8: 0.3, 16: 0.25}
+"""Cost per item by batch size against batch 1, as published for batched Kokoro on a GPU
+(masked AdaIN, packed LSTMs: 2.9-3.8x throughput at batch 8-16)."""
 
 #: One chunk per 510-token span: the fewest model calls, the engine's own speed.
 WHOLE = ChunkPolicy(
@@ -78,7 +90,9 @@ class SlowEngine:
         square_s: float = 0.0,
         default_voice: str = "af_heart",
         voice_map: dict[str, str] | None = None,
+        batch_curve: dict[int, float] | None = None,
     ) -> None:
+        self.batch_curve = dict(batch_curve or {})
         self.rtf = rtf
         self.overhead_s = overhead_s
         self.square_s = square_s
@@ -113,6 +127,35 @@ class SlowEngine:
     ) -> Synthesis:
         audio = self.audio_s(len(chunk.phonemes), speed)
         time.sleep(self._cost(audio))
+        return self._tone(audio)
+
+    @property
+    def max_batch(self) -> int:
+        return max(self.batch_curve, default=1)
+
+    def prepare_batch(self, max_items: int) -> None:
+        pass  # nothing to open: the curve is arithmetic
+
+    def synthesize_batch(self, items: Sequence[Any], *, isolate: bool = True) -> list[Any]:
+        """Each item as `synthesize` makes it, in one sleep of n * curve(n) times the
+        longest item's cost alone."""
+        if len(items) <= 1 or not self.batch_curve:
+            return [self.synthesize(i.chunk, i.voice, i.speed, seed=i.seed) for i in items]
+        audio = [self.audio_s(len(i.chunk.phonemes), i.speed) for i in items]
+        time.sleep(len(items) * self._factor(len(items)) * max(map(self._cost, audio)))
+        return [self._tone(a) for a in audio]
+
+    def _factor(self, n: int) -> float:
+        sizes = sorted(self.batch_curve)
+        lower = max((s for s in sizes if s <= n), default=1)
+        upper = min((s for s in sizes if s >= n), default=lower)
+        if upper == lower:
+            return self.batch_curve.get(lower, 1.0)
+        low, high = self.batch_curve[lower], self.batch_curve[upper]
+        return low + (high - low) * (n - lower) / (upper - lower)
+
+    @staticmethod
+    def _tone(audio: float) -> Synthesis:
         samples = round(audio * SAMPLE_RATE)
         tone = 0.05 * np.sin(np.arange(samples, dtype=np.float32) * np.float32(0.0523))
         return Synthesis(tone.astype(np.float32))
@@ -130,11 +173,19 @@ class SlowEngine:
             return self._g2p[lang]
 
 
-def load_slow_engine(config: EngineConfig, *, rtf: float, overhead_s: float) -> SlowEngine:
-    """A worker's engine loader (`speechd.worker.Parts.load_engine`) for the slow device."""
+def load_slow_engine(
+    config: EngineConfig,
+    *,
+    rtf: float,
+    overhead_s: float,
+    batch_curve: dict[int, float] | None = None,
+) -> SlowEngine:
+    """A worker's engine loader (`speechd.worker.Parts.load_engine`) for the slow device (or,
+    with `batch_curve`, a device that batches)."""
     engine = SlowEngine(
         rtf=rtf,
         overhead_s=overhead_s,
+        batch_curve=batch_curve,
         default_voice=config.default_voice,
         voice_map=dict(config.voice_map),
     )

@@ -62,21 +62,17 @@ from speechd.casts.schema import (
     event_of,
 )
 from speechd.durable import (
-    MAX_BATCH_BYTES,
     AppendAck,
     AppendRecord,
-    Limits,
-    ReadBatch,
     Retention,
     SeqOutOfRange,
-    Spare,
     Store,
-    StreamInfo,
     open_store,
 )
 from speechd.worker import Worker, WorkerConfig
 from tests.nats_support import NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.forwarding import ForwardingStore
 
 SPAWN = multiprocessing.get_context("spawn")
 ENGINE = {"rtf": 0.002, "overhead_s": 0.001}
@@ -86,11 +82,11 @@ MAX_LINES = 25
 MIB = 1024 * 1024
 
 
-class Handed(Store):
+class Handed(ForwardingStore):
     """The worker's store, noting when each audio record was handed to it (wall clock)."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.handed: dict[str, float] = {}  # "stream seq" -> time.time()
         self.errors = 0  # casts ended in error (e.g. swept while they waited)
 
@@ -106,49 +102,6 @@ class Handed(Store):
             elif event == b"error":
                 self.errors += 1
         return ack
-
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        return await self.inner.read(
-            stream,
-                seq_num,
-                max_records=max_records,
-                max_bytes=max_bytes,
-                wait=wait,
-                bodies=bodies,
-        )
-
-    async def check_tail(self, stream: str) -> int:
-        return await self.inner.check_tail(stream)
-
-    @property
-    def limits(self) -> Limits:
-        return self.inner.limits
-
-    async def trim(self, stream: str, before_seq: int) -> int:
-        return await self.inner.trim(stream, before_seq)
-
-    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
-        return await self.inner.list(prefix, limit=limit)
-
-    async def delete(self, stream: str) -> bool:
-        return await self.inner.delete(stream)
-
-    async def sweep(
-        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
-    ) -> int:
-        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def _until(stop: Any) -> asyncio.Event:

@@ -57,10 +57,8 @@ import msgspec
 from speechd.casts import cast_id, deployment_secret, ready_workers, submit
 from speechd.casts.schema import H_EVENT, PROGRESS_DONE, WORKERS_PREFIX, Recipe
 from speechd.durable import (
-    MAX_BATCH_BYTES,
     AppendAck,
     AppendRecord,
-    Limits,
     ReadBatch,
     Spare,
     Store,
@@ -70,6 +68,7 @@ from speechd.durable import (
 from speechd.worker import Worker, WorkerConfig
 from tests.nats_support import NatsCluster, NatsServer, namespace_for
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.forwarding import ForwardingStore
 
 SPAWN = multiprocessing.get_context("spawn")
 # A GPU-like cost model: ~0.2 s of compute for a cast of ~4 s of audio, in 4 chunks.
@@ -77,12 +76,12 @@ ENGINE = {"rtf": 0.05, "overhead_s": 0.005}
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
 
 
-class Counting(Store):
+class Counting(ForwardingStore):
     """A store that counts the operations made through it, and times those the worker's
     scheduling loop (the task that calls `Worker.run`) waits on, per appended audio record."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.ops: Counter[str] = Counter()
         self.chunks = 0
         self.samples: list[float] = []
@@ -119,35 +118,11 @@ class Counting(Store):
             self._waited = 0.0
         return ack
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        return await self._timed(
-            "read",
-            self.inner.read(
-                stream,
-                seq_num,
-                max_records=max_records,
-                max_bytes=max_bytes,
-                wait=wait,
-                bodies=bodies,
-            ),
-            stream,
-        )
+    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
+        return await self._timed("read", super().read(stream, seq_num, **options), stream)
 
     async def check_tail(self, stream: str) -> int:
         return await self._timed("check_tail", self.inner.check_tail(stream), stream)
-
-    @property
-    def limits(self) -> Limits:
-        return self.inner.limits
 
     async def trim(self, stream: str, before_seq: int) -> int:
         return await self._timed("trim", self.inner.trim(stream, before_seq), stream)
@@ -162,9 +137,6 @@ class Counting(Store):
         self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
     ) -> int:
         return await self._timed("sweep", self.inner.sweep(max_age_s, prefixes, spare=spare))
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class Report(msgspec.Struct):

@@ -1,7 +1,11 @@
 """`speechd serve` on a simulated slow device: the real api, worker, store and scheduler, with
 the cost-model engine of `loadtest._slow` loaded in the worker in place of Kokoro-82M.
 
-    python -m loadtest.slow_serve [--rtf 1.3] [--overhead 0.4] -- serve --port 8000 ...
+    python -m loadtest.slow_serve [--rtf 1.3] [--overhead 0.4] [--batch-curve gpu] \
+        -- serve --port 8000 ...
+
+`--batch-curve gpu` makes the cost model batch as a GPU does (`loadtest._slow.GPU_CURVE`),
+for `--max-batch` to measure and use.
 
 Everything after `--` is `speechd`'s own command line (the `serve` command only).
 """
@@ -14,7 +18,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ._slow import OVERHEAD_S, RTF, load_slow_engine
+from ._slow import GPU_CURVE, OVERHEAD_S, RTF, load_slow_engine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,6 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.slow_serve", description=__doc__)
     parser.add_argument("--rtf", type=float, default=RTF, help=f"compute s per audio s ({RTF})")
     parser.add_argument("--overhead", type=float, default=OVERHEAD_S, help="s per model call")
+    parser.add_argument(
+        "--batch-curve",
+        choices=["none", "gpu"],
+        default="none",
+        help="batch as a GPU does (cost per item ~0.3x at batch 8), or not at all (none)",
+    )
     args = parser.parse_args(own)
     speechd = build_parser()
     given = speechd.parse_args(rest)
@@ -47,7 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    loader = functools.partial(load_slow_engine, rtf=args.rtf, overhead_s=args.overhead)
+    curve = GPU_CURVE if args.batch_curve == "gpu" else None
+    loader = functools.partial(
+        load_slow_engine, rtf=args.rtf, overhead_s=args.overhead, batch_curve=curve
+    )
     supervisor = Supervisor(worker_config(settings), parts=Parts(load_engine=loader))
     return run_api(settings, supervisor=supervisor)
 

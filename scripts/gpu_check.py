@@ -19,9 +19,11 @@ Prints, in this order, each as soon as it is measured:
    and a wake in this process (time, RSS, torch's reserve), and a real out-of-memory: torch's
    allocator held just above the weights, then the longest chunk (made in pieces, or the
    reason it could not be);
-8. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, with the
-   figures its /metrics showed meanwhile (GPU load, power, joules per audio second, the
-   worker's GPU memory); then `loadtest.bench_device` through `speechd serve --idle-unload`
+8. time to first audio at 1, 4 and 16 concurrent streams through `speechd serve`, once with
+   `--max-batch 1` and once with `--max-batch auto` (with the size auto kept, from /readyz,
+   and the batches the worker ran, from /metrics), with the figures its /metrics showed
+   meanwhile (GPU load, power, joules per audio second, the worker's GPU memory); then
+   `loadtest.bench_device` through `speechd serve --idle-unload`
    (RSS held, after the unload and after the wake, the wake time, first audio warm against
    idle, the device memory the worker holds);
 9. torch against ONNX Runtime on the device (`loadtest.bench_engine`'s rtf per length and
@@ -383,7 +385,25 @@ async def _sample_peaks(client: Any, url: str, peaks: dict[str, float]) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _levels(url: str, levels: list[int], sentences: int) -> None:
+async def _batches(client: Any, url: str) -> str:
+    """The worker's batch size (/readyz) and the steps it ran by size (/metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ready = (await client.get(url + "/readyz")).json()
+    kept = sorted({str(d.get("max_batch", "?")) for d in ready.get("devices", {}).values()})
+    steps = total = 0.0
+    text = (await client.get(url + "/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "speechd_worker_batch_size_count":
+                steps += sample.value
+            elif sample.name == "speechd_worker_batch_size_sum":
+                total += sample.value
+    mean = f"{total / steps:.2f}" if steps else "-"
+    return f"max batch {'/'.join(kept) or '?'}, {steps:.0f} steps, {mean} chunks per step"
+
+
+async def _levels(url: str, levels: list[int], sentences: int, label: str = "") -> None:
     import httpx
 
     timeout = httpx.Timeout(10.0, read=600.0)
@@ -402,29 +422,36 @@ async def _levels(url: str, levels: list[int], sentences: int) -> None:
             seen = ", ".join(
                 f"{label} {peaks[name]:.1f}" for name, label in _FIGURES.items() if name in peaks
             )
-            say(f"{level:3d} streams: time to first audio p50 {statistics.median(firsts):.3f} s,"
-                f" max {firsts[-1]:.3f} s; last stream done {max(r[1] for r in results):.2f} s;"
-                f" /metrics peaks: {seen or 'none'}")  # fmt: skip
+            done = max(r[1] for r in results)
+            say(f"{label}{level:3d} streams: time to first audio p50 "
+                f"{statistics.median(firsts):.3f} s, max {firsts[-1]:.3f} s; last stream done "
+                f"{done:.2f} s; /metrics peaks: {seen or 'none'}")  # fmt: skip
+        say(f"{label}{await _batches(c, url)}")
 
 
 def serve(model_dir: str, device: str, levels: list[int], sentences: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="speechd-gpu-check-") as work:
-        began = time.monotonic()
-        server = start_speechd(
-            "speechd",
-            policy="deadline",
-            model_dir=model_dir,
-            device=device,
-            threads=None,
-            workdir=Path(work),
-        )
-        try:
-            server.wait_ready(timeout=300)
-            say(f"speechd serve --device {device}: ready (model loaded and warm) "
-                f"{time.monotonic() - began:.1f} s after start")  # fmt: skip
-            asyncio.run(_levels(server.url, levels, sentences))
-        finally:
-            server.stop()
+    """The levels through `speechd serve --max-batch 1`, then `--max-batch auto` (a fresh
+    server each: auto measures the batch costs at warm-up)."""
+    for max_batch in ("1", "auto"):
+        label = f"[max-batch {max_batch}] "
+        with tempfile.TemporaryDirectory(prefix="speechd-gpu-check-") as work:
+            began = time.monotonic()
+            server = start_speechd(
+                "speechd",
+                policy="deadline",
+                model_dir=model_dir,
+                device=device,
+                threads=None,
+                workdir=Path(work),
+                extra=["--max-batch", max_batch],
+            )
+            try:
+                server.wait_ready(timeout=300)
+                say(f"{label}speechd serve --device {device}: ready (model loaded and warm) "
+                    f"{time.monotonic() - began:.1f} s after start")  # fmt: skip
+                asyncio.run(_levels(server.url, levels, sentences, label))
+            finally:
+                server.stop()
 
 
 # -- 9: torch against ONNX Runtime ----------------------------------------------------------

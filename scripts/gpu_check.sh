@@ -11,7 +11,7 @@
 # warm-up time, rtf per chunk length, whether two attempts of one chunk give identical
 # bytes, the cost per item against batch size (torch, and ONNX Runtime where it has the
 # device's provider), peak GPU memory, time to first audio at 1, 4 and 16 streams through
-# `speechd serve`, torch against ONNX Runtime (onnxruntime-gpu), and runs the model tier on
+# `speechd serve` with --max-batch 1 and with auto, torch against ONNX Runtime (onnxruntime-gpu), and runs the model tier on
 # the device. `--device cpu` is a dry run of the same steps on the CPU (smaller sizes, no
 # runtime comparison), for where there is no GPU.
 set -euo pipefail

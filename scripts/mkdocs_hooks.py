@@ -54,6 +54,9 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 def _default(action: argparse.Action, fields: dict[str, Any]) -> str:
     import msgspec
 
+    from speechd.cli import WORKER_KNOBS
+    from speechd.worker import WorkerConfig
+
     field = fields.get(action.dest)
     if field is None:  # a flag outside Settings (speechd top's): argparse's own default
         if isinstance(action, argparse._StoreTrueAction):
@@ -65,6 +68,8 @@ def _default(action: argparse.Action, fields: dict[str, Any]) -> str:
         doc = inspect.getdoc(field.default_factory) or ""
         return _cell(doc.rstrip("."))
     value = field.default
+    if value is None and action.dest in WORKER_KNOBS:  # not given: the worker's own default
+        value = getattr(WorkerConfig(), WORKER_KNOBS[action.dest])
     if value is None or value == ():
         return ""
     return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"

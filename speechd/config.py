@@ -118,14 +118,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
-    policy: Literal["deadline", "fifo"] = "deadline"
+    # The worker's own knobs: None leaves `WorkerConfig`'s default, the one place each lives
+    # (`speechd.cli.worker_config` maps these to it).
+    policy: Literal["deadline", "fifo"] | None = None
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
-    receipts: PositiveInt = 10_000
+    receipts: PositiveInt | None = None
     """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
     worker trims older ones. The api's metrics count the receipts they see, and its start
     estimates read the last few dozen."""
-    quantum: Seconds = 2.5
+    quantum: Seconds | None = None
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
     # Home Assistant's door (`speechd.wyoming`): off unless a URI is given.
@@ -138,6 +140,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     idle_unload: Seconds | None = None
     """Seconds with nothing to make after which the worker gives its model and device memory
     back (the next cast takes them again, waiting for the load); None keeps it loaded."""
+    max_batch: Annotated[int, Meta(ge=1)] | None = None
+    """The most chunks (of different casts) the worker renders in one forward pass; None is
+    `auto`: measured at warm-up, the largest batch size that saves at least 10% per item (1 on
+    a CPU). With N, batches still form only where the measured costs say they save time."""
     max_device_memory: Annotated[int, Meta(ge=1)] | None = None
     """Bytes the worker may hold on its device (`2G`, `512M`); chunks are planned within it,
     and torch's allocator (or ONNX Runtime's CUDA arena) is held to it. None: no cap."""
@@ -231,6 +237,8 @@ def load_settings(
             raise SettingsError(
                 f"--max-device-memory / {ENV_PREFIX}MAX_DEVICE_MEMORY: {exc}"
             ) from exc
+    if "max_batch" in values:
+        values["max_batch"] = _max_batch(values["max_batch"])
     if isinstance(values.get("device"), str):
         try:
             values["device"] = parse_device(values["device"])
@@ -250,6 +258,21 @@ def load_settings(
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_describe(exc)) from exc
+
+
+def _max_batch(value: object) -> int | None:
+    """`auto` (None) or a batch size of 1 or more."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        size = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        size = 0
+    if size < 1:
+        raise SettingsError(
+            f"--max-batch / {ENV_PREFIX}MAX_BATCH: {value!r} is not auto or a size of 1 or more"
+        )
+    return size
 
 
 def _origin(value: str) -> str:

@@ -1,17 +1,22 @@
 """Test tiers: fast by default; `slow`, `model`, `browser` and `nats` tests are opt-in locally
 (`--run-slow`, `--run-model`, `--run-browser`, `--run-nats`, or `--run-all`, which
-scripts/test.sh and CI use). `gpu` tests run only where CUDA is present."""
+scripts/test.sh and CI use). `gpu` tests run only where CUDA is present.
+
+`store_dir` -> `store` (the embedded store in a temp folder, closed after the test) is the
+chain most test packages start from; a package whose tests run on every backend (durable,
+casts) or hold their store otherwise defines its own."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from speechd.durable import EmbeddedStore, Store
 from tests.nats_support import NatsServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,6 +48,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 has_cuda = False
             if not has_cuda:
                 item.add_marker(pytest.mark.skip(reason="gpu test: no CUDA device here"))
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+async def store(store_dir: Path) -> AsyncIterator[Store]:
+    opened = await EmbeddedStore.open(store_dir)
+    yield opened
+    await opened.close()
 
 
 @pytest.fixture(scope="session")

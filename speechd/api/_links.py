@@ -1,5 +1,7 @@
-"""The links speechd hands out, built in one place: a cast's player page, its API, its live
-input; the base they hang off; and the headers that name a cast in any response."""
+"""The links the api hands out: the base they hang off (`public_base_url`), the headers that
+name a cast in any response (`cast_headers`), and the links themselves, which every door
+builds alike (`speechd.service`'s `cast_url`, `cast_api_url`, `input_url`, re-exported here
+for the routes)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 from litestar.connection import ASGIConnection
 
 from speechd.config import Settings
+from speechd.service import cast_api_url, cast_url, input_url
 
 __all__ = [
     "UNSUPPORTED_HEADER",
@@ -34,21 +37,6 @@ def public_base_url(settings: Settings, connection: ASGIConnection[Any, Any, Any
     if base.startswith("ws"):
         base = "http" + base.removeprefix("ws")
     return base.rstrip("/")
-
-
-def cast_url(base_url: str, cast_id: str) -> str:
-    """A cast's player page (`base_url` "" gives the path alone)."""
-    return f"{base_url}/c/{cast_id}"
-
-
-def cast_api_url(base_url: str, cast_id: str) -> str:
-    """A cast's API (`GET` its status; its reads hang below it)."""
-    return f"{base_url}/v1/casts/{cast_id}"
-
-
-def input_url(base_url: str, cast_id: str) -> str:
-    """Where a live cast's input is written."""
-    return f"{cast_api_url(base_url, cast_id)}/input"
 
 
 def cast_headers(

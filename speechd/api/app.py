@@ -85,13 +85,16 @@ async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
     }
 
 
-def _device(worker: schema.WorkerNotice) -> dict[str, str]:
-    """A ready worker's device as /readyz shows it: where its model is, and why it speaks on
-    the CPU when it left the device it was asked for."""
-    shown = {"device": worker.device, "name": worker.device_name}
+def _device(worker: schema.WorkerNotice) -> dict[str, str | int]:
+    """A ready worker's device as /readyz shows it: where its model is, why it speaks on the
+    CPU when it left the device it was asked for, and the most chunks it renders in one pass
+    (`--max-batch`, or what auto measured there)."""
+    shown: dict[str, str | int] = {"device": worker.device, "name": worker.device_name}
     shown["state"] = worker.state or "resident"
     if worker.fallback:
         shown["fallback"] = worker.fallback
+    if worker.max_batch > 0:
+        shown["max_batch"] = worker.max_batch
     return shown
 
 

@@ -156,6 +156,7 @@ async def _worker_readings(service: CastService) -> list[WorkerReadings]:
                 readings=latest.telemetry,
                 state=latest.state,
                 fallback=latest.fallback,
+                max_batch=latest.max_batch or ready.max_batch,
             )
         )
     return found

@@ -13,7 +13,7 @@ for the next record (the final record carries the rest): at most about 130 ms fo
 opus, 96 ms for flac, nothing for wav and pcm (`python -m loadtest.bench_encoders` measures it).
 Output is deterministic (bit-exact muxing, Ogg serial 0, no dates or version strings): the same
 chunks give the same bytes with the same libraries on the same CPU. `encode` after `final=True`
-raises EncoderFinished.
+raises EncoderFinished (`_base`).
 
 **Continuing a file.** `enc.checkpoint()` (bytes, a few kB: the samples the encoder still holds
 back, plus a short pre-roll and the container's counters) says how to go on after the records
@@ -21,8 +21,9 @@ returned so far; `new_encoder(fmt, resume=checkpoint)` builds an encoder whose r
 those, still make ONE valid file of the same timeline, each record still decodable on its own
 (below). pcm, wav and flac continue byte for byte; mp3, aac and opus continue with a fresh codec
 on the old frame grid: nothing repeated or lost, a little extra coding noise right after the
-splice (figures in `_resume`). `encoder_fingerprint(fmt)` names what a checkpoint needs to
-match. A new attempt of a cast continues its file this way (speechd.worker).
+splice (figures in `_resume`). An encoder's `fingerprint` (`_factory.encoder_fingerprint`)
+names what a checkpoint needs to match. A new attempt of a cast continues its file this way
+(speechd.worker).
 
 **Formats** (`LAYOUTS[fmt]` holds the numbers below; all are at SAMPLE_RATE):
 
@@ -87,36 +88,20 @@ opus. decodeAudioData resamples every file on its own to the context rate, and r
 records to 48 kHz one by one puts errors of up to 0.1 at their edges.
 """
 
-from ._base import Encoder, EncoderFinished
-from ._factory import encoder_fingerprint, new_encoder
-from ._formats import (
-    FORMATS,
-    LAYOUTS,
-    MP3_BITRATE_KBPS,
-    SAMPLE_RATE,
-    SAMPLE_RATES,
-    RecordLayout,
-    content_type,
-)
-from ._raw import finished_bytes, wav_header
-from ._standalone import Standalone, standalone_record
+from ._factory import new_encoder
+from ._formats import FORMATS, LAYOUTS, SAMPLE_RATE, check_format, content_type
+from ._raw import finished_bytes
+from ._standalone import standalone_record
 
 __all__ = [
     "FORMATS",
     "LAYOUTS",
-    "MP3_BITRATE_KBPS",
     "SAMPLE_RATE",
-    "SAMPLE_RATES",
-    "Encoder",
-    "EncoderFinished",
-    "RecordLayout",
-    "Standalone",
+    "check_format",
     "content_type",
-    "encoder_fingerprint",
     "finished_bytes",
     "new_encoder",
     "standalone_record",
-    "wav_header",
 ]
 
 for _name in __all__:

@@ -21,7 +21,7 @@ __all__ = ["CastCaptions", "CastWord", "placed", "record_words"]
 
 
 class TimedSpan(Protocol):
-    """A word placed in a chunk's PCM, in samples (`speechd.engine.WordTiming`; its `source`
+    """A word placed in a chunk's PCM, in samples (`speechd.engine._timing.WordTiming`; its `source`
     and `mark`, where it has them, are read too)."""
 
     @property

@@ -349,6 +349,11 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     `--idle-unload` (the worker is ready all the same: the next cast wakes it), `waking` taking
     it again; `fallback` why it speaks on the CPU rather than the device it was asked for ("":
     it does not). Readers take both, and `device`, from the worker's latest notice.
+
+    When the worker renders a batch (several casts' chunks in one pass), `cast` and `chunk`
+    name its first item and `batch` the others (`[cast, chunk]` each): a death in flight is
+    counted against every one of them. `max_batch` is the most items a batch holds there
+    (`--max-batch`, or what `auto` measured; 1: no batches; 0: not said).
     """
 
     kind: str
@@ -366,6 +371,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     telemetry: Readings | None = None
     state: str = ""
     fallback: str = ""
+    batch: list[tuple[str, int]] = []
+    max_batch: int = 0
 
 
 def encode(value: msgspec.Struct) -> bytes:

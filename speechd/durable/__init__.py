@@ -11,13 +11,9 @@ from ._contract import (
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
     MAX_HEADER_BYTES,
-    MAX_HEADERS,
-    MAX_NAME_BYTES,
-    SWEEP_PAGE,
     AppendAck,
     AppendRecord,
     DurableError,
-    InvalidStreamName,
     Limits,
     ReadBatch,
     Record,
@@ -26,10 +22,7 @@ from ._contract import (
     SeqOutOfRange,
     Spare,
     Store,
-    StoreClosed,
     StreamInfo,
-    record_size,
-    validate_name,
 )
 from ._embedded import EmbeddedStore
 from ._retention import Retention, sweep_forever
@@ -38,15 +31,11 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_RECORDS",
     "MAX_BODY_BYTES",
-    "MAX_HEADERS",
     "MAX_HEADER_BYTES",
-    "MAX_NAME_BYTES",
-    "SWEEP_PAGE",
     "AppendAck",
     "AppendRecord",
     "DurableError",
     "EmbeddedStore",
-    "InvalidStreamName",
     "Limits",
     "ReadBatch",
     "Record",
@@ -56,12 +45,9 @@ __all__ = [
     "SeqOutOfRange",
     "Spare",
     "Store",
-    "StoreClosed",
     "StreamInfo",
     "open_store",
-    "record_size",
     "sweep_forever",
-    "validate_name",
 ]
 
 

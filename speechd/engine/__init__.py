@@ -2,7 +2,7 @@
 synthesis, on torch or on ONNX Runtime.
 
 Importing this package is cheap and torch-free (the api process uses `VoiceBook`,
-`installed_voices`, `normalize_text` and `EngineConfig`); the runtime loads inside
+`EngineConfig` and `check_input`); the runtime loads inside
 `load_engine`, in the worker (torch and kokoro for the torch engine; onnxruntime alone for
 the ONNX one, which exports the weights once in a child process).
 
@@ -24,14 +24,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ._batch import (
-    BATCH_EDGE_SAMPLES,
-    BATCH_TOLERANCE,
-    MIN_SAVING,
-    BatchItem,
-    choose_max_batch,
-    measure_batch_costs,
-)
+from ._batch import BatchItem, choose_max_batch, measure_batch_costs
 from ._check import InputCheck, check_input
 from ._config import (
     DEFAULT_VOICE_MAP,
@@ -43,29 +36,23 @@ from ._config import (
 )
 from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis
-from ._lexicon import Lexicon, LexiconError, LexiconFile
+from ._lexicon import LexiconError, LexiconFile
 from ._loading import load_engine
 from ._memory import parse_size
-from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
-from ._planner import FLUSH_S, Planner, PlanStatus, PlanStep
+from ._plan import Chunk, ChunkPolicy
+from ._planner import FLUSH_S, Planner, PlanStatus
 from ._runtime import SAMPLES_PER_FRAME
-from ._slices import normalize_text
 from ._speakable import missing_languages, voice_language
 from ._ssml import looks_like_ssml
-from ._timing import Span, WordTiming, unit_kind, word_spans, word_timings
-from ._voices import VoiceBook, installed_voices
+from ._voices import VoiceBook
 
 __all__ = [
-    "BATCH_EDGE_SAMPLES",
-    "BATCH_TOLERANCE",
     "DEFAULT_VOICE_MAP",
     "DEVICE_HELP",
     "FLUSH_S",
     "LANGUAGES",
     "MAX_SPEED",
-    "MIN_SAVING",
     "MIN_SPEED",
-    "MODEL_MAX_TOKENS",
     "SAMPLES_PER_FRAME",
     "SAMPLE_RATE",
     "BatchItem",
@@ -74,31 +61,22 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "InputCheck",
-    "Lexicon",
     "LexiconError",
     "LexiconFile",
     "PlanStatus",
-    "PlanStep",
     "Planner",
-    "Span",
     "Synthesis",
     "VoiceBook",
-    "WordTiming",
     "check_input",
     "choose_max_batch",
     "device_name",
-    "installed_voices",
     "load_engine",
     "looks_like_ssml",
     "measure_batch_costs",
     "missing_languages",
-    "normalize_text",
     "parse_device",
     "parse_size",
-    "unit_kind",
     "voice_language",
-    "word_spans",
-    "word_timings",
 ]
 
 for _name in __all__:

@@ -9,6 +9,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from ._device import Device
+from ._plan import MAX_SPEED, MIN_SPEED  # the bounds a chunk is planned within
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
@@ -21,8 +22,6 @@ __all__ = [
 
 #: Kokoro-82M's output rate, fixed by its iSTFT decoder.
 SAMPLE_RATE: Final = 24_000
-MIN_SPEED: Final = 0.25
-MAX_SPEED: Final = 4.0
 
 #: A voice's language is the first letter of its name, as in hexgrad/Kokoro-82M.
 LANGUAGES: Final = MappingProxyType(

@@ -73,7 +73,7 @@ log = logging.getLogger("speechd.engine")
 class Synthesis:
     """One chunk's audio: float32 mono PCM at `sample_rate`, how the model timed it, and
     where its words (or phrases: `unit`, from the voice's language, as the worker plans and
-    speaks with one voice) sound in it (`speechd.engine.WordTiming`; empty when the model gave
+    speaks with one voice) sound in it (`_timing.WordTiming`; empty when the model gave
     no usable durations). Every runtime fills all of it through the same post-processing."""
 
     pcm: npt.NDArray[np.float32]

@@ -31,12 +31,26 @@ import msgspec
 
 from ._timing import NO_SOURCE, Span, word_spans
 
-__all__ = ["MODEL_MAX_TOKENS", "Boundary", "Chunk", "ChunkPolicy", "Chunker", "Unit", "iter_chunks"]
+__all__ = [
+    "MAX_SPEED",
+    "MIN_SPEED",
+    "MODEL_MAX_TOKENS",
+    "Boundary",
+    "Chunk",
+    "ChunkPolicy",
+    "Chunker",
+    "Unit",
+    "iter_chunks",
+]
 
 log = logging.getLogger("speechd.engine")
 
 #: Kokoro-82M reads at most 512 tokens: 510 phonemes between its start and end markers.
 MODEL_MAX_TOKENS: Final = 510
+#: The speeds Kokoro-82M is run at (a request's, times SSML's `prosody rate`): the one place
+#: they are written; every request shape and check reads them from here.
+MIN_SPEED: Final = 0.25
+MAX_SPEED: Final = 4.0
 
 
 class Chunk(msgspec.Struct, frozen=True):
@@ -107,7 +121,7 @@ class ChunkPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     margin: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
     pad_s: Annotated[float, msgspec.Meta(ge=0)] = 0.2
     tokens_per_s: Annotated[float, msgspec.Meta(gt=0)] = 20.0
-    speed: Annotated[float, msgspec.Meta(ge=0.25, le=4.0)] = 1.0
+    speed: Annotated[float, msgspec.Meta(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
 
     def with_rtf(
         self, rtf: float, *, overhead_s: float = 0.0, max_chunk_s: float = 0.0

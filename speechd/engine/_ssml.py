@@ -40,6 +40,7 @@ from typing import Final, NamedTuple
 
 from ._mapped import Mapped
 from ._phonemes import ipa_to_kokoro, unsayable
+from ._plan import MAX_SPEED, MIN_SPEED
 from ._sayas import INTERPRETATIONS, say_as
 from ._xml import SsmlError, XmlReader
 
@@ -128,7 +129,7 @@ class SsmlReader(XmlReader):
         lang: str,
         *,
         speed: float = 1.0,
-        speed_bounds: tuple[float, float] = (0.25, 4.0),
+        speed_bounds: tuple[float, float] = (MIN_SPEED, MAX_SPEED),
         keep: bool = True,
     ) -> None:
         super().__init__(text)

@@ -28,7 +28,6 @@ from ._bounds import (
     MAX_VOICE_CHARS,
     MAX_WAIT_S,
     SSE_BUFFER_BYTES,
-    STREAM_RETRY_AFTER_S,
 )
 from ._slots import Slot, StreamSlots
 
@@ -48,7 +47,6 @@ __all__ = [
     "MAX_VOICE_CHARS",
     "MAX_WAIT_S",
     "SSE_BUFFER_BYTES",
-    "STREAM_RETRY_AFTER_S",
     "Slot",
     "StreamSlots",
 ]

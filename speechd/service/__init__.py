@@ -8,6 +8,7 @@ make and read casts.
   make one (`LiveRequest`, checked by the same `check`, -> `LiveCast`: a random id and an
   input token), append the pieces of its input to `input/<id>` (`speechd.casts` holds the
   layout and the rules) and follow its audio.
+* `cast_url`, `cast_api_url`, `input_url` (`_links`): the links every door hands out.
 * `open_services` (`_open`): the two, built from the settings over a store, as every door
   opens them.
 * `Watch` (`_watch`): what a door's reads of a cast race (the workers' health, the door's own
@@ -22,6 +23,7 @@ Nothing here imports the web framework, the worker or torch.
 from __future__ import annotations
 
 from ._casts import MODEL, CastService, SubmittedCast, voice_label
+from ._links import cast_api_url, cast_url, input_url
 from ._live import LiveCast, LiveCasts
 from ._open import open_services
 from ._requests import (
@@ -45,6 +47,9 @@ __all__ = [
     "LiveRequest",
     "SubmittedCast",
     "Watch",
+    "cast_api_url",
+    "cast_url",
+    "input_url",
     "open_services",
     "voice_label",
 ]

@@ -32,7 +32,7 @@ from typing import NamedTuple, NoReturn
 import msgspec
 
 from speechd import casts
-from speechd.audio import SAMPLE_RATE, finished_bytes
+from speechd.audio import SAMPLE_RATE, check_format, finished_bytes
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import Store
 from speechd.engine import LANGUAGES, VoiceBook, check_input, voice_language
@@ -43,7 +43,6 @@ from ._requests import (
     CastRequest,
     CheckedRequest,
     LiveRequest,
-    check_format,
     check_piece,
     check_speed,
     check_text,

@@ -4,9 +4,9 @@
 comes later, a piece at a time) are shaped by their door (an HTTP route, the Wyoming server);
 `CastService.check` runs every check of either, in one place, and returns a `CheckedRequest`.
 The checks here are the parts that read nothing but the request: its text (`check_text` for a
-cast's, `check_piece` for a live piece), how to read it (`input_format`: plain text or SSML),
-its format (`check_format`) and speed (`check_speed`). Messages name the request's field
-(`param`) as the OpenAI-shaped errors do.
+cast's, `check_piece` for a live piece), how to read it (`input_format`: plain text or SSML)
+and its speed (`check_speed`); its format is the encoders' own check (`speechd.audio.
+check_format`). Messages name the request's field (`param`) as the OpenAI-shaped errors do.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Final
 
 import msgspec
 
-from speechd.audio import FORMATS
 from speechd.engine import MAX_SPEED, MIN_SPEED, looks_like_ssml
 from speechd.errors import InvalidRequest, PayloadTooLarge
 
@@ -28,7 +27,6 @@ __all__ = [
     "CastRequest",
     "CheckedRequest",
     "LiveRequest",
-    "check_format",
     "check_piece",
     "check_speed",
     "check_text",
@@ -145,15 +143,6 @@ def check_piece(text: str, *, param: str = "text") -> None:
             param=param,
         )
     _speakable(text, noun="text", param=param)
-
-
-def check_format(fmt: str) -> None:
-    """Raise `InvalidRequest` unless `fmt` is one of the encoders' formats."""
-    if fmt not in FORMATS:
-        raise InvalidRequest(
-            f"Unsupported format {fmt!r}; use one of {', '.join(FORMATS)}.",
-            param="response_format",
-        )
 
 
 def check_speed(speed: float) -> float:

@@ -17,27 +17,15 @@ from __future__ import annotations
 import contextlib
 
 from ._families import WorkerReadings, telemetry_families
-from ._nvml import NvmlSource
-from ._readings import DeviceSample, ModelReadings, Readings
-from ._sampler import DeviceSource, Telemetry, start_telemetry
-from ._tegrastats import TegraLine, TegrastatsSource, find_tegrastats, parse_tegrastats
-from ._top import TopView, parse_metrics, render_top, run_top
+from ._readings import ModelReadings, Readings
+from ._sampler import Telemetry, start_telemetry
+from ._top import run_top
 
 __all__ = [
-    "DeviceSample",
-    "DeviceSource",
     "ModelReadings",
-    "NvmlSource",
     "Readings",
-    "TegraLine",
-    "TegrastatsSource",
     "Telemetry",
-    "TopView",
     "WorkerReadings",
-    "find_tegrastats",
-    "parse_metrics",
-    "parse_tegrastats",
-    "render_top",
     "run_top",
     "start_telemetry",
     "telemetry_families",

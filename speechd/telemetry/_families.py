@@ -26,6 +26,8 @@ worker has that figure, so a CPU-only deployment shows no device gauges at all.
     speechd_worker_device_memory_held_bytes{worker}              torch on CUDA: its reserve
     speechd_worker_device_memory_budget_bytes{worker}            --max-device-memory
     speechd_worker_device_fallback{worker}                       1: left its device for the CPU
+    speechd_worker_max_batch{worker}                             the most chunks in one pass
+    speechd_worker_batch_size{worker}                            histogram: chunks per step
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class WorkerReadings:
     """Where its model is: "" held, "idle" given back, "waking" being taken again."""
     fallback: str = ""
     """Why it speaks on the CPU rather than the device it was asked for ("": it does not)."""
+    max_batch: int = 0
+    """The most chunks it renders in one pass (`--max-batch`, or auto's choice; 0: unknown)."""
 
 
 _Value = Callable[[Readings], float | int | None]
@@ -126,6 +130,46 @@ def telemetry_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
         yield from _per_worker(CounterMetricFamily(name, doc, labels=["worker"]), measured, value)
     yield from _labelled(measured)
     yield from _model_families(workers)
+    yield from _batch_families(workers)
+
+
+#: Buckets of `speechd_worker_batch_size` (chunks per step).
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
+
+
+def _batch_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
+    """What each worker batches: the most it may (`--max-batch`), and every step it ran."""
+    from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+
+    limit = GaugeMetricFamily(
+        "speechd_worker_max_batch",
+        "The most chunks the worker renders in one forward pass: --max-batch, or what auto "
+        "measured at warm-up (1: it never batches).",
+        labels=["worker"],
+    )
+    for w in workers:
+        if w.max_batch > 0:
+            limit.add_metric([w.worker], float(w.max_batch))
+    if limit.samples:
+        yield limit
+    sizes = HistogramMetricFamily(
+        "speechd_worker_batch_size",
+        "Chunks per step the worker ran (one chunk alone is a batch of 1).",
+        labels=["worker"],
+    )
+    for w in workers:
+        counts = w.readings.batch_sizes if w.readings is not None else {}
+        if not counts:
+            continue
+        buckets = [
+            (f"{le:g}", float(sum(n for size, n in counts.items() if size <= le)))
+            for le in _BATCH_BUCKETS
+        ]
+        buckets.append(("+Inf", float(sum(counts.values()))))
+        total = float(sum(size * n for size, n in counts.items()))
+        sizes.add_metric([w.worker], buckets, total)
+    if sizes.samples:
+        yield sizes
 
 
 def _per_worker(

@@ -63,6 +63,8 @@ class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
     energy_per_audio_s: joules of device power per second of audio made over the last minute
         (idle spells within it included); None without a power reading or without audio in it.
     model: where the worker's model is and what loading and unloading it cost (`ModelReadings`).
+    batch_sizes: how many steps the worker ran at each batch size since it started (a step
+        of one chunk is a batch of 1).
     """
 
     source: str = ""
@@ -82,6 +84,7 @@ class Readings(msgspec.Struct, frozen=True, omit_defaults=True):
     audio_s: float = 0.0
     energy_per_audio_s: float | None = None
     model: ModelReadings | None = None
+    batch_sizes: dict[int, int] = {}
 
 
 @dataclass(frozen=True)

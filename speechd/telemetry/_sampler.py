@@ -72,6 +72,7 @@ class Telemetry:
         self._lock = threading.Lock()
         self._latest = Readings(source=device.name if device is not None else "")
         self._audio_s = 0.0
+        self._batches: dict[int, int] = {}
         self._model: ModelReadings | None = None
         self._energy_j: float | None = None
         self._previous: tuple[float, float] | None = None  # (time, cpu seconds)
@@ -85,11 +86,20 @@ class Telemetry:
     # -- on the worker's event loop (a lock, nothing else) -------------------------------
 
     def reading(self) -> Readings:
-        """The latest readings, with the audio reported up to now and the model's state."""
+        """The latest readings, with the audio reported up to now, the model's state and the
+        batches run."""
         with self._lock:
             return msgspec.structs.replace(
-                self._latest, audio_s=round(self._audio_s, 3), model=self._model
+                self._latest,
+                audio_s=round(self._audio_s, 3),
+                model=self._model,
+                batch_sizes=dict(self._batches),
             )
+
+    def batch_ran(self, size: int) -> None:
+        """Count one step of `size` chunks (1: a chunk alone)."""
+        with self._lock:
+            self._batches[size] = self._batches.get(size, 0) + 1
 
     def model(self, readings: ModelReadings) -> None:
         """Where the worker's model is now, and what loading and unloading it cost."""

@@ -272,13 +272,17 @@ class Attempts:
 
     async def _died_on(self, cast_id: str, owner: str, index: int) -> bool:
         """Whether the (dead) worker `owner` died making record `index` of `cast_id`: its last
-        notice named that record as in flight."""
+        notice named that record as in flight (alone, or in a batch)."""
         if owner == self._worker_id:
             notice = self.last_words
         else:
             found = await last_notice(self._store, owner)
             notice = found[1] if found else None
-        return notice is not None and (notice.cast, notice.chunk) == (cast_id, index)
+        if notice is None:
+            return False
+        return (notice.cast, notice.chunk) == (cast_id, index) or any(
+            (cast, chunk) == (cast_id, index) for cast, chunk in notice.batch
+        )
 
     async def _recipe(self, cast_id: str) -> Recipe:
         batch = await self._store.read(catalog_stream(cast_id), 0, max_records=1)

@@ -9,6 +9,7 @@ rule for that cap: the quantum while it protects someone, more while it protects
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ __all__ = [
     "ChunkTimes",
     "PlanTiming",
     "chunk_quantum",
+    "opening",
     "plan_timing",
 ]
 
@@ -37,6 +39,31 @@ call, the 5% rule alone would make chunks a newcomer waits many quanta for."""
 SLOW_LIFT = 6.0
 """On a device slower than real time a lone cast's chunks may take this many quanta (see
 `chunk_quantum`)."""
+
+SLIP_CHUNKS = 3
+"""How many of the latest chunks' slips (compute taken over compute predicted) the costs
+follow (`ChunkTimes.slip`): a device that just ran slower than its window says is taken at
+its word for the next chunks, before the window catches up."""
+
+MAX_SLIP = 2.0
+"""No slip counts for more than this: a chunk that took more than twice its prediction was
+most likely stalled by something else for a moment (a neighbour's burst on a shared CPU);
+if the device stays that slow, the curve's latest chunks say so within a few chunks."""
+
+OPENING_S = 2.0
+"""About the audio of a cast's first chunk (Kokoro's first 30-40 tokens, to the first clause
+end: 1.7-2.2 s), what admission prices a newcomer's opening by (`opening`)."""
+
+SECOND_S = 6.5
+"""About the most audio of a cast's second chunk (the rest of its first sentence, at most
+120 tokens)."""
+
+PLAN_MARGIN = 0.8
+"""The share of its buffered audio a chunk's compute may take (`ChunkPolicy.margin`): what
+bounds a second chunk on a device near real time."""
+
+_BIN_SPAN = 1.5  # chunks whose audio lies within this factor are priced as one length
+_BIN_LATEST = 4  # ... by the latest this many of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +100,21 @@ def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0
         max_chunk_s=round(cap, 3),
         share=share,
     )
+
+
+def opening(times: ChunkTimes, audio_s: float) -> tuple[tuple[float, float], ...]:
+    """(audio, compute) predicted for the first two chunks of a cast of `audio_s` seconds not
+    planned yet: a first of about `OPENING_S`, a second as long as its planner lets it be
+    (its compute at most `PLAN_MARGIN` of the first's audio, at most `SECOND_S`)."""
+    first = min(max(audio_s, 0.0), OPENING_S)
+    if first <= 0:
+        return ()
+    out = [(first, times.gen_s(first))]
+    left = audio_s - first
+    if left > 1e-6:
+        second = min(left, SECOND_S, max(times.audio_within(PLAN_MARGIN * first), 0.5))
+        out.append((second, times.gen_s(second)))
+    return tuple(out)
 
 
 def chunk_quantum(
@@ -115,12 +157,27 @@ class ChunkTimes:
 
     A chunk's length is its phoneme count (`units`). Its audio is predicted from a
     least-squares line `pad + per_unit * units` over the recent window (at speed 1, divided
-    by the speed), and its generation time from a line `overhead + slope * audio`: a chunk's
-    audio carries a fixed pad as its compute carries a fixed price per call, so a long chunk
-    is not priced at a short one's rate per phoneme (a window of short chunks put a slow
-    device's long last chunk 15% long, and a listener's start hold with it). Until the lines
-    are known (three chunks of different lengths), the mean rates answer, and before
-    anything is measured, the priors.
+    by the speed): a chunk's audio carries a fixed pad, so a long chunk is not priced at a
+    short one's rate per phoneme (a window of short chunks put a slow device's long last
+    chunk 15% long, and a listener's start hold with it).
+
+    Its generation time is read off the recent chunks of about its length (`gen_s`): the
+    mean cost of the latest few at each length, joined from one length to the next; below
+    the shortest carried down the first step's slope, past the longest up the steeper of the
+    last step's slope and the line's. One line
+    `overhead + slope * audio` over every length (`line`, what a cast's chunks are planned
+    for) is not the device's curve: Kokoro on torch costs 0.70 s per audio second at 1 s of
+    audio, 0.46 at 3-7 s and more again past 20 s, so a line through the short chunks priced
+    a 12 s chunk 16% low, and one through them all had a negative price per call (refused,
+    then the mean rate, which priced a 1 s chunk 22% low; the line now falls back on the
+    curve's shorter lengths). Until two lengths are known the
+    line answers; until it is known (three chunks of different lengths), the mean rate; and
+    before anything is measured, the priors.
+
+    Every prediction is scaled by the device's `slip`: what the latest chunks took over what
+    was predicted for them. The window is 48 chunks, so a device that slows (neighbours on a
+    shared CPU, a cold call, a longer chunk than any measured) shows in it only chunks
+    later, and a listener held back or admitted by the old figures stalls meanwhile.
     """
 
     def __init__(
@@ -137,6 +194,8 @@ class ChunkTimes:
         self._prior_per_char = prior_audio_per_char
         self._fit: tuple[float, float] | None = None
         self._audio_fit: tuple[float, float] | None = None
+        self._curve: list[tuple[float, float]] | None = None
+        self._slips: deque[float] = deque(maxlen=SLIP_CHUNKS)
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -144,13 +203,28 @@ class ChunkTimes:
     def observe(
         self, *, units: int, chars: int, speed: float, gen_s: float, audio_s: float
     ) -> None:
-        """Record one synthesized chunk: its length, speed, compute time and audio."""
+        """Record one synthesized chunk: its length, speed, compute time and audio (and, once
+        three chunks are known, how far it slipped from its prediction)."""
+        if len(self._samples) >= 3 and self._within(audio_s):
+            predicted = self._gen_at(audio_s)
+            if predicted > 0:
+                self._slips.append(min(gen_s / predicted, MAX_SLIP))
         self._samples.append(_Sample(units, chars, speed, gen_s, audio_s))
-        self._fit = self._audio_fit = None
+        self._fit = self._audio_fit = self._curve = None
+
+    @property
+    def slip(self) -> float:
+        """How much slower the device runs now than the window predicts: the most compute
+        any of the latest `SLIP_CHUNKS` chunks took over its prediction, never below 1 (a
+        chunk that ran fast is noise to the next one, a slow one a warning)."""
+        return max(1.0, *self._slips) if self._slips else 1.0
 
     @property
     def rtf(self) -> float:
-        """Compute seconds per audio second over the recent window."""
+        """Compute seconds per audio second over the recent window (times the `slip`)."""
+        return self.slip * self._mean_rate()
+
+    def _mean_rate(self) -> float:
         audio = sum(s.audio_s for s in self._samples)
         if audio <= 0:
             return self._prior_rtf
@@ -174,21 +248,93 @@ class ChunkTimes:
 
     @property
     def line(self) -> tuple[float, float]:
-        """(overhead, slope): a chunk of `a` audio seconds is predicted to take
-        `overhead + slope * a` compute seconds."""
+        """(overhead, slope): a chunk of `a` audio seconds costs about `overhead + slope * a`
+        compute seconds, one line over every length (times the `slip`): what a cast's chunks
+        are planned for. `gen_s` follows the device's curve."""
         if self._fit is None:
             self._fit = self._line()
-        return self._fit
+        overhead, slope = self._fit
+        slip = self.slip
+        return overhead * slip, slope * slip
 
     def gen_s(self, audio_s: float) -> float:
-        """Predicted compute time of a chunk that makes `audio_s` seconds of audio."""
-        overhead, slope = self.line
-        return overhead + slope * audio_s
+        """Predicted compute time of a chunk that makes `audio_s` seconds of audio: what the
+        recent chunks of about that length took (see the class docstring), times the
+        `slip`."""
+        return self.slip * self._gen_at(audio_s)
 
     def audio_within(self, gen_s: float) -> float:
         """The most audio a chunk may make for its compute to take at most `gen_s`."""
-        overhead, slope = self.line
-        return max(gen_s - overhead, 0.0) / slope if slope > 0 else math.inf
+        if gen_s < self.gen_s(0.0):
+            return 0.0
+        high = 1.0
+        while self.gen_s(high) <= gen_s:
+            high *= 2
+            if high > 1e6:
+                return math.inf
+        low = 0.0
+        for _ in range(40):
+            middle = (low + high) / 2
+            if self.gen_s(middle) <= gen_s:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def _gen_at(self, audio_s: float) -> float:
+        """The compute of a chunk of `audio_s` on the measured curve, before the slip."""
+        if self._curve is None:
+            self._curve = self._curve_points()
+        points = self._curve
+        overhead, slope = self._fit if self._fit is not None else self._refit()
+        if len(points) < 2:
+            return overhead + slope * audio_s
+        xs = [x for x, _ in points]
+        i = bisect.bisect_left(xs, audio_s)
+        if 0 < i < len(points):
+            (x0, y0), (x1, y1) = points[i - 1], points[i]
+            return y0 + (y1 - y0) * (audio_s - x0) / (x1 - x0)
+        if i == 0:  # below the shortest: never below nothing, never steeper than its rate
+            (x0, y0), (x1, y1) = points[0], points[1]
+            step = min((y1 - y0) / (x1 - x0), y0 / x0 if x0 > 0 else math.inf)
+            return max(y0 - step * (x0 - audio_s), 0.0)
+        (x0, y0), (x1, y1) = points[-2], points[-1]  # past the longest: the steeper slope
+        step = max((y1 - y0) / (x1 - x0), slope, 0.0)
+        return y1 + step * (audio_s - x1)
+
+    def _within(self, audio_s: float) -> bool:
+        """Whether a chunk of `audio_s` lies among the lengths measured (its prediction read
+        off the curve, not carried past it: a slip there is the device's, not the curve's)."""
+        if self._curve is None:
+            self._curve = self._curve_points()
+        points = self._curve
+        if len(points) < 2:
+            return False
+        return points[0][0] / _BIN_SPAN <= audio_s <= points[-1][0] * _BIN_SPAN
+
+    def _refit(self) -> tuple[float, float]:
+        self._fit = self._line()
+        return self._fit
+
+    def _curve_points(self) -> list[tuple[float, float]]:
+        """(audio, compute) of the recent chunks by length: among the chunks whose audio
+        lies within `_BIN_SPAN` of each other, the means of the latest `_BIN_LATEST` (a length
+        measured again is priced as the device runs now), from the shortest up, the compute
+        never falling from one length to the next."""
+        latest = [(n, s) for n, s in enumerate(self._samples) if s.audio_s > 0]
+        bins: list[list[tuple[int, _Sample]]] = []
+        for n, sample in sorted(latest, key=lambda item: item[1].audio_s):
+            if bins and sample.audio_s <= bins[-1][0][1].audio_s * _BIN_SPAN:
+                bins[-1].append((n, sample))
+            else:
+                bins.append([(n, sample)])
+        points: list[tuple[float, float]] = []
+        for members in bins:
+            group = [s for _, s in sorted(members, key=lambda item: item[0])[-_BIN_LATEST:]]
+            x = sum(s.audio_s for s in group) / len(group)
+            y = sum(s.gen_s for s in group) / len(group)
+            points.append((x, max(y, points[-1][1]) if points else y))
+        return points
 
     def _audio_line(self) -> tuple[float, float]:
         """(pad, per unit) at speed 1: the fit, or (0, the mean audio per unit)."""
@@ -201,8 +347,21 @@ class ChunkTimes:
         return fit if fit is not None else (0.0, mean)
 
     def _line(self) -> tuple[float, float]:
+        """The least-squares line through the recent chunks; where that is no price (a device
+        whose rate climbs again at long chunks gives a negative price per call), the line
+        through the curve's lengths, the longest dropped until it is one; else the mean."""
         fit = _fit([(s.audio_s, s.gen_s) for s in self._samples])
-        return fit if fit is not None else (0.0, self.rtf)
+        if fit is not None:
+            return fit
+        if self._curve is None:
+            self._curve = self._curve_points()
+        points = list(self._curve)
+        while len(points) >= 3:
+            fit = _fit(points)
+            if fit is not None:
+                return fit
+            points.pop()
+        return 0.0, self._mean_rate()
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:

@@ -38,9 +38,10 @@ HOLD_MARGIN = 0.05
 time if it takes 5% longer than predicted. Every 1% costs a slow device's listener 1% of the
 cast's compute in wait (the errors of many chunks partly cancel, so the margin is small)."""
 
-MIN_HOLD_S = 0.25
-"""A shorter hold is not stated: a wait that short is worth less than a first audio at once
-(and a prediction's error is about that large)."""
+MIN_HOLD_S = 0.02
+"""A shorter hold is not stated (timer noise). A hold that is needed is stated however short:
+unstated, it is a stall of about its length a few chunks later (holds under 0.25 s used to be
+dropped, and a cast whose plan fell that little behind its listener stalled by as much)."""
 
 
 def earliest_origin(

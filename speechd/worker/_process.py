@@ -108,9 +108,10 @@ def _now_ms() -> int:
 
 class _Loading:
     """What the process says in `workers/<id>` before `Worker.run` announces it ready. Every
-    such notice repeats the chunk in flight (`cast`, `chunk`) of the last life that rendered
-    one, so whoever reads this worker's last words after a crash still finds them. Best
-    effort: a store that cannot take a notice now is logged, and the load goes on."""
+    such notice repeats the chunk in flight (`cast`, `chunk`, and the rest of its batch:
+    `batch`) of the last life that rendered one, so whoever reads this worker's last words
+    after a crash still finds them. Best effort: a store that cannot take a notice now is
+    logged, and the load goes on."""
 
     def __init__(self, store: Store, worker_id: str, heartbeat_s: float) -> None:
         self._store = store
@@ -119,6 +120,7 @@ class _Loading:
         self.error = ""
         self._cast = ""
         self._chunk = -1
+        self._batch: list[tuple[str, int]] = []
 
     async def begin(self, last_exit: str) -> None:
         """Read what the previous process of this id said last, then say `loading`."""
@@ -127,6 +129,7 @@ class _Loading:
             previous = found[1] if found else None
             if previous is not None:  # its last words (none after a clean stop)
                 self._cast, self._chunk = previous.cast, previous.chunk
+                self._batch = list(previous.batch)
             if previous is not None and previous.kind == UNAVAILABLE:
                 self.error = previous.error
             elif previous is not None and previous.kind == LOADING:
@@ -156,6 +159,7 @@ class _Loading:
             heartbeat_ms=round(self._heartbeat_s * 1000),
             cast=self._cast,
             chunk=self._chunk,
+            batch=self._batch,
             error=self.error if kind in (LOADING, UNAVAILABLE) else "",
         )
         try:

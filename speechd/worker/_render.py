@@ -19,7 +19,10 @@ fails the chunk, like an engine error, and appends nothing.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -45,10 +48,14 @@ __all__ = [
     "chunk_records",
     "chunk_seed",
     "end_file",
+    "measure_batches",
     "record_samples",
     "render",
+    "render_batch",
     "warm_up",
 ]
+
+log = logging.getLogger("speechd.worker")
 
 MAX_RECORD_S = 15.0  # longest audio in one record (15 s of 16-bit wav is ~720 KB)
 # The most bytes an encoder returns per input sample, by format (white noise, the worst case,
@@ -116,8 +123,10 @@ class Rendered:
     pieces: list[tuple[int, bytes]]  # (samples, encoded bytes) per audio record
     checkpoint: bytes  # the encoder's, after the last piece (b"": none could be taken)
     gen_s: float
-    words: Sequence[Any] = ()  # the synthesis's word timings (speechd.engine.WordTiming)
+    words: Sequence[Any] = ()  # the synthesis's word timings (speechd.engine._timing.WordTiming)
     unit: str = ""
+    batched: int = 1  # how many items the batch it was made in had
+    alone_s: float | None = None  # what it would have cost alone (`ChunkTimes` learns that)
 
 
 def record_samples(
@@ -157,16 +166,36 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
         synthesis = engine.synthesize(
             chunk, cast.recipe.voice, cast.recipe.speed, seed=chunk_seed(cast.id, chunk.index)
         )
+    except ModelUnavailable:  # the device, not the chunk: the worker stops (`_process`)
+        raise
+    except Exception as exc:
+        raise ChunkFailed(exc, encoder_intact=True) from exc
+    return _encode(engine, cast, chunk, last, synthesis, begun)
+
+
+def _encode(
+    engine: EngineLike,
+    cast: Admitted,
+    chunk: ChunkLike,
+    last: bool,
+    synthesis: Any,
+    begun: float,
+    *,
+    batch_s: float | None = None,
+) -> Rendered:
+    """`synthesis` (of `chunk`) encoded by the cast's encoder, in records that fit the
+    store. `batch_s`: its share of a batch's compute, where it was made in one (then its
+    `gen_s` is that share plus its own encoding)."""
+    try:
         pcm = np.asarray(synthesis.pcm, dtype=np.float32).reshape(-1)
         words = getattr(synthesis, "words", ())  # engines without timings have none
         unit = getattr(synthesis, "unit", "")
         limit = record_samples(
             cast.limits, cast.encoder.format, engine.sample_rate, text=chunk.text, words=words
         )
-    except ModelUnavailable:  # the device, not the chunk: the worker stops (`_process`)
-        raise
     except Exception as exc:
         raise ChunkFailed(exc, encoder_intact=True) from exc
+    encoding = time.perf_counter()
     parts = max(1, math.ceil(pcm.size / limit))
     try:
         encoded = [
@@ -181,7 +210,94 @@ def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> 
             checkpoint = cast.encoder.checkpoint()
         except Exception:  # a record without a checkpoint: a new attempt goes on before it
             checkpoint = b""
-    return Rendered(encoded, checkpoint, time.perf_counter() - begun, words, unit)
+    done = time.perf_counter()
+    gen_s = done - begun if batch_s is None else batch_s + done - encoding
+    return Rendered(encoded, checkpoint, gen_s, words, unit)
+
+
+def render_batch(
+    engine: EngineLike, entries: Sequence[tuple[Admitted, ChunkLike, bool]]
+) -> list[Rendered | ChunkFailed]:
+    """On the engine thread: the next chunks of several casts (`(cast, chunk, last)`), made
+    in one batch (`Engine.synthesize_batch`) and each encoded by its own cast's encoder; one
+    outcome per entry, in order. A failure stays with its item: an item the engine could not
+    make, or whose encoding failed, is a ChunkFailed, and the others' audio is kept. Should
+    the engine raise for the whole batch, the items are made one by one (`render`), so the
+    failing one is found. Each item's `gen_s` is its share of the batch's compute (by its
+    length) plus its own encoding."""
+    from speechd.engine import BatchItem  # torch-free
+
+    items = [
+        BatchItem(chunk, cast.recipe.voice, cast.recipe.speed, chunk_seed(cast.id, chunk.index))
+        for cast, chunk, _ in entries
+    ]
+    begun = time.perf_counter()
+    try:
+        results = engine.synthesize_batch(items)  # type: ignore[attr-defined]
+    except ModelUnavailable:
+        raise
+    except Exception as exc:
+        log.warning("a batch of %d failed as a whole (%r): made one by one", len(items), exc)
+        return [_alone(engine, *entry) for entry in entries]
+    took = time.perf_counter() - begun
+    lengths = [max(len(chunk.phonemes), 1) for _, chunk, _ in entries]
+    out: list[Rendered | ChunkFailed] = []
+    for (cast, chunk, last), result, length in zip(entries, results, lengths, strict=True):
+        if isinstance(result, BaseException):
+            out.append(ChunkFailed(result, encoder_intact=True))
+            continue
+        share = took * length / sum(lengths)
+        try:
+            made = _encode(engine, cast, chunk, last, result, begun, batch_s=share)
+            out.append(dataclasses.replace(made, batched=len(entries)))
+        except ChunkFailed as failed:
+            out.append(failed)
+    return out
+
+
+def _alone(
+    engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool
+) -> Rendered | ChunkFailed:
+    try:
+        return render(engine, cast, chunk, last)
+    except ChunkFailed as failed:
+        return failed
+
+
+def measure_batches(engine: EngineLike, max_batch: int | None) -> tuple[dict[int, float], int]:
+    """On the engine thread, at warm-up: the engine's cost per item by batch size
+    (`measure_batch_costs`: 1, 2, 4, 8, and 16 on CUDA; with an explicit `max_batch` N,
+    those up to N and N itself), and the batch size the worker keeps (`batch_limit`); the
+    engine is then told it (`prepare_batch`). ({}, 1) for `--max-batch 1`, for an engine
+    that cannot batch, and where measuring failed (logged: the worker goes on at batch 1)."""
+    from speechd.engine import choose_max_batch, measure_batch_costs  # torch-free
+
+    from ._batching import batch_limit
+
+    if max_batch == 1 or getattr(engine, "max_batch", 1) <= 1:
+        return {}, 1
+    sizes = None
+    if max_batch is not None:
+        wanted = (1, 2, 4, 8, 16) if engine.device.startswith("cuda") else (1, 2, 4, 8)
+        sizes = sorted({*(n for n in wanted if n <= max_batch), max_batch})
+    try:
+        costs = measure_batch_costs(engine, sizes)  # type: ignore[arg-type]
+        limit = batch_limit(costs, max_batch, choose_max_batch(costs))
+        engine.prepare_batch(limit)  # type: ignore[attr-defined]
+    except ModelUnavailable:  # the device itself: as any warm-up chunk would say
+        raise
+    except Exception:  # batches are an optimisation: the worker goes on at batch 1
+        log.exception("measuring batches failed: batch 1")
+        with contextlib.suppress(Exception):
+            engine.prepare_batch(1)  # type: ignore[attr-defined]
+        return {}, 1
+    log.info(
+        "batches of up to %d (%s, per item: %s)",
+        limit,
+        "auto" if max_batch is None else f"--max-batch {max_batch}",
+        ", ".join(f"{n}: {c * 1000:.1f} ms" for n, c in sorted(costs.items())) or "-",
+    )
+    return costs, limit
 
 
 def chunk_records(

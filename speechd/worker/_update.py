@@ -79,12 +79,14 @@ class Outcomes:
                 "-" if lead is None else f"{lead:.2f}",
             )
         # Measured before it is appended: a cast's first chunk then prices the rest of its plan
-        # with its own cost (a worker that has not warmed up has only priors).
+        # with its own cost (a worker that has not warmed up has only priors). A chunk made in
+        # a batch counts at what it would have cost alone: the batch's saving is the
+        # scheduler's to predict (`_batching`), not a cheaper device.
         self._times.observe(
             units=len(chunk.phonemes),
             chars=len(chunk.text),
             speed=cast.recipe.speed,
-            gen_s=rendered.gen_s,
+            gen_s=rendered.gen_s if rendered.alone_s is None else rendered.alone_s,
             audio_s=made_s,
         )
         hold_ms = 0

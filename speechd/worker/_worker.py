@@ -38,11 +38,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from speechd.casts import last_notice
 from speechd.casts.schema import WORKERS_PREFIX, WorkerNotice, encode, worker_stream
@@ -50,6 +51,7 @@ from speechd.durable import AppendRecord, Store
 
 from ._admission import Admission
 from ._attempts import Attempts, Fate
+from ._batching import ALONE, BatchCosts, fill_batch
 from ._cast import ActiveCasts, Admitted
 from ._config import WorkerConfig
 from ._costs import ChunkTimes
@@ -58,9 +60,9 @@ from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
 from ._planning import Planning
-from ._policy import Idle, Policy, Run, Sleep, make_policy
+from ._policy import ActiveCast, Idle, Policy, Run, Sleep, make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
-from ._render import ChunkFailed, Rendered, render, warm_up
+from ._render import ChunkFailed, Rendered, measure_batches, render, render_batch, warm_up
 from ._thread import EngineThread
 from ._update import Outcomes
 
@@ -70,6 +72,8 @@ if TYPE_CHECKING:
 __all__ = ["ROTATE_NOTICES", "Worker"]
 
 log = logging.getLogger("speechd.worker")
+
+T = TypeVar("T")
 
 ROTATE_NOTICES = 10_000  # a worker's stream starts over (with `ready`) after this many
 
@@ -85,7 +89,9 @@ class Worker:
 
     `run_worker` builds one for the real process; tests build one with a cost-model engine.
     `policy` replaces the one `config` names (a test's, say), `times` the measurements the
-    worker starts from, `clock` its monotonic clock. Exactly one chunk is in flight at a time.
+    worker starts from, `clock` its monotonic clock. One step is in flight at a time: one
+    chunk, or a batch of several casts' chunks (`_batching`) where `batch_costs` (measured by
+    `warm_up` unless given) say batches save time.
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class Worker:
         times: ChunkTimes | None = None,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
+        batch_costs: BatchCosts | None = None,
     ) -> None:
         self.id = config.resolved_id()
         self.config = config
@@ -171,7 +178,11 @@ class Worker:
             clock=clock,
             telemetry=telemetry,
         )
-        self._inflight: tuple[str, int] | None = None  # (cast, audio record) being rendered
+        # The per-item cost by batch size and the most items a batch holds (`--max-batch`):
+        # measured by `warm_up` unless given; batch 1 until then.
+        self.batch_costs = batch_costs if batch_costs is not None else ALONE
+        self._measure_batches = batch_costs is None and config.max_batch != 1
+        self._inflight: list[tuple[str, int]] = []  # (cast, audio record) being rendered
         # Language code -> why it cannot be spoken here; announced in `ready` (run_worker sets it).
         self.unspeakable: dict[str, str] = {}
 
@@ -197,6 +208,12 @@ class Worker:
         """Synthesize a few chunks, short and long, once: the first listener meets a warm
         engine, and the first plan is made from measured costs rather than priors."""
         await self._thread.call(warm_up, self._engine, self._chunk_policy, voice, self.times)
+        if self._measure_batches:  # `--max-batch auto|N`: what a batch saves here, if anything
+            costs, limit = await self._thread.call(
+                measure_batches, self._engine, self.config.max_batch
+            )
+            self.batch_costs = BatchCosts(costs or {1: 1.0}, limit)
+            self._measure_batches = False
 
     async def idle(self) -> None:
         """Wait until the engine is no longer busy with a chunk this worker abandoned on stop.
@@ -240,7 +257,7 @@ class Worker:
                 decision = self.policy.choose(self._clock(), views, starved=admitted.starved)
                 match decision:
                     case Run(cast_id):
-                        await self._step(self._casts[cast_id])
+                        await self._step([self._casts[c] for c in self._batch(cast_id, views)])
                     case Sleep(seconds):
                         await self._rest(seconds)
                     case Idle():  # look up now and then: deferred jobs, a side task's death
@@ -278,7 +295,7 @@ class Worker:
             await self._store.append(stream, [self._notice("ready")])
 
     def _notice(self, kind: str) -> AppendRecord:
-        inflight = self._inflight if kind != "stopped" else None
+        inflight = self._inflight if kind != "stopped" else []
         notice = WorkerNotice(
             kind=kind,
             worker=self.id,
@@ -287,8 +304,10 @@ class Worker:
             device=self._engine.device,
             pid=os.getpid(),
             heartbeat_ms=round(self.config.heartbeat_s * 1000),
-            cast=inflight[0] if inflight else "",
-            chunk=inflight[1] if inflight else -1,
+            cast=inflight[0][0] if inflight else "",
+            chunk=inflight[0][1] if inflight else -1,
+            batch=list(inflight[1:]),
+            max_batch=self.batch_costs.limit,
             unspeakable=self.unspeakable if kind == "ready" else {},
             device_name=self._telemetry.device_name if self._telemetry else "",
             telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,
@@ -329,8 +348,9 @@ class Worker:
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
 
-    async def _await_chunk(self, future: concurrent.futures.Future[Rendered]) -> Rendered | None:
-        """The rendered chunk; None if the worker is stopping and it did not finish in grace."""
+    async def _await_chunk(self, future: concurrent.futures.Future[T]) -> T | None:
+        """The rendered chunk (or batch); None if the worker is stopping and it did not
+        finish in grace."""
         wrapped = asyncio.wrap_future(future)
         stopping = asyncio.ensure_future(self._stop.wait())
         try:
@@ -344,23 +364,86 @@ class Worker:
                 return None
         return wrapped.result()
 
-    async def _step(self, cast: Admitted) -> None:
-        """Render the cast's next chunk, then apply its outcome (`_update`)."""
+    def _batch(self, first: str, views: list[ActiveCast]) -> list[str]:
+        """The casts whose next chunks are made with `first`'s (`fill_batch`); only `first`
+        where batches save nothing here, or the policy is not the deadline one."""
+        if self.batch_costs.limit <= 1 or self.policy.name != "deadline":
+            return [first]
+        # A cast whose attempt began with this chunk after a failure or a death is made
+        # alone: a chunk that kills the process is then found by itself.
+        alone = [c.id for c in self._casts if c.made == 0 and c.start.chunk_failures > 0]
+        return fill_batch(
+            self._clock(),
+            views,
+            first,
+            self.batch_costs,
+            quantum_s=self.config.quantum_s,
+            comfortable_lead_s=self.config.comfortable_lead_s,
+            alone=alone,
+        )
+
+    async def _step(self, casts: list[Admitted]) -> None:
+        """Render the casts' next chunks (one, or a batch), then apply each one's outcome as
+        its own (`_update`): a chunk that failed fails alone."""
         await self._model.ready()  # the model, taken again if it was given back
-        await self._ownership.renew_if_lapsing(cast)
-        planned = cast.plan.ahead[0]
-        # Say which record is in flight first: should it kill the process, the next life of
-        # this worker (or whoever takes the cast over) knows which cast to blame.
-        self._inflight = (cast.id, cast.index)
-        await self._announce("heartbeat")
-        try:
-            future = self._thread.submit(render, self._engine, cast, planned.chunk, cast.plan.last)
-            rendered: Rendered | ChunkFailed | None = await self._await_chunk(future)
-        except ChunkFailed as failed:
-            rendered = failed
-        finally:
-            self._inflight = None
-        if rendered is None:
-            log.info("cast %s: chunk %d abandoned on stop", cast.id, planned.chunk.index)
+        for cast in casts:
+            await self._ownership.renew_if_lapsing(cast)
+        casts = [c for c in casts if not c.dropped]
+        if not casts:
             return
-        self._settle(cast, await self._outcomes.apply(cast, planned, rendered))
+        planned = [cast.plan.ahead[0] for cast in casts]
+        # Say which records are in flight first: should they kill the process, the next life
+        # of this worker (or whoever takes the casts over) knows which casts to blame.
+        self._inflight = [(cast.id, cast.index) for cast in casts]
+        await self._announce("heartbeat")
+        outcomes: list[Rendered | ChunkFailed] | None
+        try:
+            if len(casts) == 1:
+                cast = casts[0]
+                future = self._thread.submit(
+                    render, self._engine, cast, planned[0].chunk, cast.plan.last
+                )
+                try:
+                    rendered = await self._await_chunk(future)
+                    outcomes = None if rendered is None else [rendered]
+                except ChunkFailed as failed:
+                    outcomes = [failed]
+            else:
+                entries = [(c, p.chunk, c.plan.last) for c, p in zip(casts, planned, strict=True)]
+                batch = self._thread.submit(render_batch, self._engine, entries)
+                outcomes = await self._await_chunk(batch)
+        finally:
+            self._inflight = []
+        if outcomes is None:
+            for cast, p in zip(casts, planned, strict=True):
+                log.info("cast %s: chunk %d abandoned on stop", cast.id, p.chunk.index)
+            return
+        if self._telemetry is not None:
+            self._telemetry.batch_ran(len(casts))
+        outcomes = self._alone_costs(casts, outcomes)
+        for cast, p, outcome in zip(casts, planned, outcomes, strict=True):
+            self._settle(cast, await self._outcomes.apply(cast, p, outcome))
+
+    def _alone_costs(
+        self, casts: list[Admitted], outcomes: list[Rendered | ChunkFailed]
+    ) -> list[Rendered | ChunkFailed]:
+        """The chunks made in a batch, each with what it would have cost alone: its
+        predicted cost alone, scaled by the batch's measured time over its predicted one."""
+        batched = [
+            (n, o) for n, o in enumerate(outcomes) if isinstance(o, Rendered) and o.batched > 1
+        ]
+        if not batched:
+            return outcomes
+        alone = []
+        for n, _ in batched:
+            plan = casts[n].plan.ahead[0].chunk
+            audio = self.times.audio_s(len(plan.phonemes), casts[n].recipe.speed)
+            alone.append(self.times.gen_s(audio))
+        predicted = self.batch_costs.batch_s(alone)
+        if not (0 < predicted < float("inf")):
+            return outcomes
+        scale = sum(o.gen_s for _, o in batched) / predicted
+        out = list(outcomes)
+        for (n, o), cost in zip(batched, alone, strict=True):
+            out[n] = dataclasses.replace(o, alone_s=cost * scale)
+        return out

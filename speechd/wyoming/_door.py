@@ -30,7 +30,7 @@ from wyoming.server import AsyncServer
 from speechd.config import Settings, engine_config
 from speechd.durable import Store
 from speechd.limits import StreamSlots
-from speechd.service import CastService, LiveCasts, open_services
+from speechd.service import CastService, LiveCasts, cast_url, open_services
 
 from ._bounds import IDLE_S, SEND_TIMEOUT_S
 from ._session import Connection
@@ -88,7 +88,7 @@ class WyomingDoor:
         knows its public address (`--public-url`)."""
         fields = {"cast_id": cast_id}
         if self.public_url:
-            fields["cast_url"] = f"{self.public_url}/c/{cast_id}"
+            fields["cast_url"] = cast_url(self.public_url, cast_id)
         return fields
 
     async def start(self) -> None:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
+
 from speechd.audio import new_encoder
 from speechd.casts import ready_workers
 from speechd.durable import Store, open_store
@@ -94,10 +96,15 @@ def running_worker(store_dir: Path) -> Iterator[Worker]:
 
 
 @contextlib.contextmanager
-def worker_process(store_dir: Path, **engine: float) -> Iterator[Supervisor]:
+def worker_process(
+    store_dir: Path, *, lead_s: float | None = None, **engine: float
+) -> Iterator[Supervisor]:
     """A supervised worker process on the store in `store_dir`, its engine the cost model
-    with `engine`'s settings; ready once this yields, stopped (SIGTERM) after."""
+    with `engine`'s settings; ready once this yields, stopped (SIGTERM) after. `lead_s`: how
+    far ahead of its listeners the worker gets before it sleeps (None: the default)."""
     config = WorkerConfig(store=str(store_dir), engine=EngineConfig(), worker_id=WORKER_ID)
+    if lead_s is not None:
+        config = msgspec.structs.replace(config, comfortable_lead_s=lead_s)
     supervisor = Supervisor(config, parts=parts(encoders=new_encoder, **engine))
     supervisor.start()
     try:

@@ -12,21 +12,8 @@ from litestar.testing import AsyncTestClient
 
 from speechd.api.app import create_app
 from speechd.config import Settings
-from speechd.durable import EmbeddedStore, Store
 from speechd.worker import Worker
 from tests.api._workers import running_worker
-
-
-@pytest.fixture
-def store_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-async def store(store_dir: Path) -> AsyncIterator[Store]:
-    opened = await EmbeddedStore.open(store_dir)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

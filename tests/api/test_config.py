@@ -102,3 +102,20 @@ def test_the_engine_choice_reaches_the_worker_config_from_flag_or_env() -> None:
     assert (engine.engine, engine.cache_dir, engine.onnx_model) == ("torch", "/c", None)
     with pytest.raises(SettingsError, match="--engine / SPEECHD_ENGINE"):
         load_settings({}, {"SPEECHD_ENGINE": "tpu"})
+
+
+def test_max_batch_reaches_the_worker_config_from_flag_or_env() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["worker", "--max-batch", "4"]).max_batch == "4"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["api", "--max-batch", "4"])  # the api renders nothing
+    assert worker_config(load_settings({}, {})).max_batch is None  # auto
+    assert worker_config(load_settings({}, {"SPEECHD_MAX_BATCH": "8"})).max_batch == 8
+    assert (
+        worker_config(load_settings({"max_batch": "auto"}, {"SPEECHD_MAX_BATCH": "8"})).max_batch
+        is None
+    )
+    assert worker_config(load_settings({"max_batch": "1"}, {})).max_batch == 1
+    for bad in ("0", "many", "-2"):
+        with pytest.raises(SettingsError, match="--max-batch / SPEECHD_MAX_BATCH"):
+            load_settings({}, {"SPEECHD_MAX_BATCH": bad})

@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import Store
-from speechd.telemetry import ModelReadings, Readings, parse_metrics, render_top
+from speechd.telemetry import ModelReadings, Readings
+from speechd.telemetry._top import parse_metrics, render_top
 from tests.api.test_health import announce
 
 GIB = 1 << 30

@@ -45,7 +45,9 @@ async def test_metrics_read_on_past_trimmed_receipts(store_dir: Path, store: Sto
 
 
 def test_the_receipts_window_is_a_setting() -> None:
-    assert load_settings({}, {}).receipts == 10_000
+    from speechd.cli import worker_config
+
+    assert worker_config(load_settings({}, {})).receipts == 10_000  # WorkerConfig's default
     assert load_settings({"receipts": 50}, {}).receipts == 50
     assert load_settings({}, {"SPEECHD_RECEIPTS": "200"}).receipts == 200
 

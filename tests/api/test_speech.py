@@ -12,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from speechd import casts
-from speechd.api.openai_compat import MODEL_NAMES
+from speechd.api.openai_compat._models import MODEL_NAMES
 from speechd.casts import schema
 from speechd.durable import Store
 from tests.api._workers import WORKER_ID, expected
@@ -211,7 +211,9 @@ async def test_health_readiness_and_metrics(client: AsyncTestClient) -> None:
         "status": "ready",
         "model": "resident",
         "workers": [WORKER_ID],
-        "devices": {WORKER_ID: {"device": "cpu", "name": "", "state": "resident"}},
+        "devices": {
+            WORKER_ID: {"device": "cpu", "name": "", "state": "resident", "max_batch": 1}
+        },
     }
     text = chunked_text(3)
     await client.post("/v1/audio/speech", json={"input": text})

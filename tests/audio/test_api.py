@@ -12,11 +12,10 @@ from speechd.audio import (
     FORMATS,
     LAYOUTS,
     SAMPLE_RATE,
-    Encoder,
-    EncoderFinished,
     content_type,
     new_encoder,
 )
+from speechd.audio._base import Encoder, EncoderFinished
 from speechd.errors import InvalidRequest
 
 

@@ -22,8 +22,9 @@ from audio_support import (
     speech_like,
 )
 
-from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, encoder_fingerprint, new_encoder
+from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, new_encoder
 from speechd.audio._containers import adts_header, ogg_page
+from speechd.audio._factory import encoder_fingerprint
 from speechd.audio._resume import SPLICE, load
 from speechd.audio._standalone import adts_frame_lengths, ogg_pages
 

@@ -12,16 +12,18 @@ from speechd.durable import (
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
     MAX_HEADER_BYTES,
-    MAX_HEADERS,
-    MAX_NAME_BYTES,
     AppendRecord,
-    InvalidStreamName,
     Limits,
     Record,
     RecordTooLarge,
     SeqMismatch,
     SeqOutOfRange,
     Store,
+)
+from speechd.durable._contract import (
+    MAX_HEADERS,
+    MAX_NAME_BYTES,
+    InvalidStreamName,
     StoreClosed,
     record_size,
 )

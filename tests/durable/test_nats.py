@@ -22,7 +22,6 @@ from speechd.durable import (
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
     MAX_HEADER_BYTES,
-    MAX_NAME_BYTES,
     AppendRecord,
     DurableError,
     Record,
@@ -31,6 +30,7 @@ from speechd.durable import (
     open_store,
 )
 from speechd.durable import _nats as nats_backend
+from speechd.durable._contract import MAX_NAME_BYTES
 from speechd.durable._nats_wire import JetStream, NoAnswer
 from speechd.durable._nats_writer import limits_for
 from tests.nats_support import NatsServer

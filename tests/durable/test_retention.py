@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from speechd.durable import SWEEP_PAGE, Retention, Store, sweep_forever
+from speechd.durable import Retention, Store, sweep_forever
+from speechd.durable._contract import SWEEP_PAGE
 
 from ._support import OpenHandle, rec
 

@@ -17,7 +17,6 @@ import numpy.typing as npt
 import pytest
 
 from speechd.engine import (
-    BATCH_TOLERANCE,
     DEFAULT_VOICE_MAP,
     BatchItem,
     Chunk,
@@ -31,7 +30,7 @@ from speechd.engine import (
     load_engine,
     measure_batch_costs,
 )
-from speechd.engine._batch import PROBE_PHONEMES, batch_passes, probe_phonemes
+from speechd.engine._batch import BATCH_TOLERANCE, PROBE_PHONEMES, batch_passes, probe_phonemes
 from speechd.engine._export import BACK_BATCH, FRONT_BATCH, MANIFEST
 from speechd.engine._files import open_model_folder
 from speechd.engine._packs import read_pack

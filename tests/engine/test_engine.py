@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from speechd.engine import (
-    MODEL_MAX_TOKENS,
     SAMPLE_RATE,
     SAMPLES_PER_FRAME,
     Chunk,
@@ -25,6 +24,7 @@ from speechd.engine import (
     Synthesis,
     load_engine,
 )
+from speechd.engine._plan import MODEL_MAX_TOKENS
 from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, UnknownVoice
 
 from .conftest import make_tiny_model_dir

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from speechd.engine import ChunkPolicy, Engine, Lexicon, LexiconError, LexiconFile
+from speechd.engine import ChunkPolicy, Engine, LexiconError, LexiconFile
+from speechd.engine._lexicon import Lexicon
 from speechd.engine._mapped import Mapped
 
 ENTRIES = """

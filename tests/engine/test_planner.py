@@ -10,17 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import (
-    MODEL_MAX_TOKENS,
-    Chunk,
-    ChunkPolicy,
-    Engine,
-    Planner,
-    PlanStatus,
-    normalize_text,
-)
-from speechd.engine._plan import Unit
-from speechd.engine._slices import normalize_slices
+from speechd.engine import Chunk, ChunkPolicy, Engine, Planner, PlanStatus
+from speechd.engine._plan import MODEL_MAX_TOKENS, Unit
+from speechd.engine._slices import normalize_slices, normalize_text
 
 
 class WordG2P:

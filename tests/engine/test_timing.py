@@ -11,9 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import ChunkPolicy, Engine, Span, WordTiming, word_spans, word_timings
+from speechd.engine import ChunkPolicy, Engine
 from speechd.engine._plan import Unit, iter_chunks
-from speechd.engine._timing import LEAD_FRAMES, SAMPLES_PER_FRAME
+from speechd.engine._timing import (
+    LEAD_FRAMES,
+    SAMPLES_PER_FRAME,
+    Span,
+    WordTiming,
+    word_spans,
+    word_timings,
+)
 
 from .test_plan import POLICIES, texts, units_of
 

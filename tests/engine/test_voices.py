@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from speechd.engine import DEFAULT_VOICE_MAP, VoiceBook, installed_voices
-from speechd.engine._voices import parse_spec
+from speechd.engine import DEFAULT_VOICE_MAP, VoiceBook
+from speechd.engine._voices import installed_voices, parse_spec
 from speechd.errors import InvalidRequest, UnknownVoice
 from speechd.limits import MAX_BLEND_VOICES, MAX_VOICE_CHARS
 

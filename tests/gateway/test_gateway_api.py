@@ -9,10 +9,10 @@ import httpx
 import pytest
 from gateway_support import LiveServer, StepEngine, serve, status_when, submit
 
-from speechd.api.gateway import MAX_CAST_BODY_BYTES, MAX_CAST_CHARS
 from speechd.casts import CastState
 from speechd.config import Settings
 from speechd.durable import Store
+from speechd.limits import MAX_CAST_BODY_BYTES, MAX_CAST_CHARS
 from speechd.worker import Worker
 
 TEXT = "The quick brown fox.\nThen it naps in the sun for an hour, and dreams of the lazy dog."

@@ -8,7 +8,8 @@ import pytest
 from gateway_support import StepEngine, serve, status_when, submit
 
 from speechd.api.app import gateway_settings
-from speechd.api.gateway import GatewaySettings, ReadLimiter
+from speechd.api.gateway import GatewaySettings
+from speechd.api.gateway._limiter import ReadLimiter
 from speechd.casts import CastState
 from speechd.cli import build_parser
 from speechd.config import Settings, SettingsError, load_settings

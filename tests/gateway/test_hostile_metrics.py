@@ -9,7 +9,7 @@ import httpx
 from gateway_support import LiveServer, StepEngine, status_when, submit
 
 from speechd.durable import Store
-from speechd.telemetry import parse_metrics, render_top
+from speechd.telemetry._top import parse_metrics, render_top
 
 _SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ", re.M)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 import httpx
 import pytest
@@ -19,23 +20,23 @@ from speechd.durable import (
     AppendAck,
     AppendRecord,
     DurableError,
-    Limits,
     ReadBatch,
     Spare,
     Store,
     StreamInfo,
 )
 from speechd.worker import Worker
+from tests.support.forwarding import ForwardingStore
 
 TEXT = " ".join(f"word{n}" for n in range(30))
 
 
-class FlakyStore(Store):
+class FlakyStore(ForwardingStore):
     """The api's view of a store that can be made to fail: while `broken`, every operation
     raises `DurableError` naming the stream (as real backends' errors do)."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.broken = False
 
     def _check(self, stream: str) -> None:
@@ -46,56 +47,36 @@ class FlakyStore(Store):
         self, stream: str, records: Sequence[AppendRecord], *, match_seq_num: int | None = None
     ) -> AppendAck:
         self._check(stream)
-        return await self.inner.append(stream, records, match_seq_num=match_seq_num)
+        return await super().append(stream, records, match_seq_num=match_seq_num)
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = 8 * 1024 * 1024,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
+    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
         self._check(stream)
-        return await self.inner.read(
-            stream,
-                seq_num,
-                max_records=max_records,
-                max_bytes=max_bytes,
-                wait=wait,
-                bodies=bodies,
-        )
+        return await super().read(stream, seq_num, **options)
 
     async def check_tail(self, stream: str) -> int:
         self._check(stream)
-        return await self.inner.check_tail(stream)
-
-    @property
-    def limits(self) -> Limits:
-        return self.inner.limits
+        return await super().check_tail(stream)
 
     async def trim(self, stream: str, before_seq: int) -> int:
         self._check(stream)
-        return await self.inner.trim(stream, before_seq)
+        return await super().trim(stream, before_seq)
 
     async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
         self._check(prefix)
-        return await self.inner.list(prefix, limit=limit)
+        return await super().list(prefix, limit=limit)
 
     async def delete(self, stream: str) -> bool:
         self._check(stream)
-        return await self.inner.delete(stream)
-
-    async def close(self) -> None:
-        pass  # the test owns the inner store
+        return await super().delete(stream)
 
     async def sweep(
         self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
     ) -> int:
         self._check("sweep")
-        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
+        return await super().sweep(max_age_s, prefixes, spare=spare)
+
+    async def close(self) -> None:
+        pass  # the test owns the inner store
 
 
 @pytest.fixture

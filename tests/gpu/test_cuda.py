@@ -11,7 +11,8 @@ import pytest
 
 from speechd.engine import EngineConfig, load_engine
 from speechd.errors import ModelUnavailable
-from speechd.telemetry import NvmlSource, start_telemetry
+from speechd.telemetry import start_telemetry
+from speechd.telemetry._nvml import NvmlSource
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 

@@ -25,22 +25,19 @@ from speechd.durable import (
     AppendRecord,
     DurableError,
     EmbeddedStore,
-    Limits,
-    ReadBatch,
-    Spare,
     Store,
-    StreamInfo,
 )
 from speechd.service import _requests as live_limits
 from tests.live._support import LiveApp, serve, wait_done
+from tests.support.forwarding import ForwardingStore
 
 
-class InputTrouble(Store):
+class InputTrouble(ForwardingStore):
     """A store whose appends to live inputs fail while `broken` (as a real backend's errors
     do, naming the stream); everything else, the worker's appends included, goes through."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.broken = False
 
     async def append(
@@ -50,48 +47,8 @@ class InputTrouble(Store):
             raise DurableError(f"appending to {stream} failed: the disk went away")
         return await self.inner.append(stream, records, match_seq_num=match_seq_num)
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = 8 * 1024 * 1024,
-        wait: float = 0,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        return await self.inner.read(
-            stream,
-                seq_num,
-                max_records=max_records,
-                max_bytes=max_bytes,
-                wait=wait,
-                bodies=bodies,
-        )
-
-    async def check_tail(self, stream: str) -> int:
-        return await self.inner.check_tail(stream)
-
-    @property
-    def limits(self) -> Limits:
-        return self.inner.limits
-
-    async def trim(self, stream: str, before_seq: int) -> int:
-        return await self.inner.trim(stream, before_seq)
-
-    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
-        return await self.inner.list(prefix, limit=limit)
-
-    async def delete(self, stream: str) -> bool:
-        return await self.inner.delete(stream)
-
     async def close(self) -> None:
         pass  # the test owns the inner store
-
-    async def sweep(
-        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
-    ) -> int:
-        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
 
 
 @pytest.fixture

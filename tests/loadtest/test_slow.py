@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from loadtest._results import ListenerResult, ScenarioRun
+from loadtest._scenarios import scenarios
 from loadtest._slow import WHOLE, SlowEngine, slow_raw
 from loadtest._slowrun import SlowLevel, SlowReport, slow_goals, slow_scenarios, write_slow
 from loadtest.chunked_server import KFASTAPI, FairLock
@@ -127,3 +128,34 @@ def test_the_report_says_how_short_the_hold_could_have_been(tmp_path: Path) -> N
     report = SlowReport("now", True, 1.3, 0.4, "cpu", 2, "3.10", 0.5, [level], runs)
     text = write_slow(report, tmp_path).read_text()
     assert "| 18.5 s (least 17.0 s) |" in text
+
+
+def test_the_gpu_like_cost_model_batches_as_published_and_auto_keeps_8() -> None:
+    """`--cost-model gpu`: the cost model's batches cost ~0.3x per item at batch 8, which the
+    worker's warm-up measures and keeps (on a device named cpu: sizes 1 to 8)."""
+    from loadtest._slow import GPU_CURVE
+    from speechd.engine import BatchItem, Chunk, choose_max_batch, measure_batch_costs
+
+    gpu = SlowEngine(rtf=0.005, overhead_s=0.02, batch_curve=GPU_CURVE)
+    costs = measure_batch_costs(gpu, budget_s=2.0)  # type: ignore[arg-type]
+    assert choose_max_batch(costs) == 8
+    assert costs[8] < 0.45 * costs[1]
+    chunk = Chunk(0, "one", "wʌn")
+    alone = gpu.synthesize(chunk, "af_heart")
+    batched = gpu.synthesize_batch([BatchItem(chunk, "af_heart", 1.0, n) for n in range(3)])
+    assert all(len(b.pcm) == len(alone.pcm) for b in batched)
+    assert SlowEngine().max_batch == 1  # the slow device does not batch
+
+
+def test_a_sweep_of_n_texts_sends_them_through_level_clients() -> None:
+    # The side-by-side benchmark of issue 31: 8 texts at each level, `level` at a time.
+    plan = [s for s in scenarios(False, (1, 2, 4), texts=8) if s.kind == "concurrency"]
+    assert [(s.concurrency, s.pool, len(s.requests)) for s in plan] == [
+        (1, 1, 8),
+        (2, 2, 8),
+        (4, 4, 8),
+    ]
+    texts = [r.text for s in plan for r in s.requests]
+    assert len(set(texts)) == len(texts)
+    default = [s for s in scenarios(False, (1, 2, 4)) if s.kind == "concurrency"]
+    assert [(s.pool, len(s.requests)) for s in default] == [(None, 1), (None, 2), (None, 4)]

@@ -101,3 +101,13 @@ def test_the_readmes_links_lead_to_pages_and_headings_that_exist() -> None:
                 assert anchor in _anchors(file), f"{readme.name}: no heading for {target}"
             checked += 1
     assert checked > 10
+
+
+def test_the_house_plan_lists_every_package_of_speechd() -> None:
+    """The design page's layout (docs/design/index.md) names each package of speechd/ as the
+    code has them, and no package that is gone."""
+    page = (ROOT / "docs/design/index.md").read_text(encoding="utf-8")
+    layout = page.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    listed = set(re.findall(r"^  ([a-z_]+)/ ", layout, flags=re.M))
+    packages = {p.parent.name for p in (ROOT / "speechd").glob("*/__init__.py")}
+    assert listed == packages

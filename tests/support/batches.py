@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechd.engine import BATCH_EDGE_SAMPLES, BATCH_TOLERANCE, Synthesis
+from speechd.engine import Synthesis
+from speechd.engine._batch import BATCH_EDGE_SAMPLES, BATCH_TOLERANCE
 
 __all__ = ["assert_as_alone"]
 

@@ -9,6 +9,13 @@ the same samples, with its words timed in proportion to their letters (`fake_wor
 worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
 worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
 engine), CRASH kills the process.
+
+With a `batch_curve` (the cost per item by batch size, relative to batch 1: `GPU_CURVE` is
+a GPU's), it also renders batches (`synthesize_batch`, as `speechd.engine.Engine` does):
+a batch of n sleeps n * curve(n) times its longest item's cost alone, and each item is what
+it would be alone (same noise, same words); a POISON item fails alone, a BATCH_BOOM item
+makes the whole batch raise (the worker then makes its items one by one), CRASH kills the
+process mid-batch. `batches` lists the texts of each batch it rendered.
 """
 
 from __future__ import annotations
@@ -25,13 +32,15 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from speechd.engine import FLUSH_S, WordTiming
+from speechd.engine import FLUSH_S
+from speechd.engine._timing import WordTiming
 from speechd.worker import Parts
 from speechd.worker._protocols import EncoderFactory
 
 from .planner import FakePlanner
 
 __all__ = [
+    "GPU_CURVE",
     "SAMPLE_RATE",
     "VOICES",
     "CostEngine",
@@ -107,6 +116,25 @@ def fake_words(
 
 class FakeVoices:
     installed = list(VOICES)
+    default_voice = "af_heart"
+
+
+GPU_CURVE = {1: 1.0, 2: 0.6, 4: 0.4, 8: 0.3, 16: 0.25}
+"""Cost per item by batch size against batch 1, as published for batched Kokoro on a GPU
+(2.9-3.8x throughput at batch 8-16)."""
+
+
+def curve_factor(curve: dict[int, float], n: int) -> float:
+    """`curve` at `n`, linear between the sizes it names (its last size's beyond them)."""
+    sizes = sorted(curve)
+    if n in curve:
+        return curve[n]
+    below = [s for s in sizes if s < n]
+    above = [s for s in sizes if s > n]
+    if not above:
+        return curve[sizes[-1]]
+    lo, hi = below[-1], above[0]
+    return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
 
 
 class CostEngine:
@@ -123,6 +151,7 @@ class CostEngine:
         audio_per_char: float = 0.02,
         silent: str = "",
         log: str = "",
+        batch_curve: dict[int, float] | None = None,
     ) -> None:
         self.overhead_s = overhead_s
         self.rtf = rtf
@@ -133,6 +162,56 @@ class CostEngine:
         self.plans: list[tuple[float, float, float]] = []  # (rtf, overhead_s, max_chunk_s)
         self.planners: list[tuple[str, FakePlanner]] = []  # (the text it was opened with, it)
         self._flaky_seen: set[str] = set()
+        self.batch_curve = batch_curve
+        self.batches: list[list[str]] = []  # each batch's texts (`synthesize_batch`)
+        self.prepared = 0
+
+    @property
+    def max_batch(self) -> int:
+        return 16 if self.batch_curve else 1
+
+    def prepare_batch(self, max_items: int) -> None:
+        self.prepared = max_items
+
+    def synthesize_batch(self, items: Any, *, isolate: bool = True) -> list[Any]:
+        """Each item as `synthesize` makes it alone, in one sleep of the batch's cost."""
+        if not self.batch_curve or len(items) == 1:
+            out: list[Any] = []
+            for item in items:
+                try:
+                    out.append(self.synthesize(item.chunk, item.voice, item.speed, seed=item.seed))
+                except RuntimeError as exc:
+                    out.append(exc)
+            return out
+        texts = [item.chunk.text for item in items]
+        self.batches.append(texts)
+        for text in texts:
+            self.calls.append((text, None))
+            if self.log:
+                with open(self.log, "a", encoding="utf-8") as calls:
+                    calls.write(text + "\n")
+        if any("CRASH" in text for text in texts):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if any("BATCH_BOOM" in text for text in texts):
+            raise RuntimeError("the whole batch failed")
+        costs = [
+            self.overhead_s + self.rtf * self.audio_s(text, item.speed)
+            for text, item in zip(texts, items, strict=True)
+        ]
+        time.sleep(len(items) * curve_factor(self.batch_curve, len(items)) * max(costs))
+        results: list[Any] = []
+        for item in items:
+            if "POISON" in item.chunk.text:
+                results.append(RuntimeError("this chunk is poisoned"))
+                continue
+            samples = round(self.audio_s(item.chunk.text, item.speed) * SAMPLE_RATE)
+            sources = getattr(item.chunk, "sources", ())
+            results.append(
+                FakeSynthesis(
+                    noise(item.seed, samples), fake_words(item.chunk.text, samples, sources)
+                )
+            )
+        return results
 
     def plan(self, text: str, voice: str, policy: FakeChunkPolicy) -> list[FakeChunk]:
         if voice not in self.voices.installed:

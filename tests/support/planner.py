@@ -18,8 +18,9 @@ import json
 from collections import deque
 from typing import Any
 
-from speechd.engine import PlanStatus, PlanStep
+from speechd.engine import PlanStatus
 from speechd.engine._plan import Unit
+from speechd.engine._planner import PlanStep
 
 __all__ = ["FakePlanner", "WordG2P"]
 

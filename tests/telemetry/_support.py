@@ -12,8 +12,10 @@ from pathlib import Path
 from speechd.audio import new_encoder
 from speechd.casts import ready_workers
 from speechd.durable import open_store
-from speechd.telemetry import DeviceSample, Telemetry
+from speechd.telemetry import Telemetry
+from speechd.telemetry._readings import DeviceSample
 from speechd.worker import Worker, WorkerConfig
+from speechd.worker._batching import BatchCosts
 from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["WORKER", "Board", "running_worker"]
@@ -43,8 +45,14 @@ class Board:
 
 
 @contextlib.contextmanager
-def running_worker(store_dir: Path, telemetry: Telemetry) -> Iterator[None]:
-    """A `Worker` with `telemetry` on its own thread and loop; ready once this yields."""
+def running_worker(
+    store_dir: Path,
+    telemetry: Telemetry,
+    engine: CostEngine | None = None,
+    batch_costs: BatchCosts | None = None,
+) -> Iterator[None]:
+    """A `Worker` with `telemetry` on its own thread and loop (on `engine`, batching as
+    `batch_costs` say: batch 1 by default); ready once this yields."""
     ready, stopping = threading.Event(), threading.Event()
     failed: list[BaseException] = []
 
@@ -52,11 +60,12 @@ def running_worker(store_dir: Path, telemetry: Telemetry) -> Iterator[None]:
         async with await open_store(str(store_dir)) as store:
             worker = Worker(
                 store,
-                CostEngine(),
+                engine or CostEngine(),
                 WorkerConfig(worker_id=WORKER, heartbeat_s=0.2),
                 chunk_policy=FakeChunkPolicy(),
                 encoders=new_encoder,
                 telemetry=telemetry,
+                batch_costs=batch_costs,
             )
             stop = asyncio.Event()
             run = asyncio.create_task(worker.run(stop))

@@ -18,8 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 import speechd.telemetry as telemetry_package
 from speechd.api.app import create_app
 from speechd.config import Settings
+from speechd.durable import open_store
 from speechd.telemetry import Telemetry
+from speechd.worker._batching import BatchCosts
+from tests.support.engines import GPU_CURVE, CostEngine
 from tests.telemetry._support import WORKER, Board, running_worker
+from tests.worker._helpers import submit_text, wait_ended
 
 
 async def _scrape(client: AsyncTestClient, want: str) -> dict[str, list[tuple[dict, float]]]:
@@ -52,7 +56,9 @@ async def test_a_jetson_workers_readings_show_per_worker(
         assert response.status_code == 200
         found = await _scrape(client, "speechd_worker_energy_per_audio_second_joules")
         ready = (await client.get("/readyz")).json()
-    assert ready["devices"] == {WORKER: {"device": "cpu", "name": "Orin", "state": "resident"}}
+    assert ready["devices"] == {
+        WORKER: {"device": "cpu", "name": "Orin", "state": "resident", "max_batch": 1}
+    }
     assert found["speechd_worker_info"] == [
         ({"worker": WORKER, "device": "cpu", "device_name": "Orin", "telemetry": "tegrastats"}, 1.0)
     ]
@@ -82,6 +88,27 @@ async def test_without_a_device_source_only_cpu_figures_show(
     assert "speechd_worker_resident_memory_bytes" in found
     device = [n for n in found if n.startswith("speechd_device_") or "energy" in n]
     assert device == []
+
+
+async def test_a_batching_worker_shows_its_batch_size_and_every_batch_it_ran(
+    tmp_path: Path, client: AsyncTestClient
+) -> None:
+    engine = CostEngine(batch_curve=GPU_CURVE, rtf=0.05, overhead_s=0.05)
+    telemetry = Telemetry(interval_s=0.05).start()
+    with running_worker(tmp_path / "data", telemetry, engine, BatchCosts(GPU_CURVE, 16)):
+        async with await open_store(str(tmp_path / "data")) as store:
+            ids = [await submit_text(store, f"Cast {n} says a few words. " * 6) for n in range(4)]
+            await wait_ended(store, ids, within=60)
+        await asyncio.sleep(0.5)  # a heartbeat after the last batch
+        found = await _scrape(client, "speechd_worker_batch_size_count")
+        ready = (await client.get("/readyz")).json()
+    assert engine.batches
+    assert ready["devices"][WORKER]["max_batch"] == 16
+    assert found["speechd_worker_max_batch"] == [({"worker": WORKER}, 16.0)]
+    buckets = {s[0]["le"]: s[1] for s in found["speechd_worker_batch_size_bucket"]}
+    steps = found["speechd_worker_batch_size_count"][0][1]
+    assert buckets["+Inf"] == steps and buckets["1"] < steps  # some steps were batches
+    assert found["speechd_worker_batch_size_sum"][0][1] > steps
 
 
 async def test_no_worker_no_telemetry(client: AsyncTestClient) -> None:

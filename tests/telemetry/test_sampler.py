@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from speechd.telemetry import DeviceSample, NvmlSource, Readings, Telemetry, start_telemetry
+from speechd.telemetry import Readings, Telemetry, start_telemetry
+from speechd.telemetry._nvml import NvmlSource
+from speechd.telemetry._readings import DeviceSample
 
 
 class Clock:

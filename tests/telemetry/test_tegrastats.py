@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from speechd.telemetry import TegrastatsSource, parse_tegrastats, start_telemetry
+from speechd.telemetry import start_telemetry
+from speechd.telemetry._tegrastats import TegrastatsSource, parse_tegrastats
 
 DATA = Path(__file__).parent / "data" / "tegrastats.txt"
 

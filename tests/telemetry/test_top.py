@@ -13,7 +13,8 @@ from litestar.testing import TestClient
 from speechd.api.app import create_app
 from speechd.cli import main
 from speechd.config import Settings
-from speechd.telemetry import Telemetry, parse_metrics, render_top, run_top
+from speechd.telemetry import Telemetry, run_top
+from speechd.telemetry._top import parse_metrics, render_top
 from tests.telemetry._support import WORKER, Board, running_worker
 
 METRICS = """\

@@ -24,17 +24,15 @@ from speechd.casts.schema import (
 from speechd.durable import (
     AppendAck,
     AppendRecord,
-    Limits,
-    ReadBatch,
     Record,
-    Spare,
     Store,
-    StreamInfo,
 )
 from speechd.worker import ChunkTimes, Worker, WorkerConfig
+from speechd.worker._batching import BatchCosts
 from speechd.worker._policy import Policy
 from speechd.worker._protocols import EncoderFactory
 from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from tests.support.forwarding import ForwardingStore
 from tests.support.streams import read_stream
 
 
@@ -71,6 +69,7 @@ def make_worker(
     encoders: EncoderFactory = FakeEncoder,
     chunk_policy: FakeChunkPolicy | None = None,
     times: ChunkTimes | None = None,
+    batch_costs: BatchCosts | None = None,
     **settings: Any,
 ) -> Worker:
     """A worker on the cost model; `settings` are its `WorkerConfig`'s."""
@@ -82,6 +81,7 @@ def make_worker(
         encoders=encoders,
         policy=policy,
         times=times,
+        batch_costs=batch_costs,
     )
 
 
@@ -208,13 +208,13 @@ def complete_audio(stream: list[Record]) -> bytes:
     return b"".join(c.body for c in chunks)
 
 
-class Partitioned(Store):
+class Partitioned(ForwardingStore):
     """Another store seen through a bad network link that `cut()` opens: from then on,
     appends to streams under `prefix` never return, or with `lag_s`, take that long to go
     out (nothing else is affected)."""
 
     def __init__(self, inner: Store, prefix: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.prefix = prefix
         self.is_cut = False
         self.lag_s: float | None = None
@@ -231,30 +231,3 @@ class Partitioned(Store):
                 await asyncio.Event().wait()
             await asyncio.sleep(self.lag_s)
         return await self.inner.append(stream, records, match_seq_num=match_seq_num)
-
-    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
-        return await self.inner.read(stream, seq_num, **options)
-
-    async def check_tail(self, stream: str) -> int:
-        return await self.inner.check_tail(stream)
-
-    @property
-    def limits(self) -> Limits:
-        return self.inner.limits
-
-    async def trim(self, stream: str, before_seq: int) -> int:
-        return await self.inner.trim(stream, before_seq)
-
-    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
-        return await self.inner.list(prefix, limit=limit)
-
-    async def delete(self, stream: str) -> bool:
-        return await self.inner.delete(stream)
-
-    async def sweep(
-        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
-    ) -> int:
-        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from speechd.worker import ChunkTimes
+from speechd.worker._batching import ALONE, BatchCosts, fill_batch
 from speechd.worker._policy import ActiveCast, Candidate, Idle, Policy, Run, Sleep
 
 UNITS_PER_S = 10  # phonemes per second of audio in the simulated chunks
@@ -73,9 +74,19 @@ def simulate(
     overhead: float = 0.1,
     max_chunk_s: float = 16.0,
     max_active: int | None = None,
+    batch: BatchCosts = ALONE,
+    curve: dict[int, float] | None = None,
+    quantum_s: float = 2.5,
+    batches: list[int] | None = None,
 ) -> float:
     """Run `casts` through `policy` on a device making audio at `rtf` plus `overhead` per
-    chunk; return the time the last one finished."""
+    chunk; return the time the last one finished. With `batch` (what the worker measured)
+    the step is a batch as the worker fills it (`fill_batch`), which the device makes in
+    n * `curve`(n) times its longest item's cost (`curve`: `batch`'s own per-item figures
+    by default); `batches` collects the size of every step."""
+    from tests.support.engines import curve_factor
+
+    device = curve if curve is not None else dict(batch.per_item)
     times = ChunkTimes(prior_rtf=rtf)
     t = 0.0
     waiting = sorted(casts, key=lambda c: c.arrival)
@@ -106,20 +117,34 @@ def simulate(
         decision = policy.choose(t, [view(c) for c in active], starved=starved)
         next_arrival = waiting[0].arrival if waiting and waiting[0].arrival > t else None
         if isinstance(decision, Run):
-            cast = next(c for c in active if c.id == decision.cast_id)
-            audio = cast.chunks[cast.next]
-            gen = overhead + rtf * audio
-            t += gen
-            times.observe(
-                units=round(audio * UNITS_PER_S), chars=0, speed=1.0, gen_s=gen, audio_s=audio
+            ids = [decision.cast_id]
+            if batch.limit > 1:
+                views = [view(c) for c in active]
+                ids = fill_batch(
+                    t, views, decision.cast_id, batch, quantum_s=quantum_s, comfortable_lead_s=30.0
+                )
+            members = [next(c for c in active if c.id == i) for i in ids]
+            alone = [overhead + rtf * c.chunks[c.next] for c in members]
+            took = (
+                alone[0]
+                if len(ids) == 1
+                else len(ids) * curve_factor(device, len(ids)) * max(alone)
             )
-            if cast.first_audio is None:
-                cast.first_audio = t
-            cast.deliveries.append((t, cast.audio, audio))
-            cast.audio += audio
-            cast.next += 1
-            if cast.next == len(cast.chunks):
-                active.remove(cast)
+            t += took
+            if batches is not None:
+                batches.append(len(ids))
+            for cast, gen in zip(members, alone, strict=True):
+                audio = cast.chunks[cast.next]
+                times.observe(
+                    units=round(audio * UNITS_PER_S), chars=0, speed=1.0, gen_s=gen, audio_s=audio
+                )
+                if cast.first_audio is None:
+                    cast.first_audio = t
+                cast.deliveries.append((t, cast.audio, audio))
+                cast.audio += audio
+                cast.next += 1
+                if cast.next == len(cast.chunks):
+                    active.remove(cast)
         elif isinstance(decision, Sleep):
             t += (
                 decision.seconds

@@ -12,12 +12,13 @@ The device makes `tokens / TOKENS_PER_S + PAD_S` seconds of audio per chunk in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from speechd.engine import ChunkPolicy
 from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing
-from speechd.worker._costs import chunk_quantum
+from speechd.worker._costs import chunk_quantum, opening
 from speechd.worker._hold import hold_s
 from speechd.worker._policy import ActiveCast, Candidate, Idle, Policy, Run, Sleep
 
@@ -108,14 +109,32 @@ def simulate(
     quantum_s: float = QUANTUM_S,
     hold: bool = True,
     base: ChunkPolicy | None = None,
+    cost: Callable[[float], float] | None = None,
+    warm_up: Sequence[int] = (30, 60, 120, 240),
+    min_hold_s: float = 0.0,
+    warm_cost: Callable[[float], float] | None = None,
+    cold_s: float = 0.0,
+    replan: bool = True,
 ) -> Run_:
     """Run `casts` through `policy` on a simulated device; the listeners' playback is kept in
-    each cast. `hold`: listeners start where the worker says (else at their first audio)."""
+    each cast. `hold`: listeners start where the worker says (else at their first audio), a
+    hold shorter than `min_hold_s` not stated (as the worker states none under `MIN_HOLD_S`).
+    `cost`: the device's compute per chunk of that much audio (else `overhead + rtf * audio`);
+    `warm_up`: the chunks (tokens) it measures before the first cast, at `warm_cost` (else
+    `cost`: a device that slows down after its warm-up is one whose estimate lags); the first
+    chunk the device makes after it costs `cold_s` more. `replan`: every chunk is planned for
+    the costs measured then; else, as the worker plans, for those measured when the cast was
+    admitted, and again only when its quantum changes (`Admission.retime`)."""
     base = base or ChunkPolicy()
     times = ChunkTimes(prior_rtf=rtf)
-    for tokens in (30, 60, 120, 240):  # the warm-up: the cost line measured first
+
+    def compute(audio: float) -> float:
+        return cost(audio) if cost is not None else overhead + rtf * audio
+
+    for tokens in warm_up:  # the warm-up: the cost line measured first
         a = audio_of(tokens)
-        times.observe(units=tokens, chars=tokens, speed=1.0, gen_s=overhead + rtf * a, audio_s=a)
+        gen = warm_cost(a) if warm_cost is not None else compute(a)
+        times.observe(units=tokens, chars=tokens, speed=1.0, gen_s=gen, audio_s=a)
     t = busy = 0.0
     waiting = sorted(casts, key=lambda c: c.arrival)
     order = {c.id: n for n, c in enumerate(waiting)}
@@ -139,7 +158,12 @@ def simulate(
         head = next((c for c in waiting if c.arrival <= t), None)
         if head is None:
             return None
-        return Candidate(head.id, times.audio_for_chars(len(SENTENCE) * head.sentences, 1.0))
+        return wanted_of(head)
+
+    def wanted_of(c: SlowCast) -> Candidate:
+        """`c` as the worker's admission sees it: its audio, its opening chunks predicted."""
+        audio = times.audio_for_chars(len(SENTENCE) * c.sentences, 1.0)
+        return Candidate(c.id, audio, opening(times, audio))
 
     def plan_next(c: SlowCast) -> None:
         assert c.chunker is not None
@@ -148,7 +172,8 @@ def simulate(
             t, others + ([view(c)] if c.next is not None else []), c.id, candidate(), rtf=times.rtf
         )
         quantum = chunk_quantum(times, quantum_s=quantum_s, protects=protected, share=c.share)
-        c.chunker.policy = plan_timing(times, share=c.share, quantum_s=quantum).apply(base)
+        if replan or not c.caps or c.caps[-1][1] != quantum:
+            c.chunker.policy = plan_timing(times, share=c.share, quantum_s=quantum).apply(base)
         c.caps.append((t, quantum))
         c.next = c.chunker.cut() or c.chunker.cut(Boundary.SENTENCE)
 
@@ -157,7 +182,7 @@ def simulate(
         while waiting and waiting[0].arrival <= t:
             head = waiting[0]
             views = [view(c) for c in active]
-            wanted = Candidate(head.id, times.audio_for_chars(len(SENTENCE) * head.sentences, 1.0))
+            wanted = wanted_of(head)
             if not policy.admit(t, views, wanted, rtf=times.rtf):
                 starved = True
                 break
@@ -176,7 +201,7 @@ def simulate(
             cast = next(c for c in active if c.id == decision.cast_id)
             assert cast.next is not None and cast.chunker is not None
             audio = audio_of(cast.next.tokens)
-            gen = overhead + rtf * audio
+            gen = compute(audio) + (cold_s if busy == 0 else 0.0)
             t += gen
             busy += gen
             times.observe(
@@ -197,7 +222,9 @@ def simulate(
                 active.remove(cast)
             if first:
                 rest = view(cast).chunks if cast.next is not None else ()
-                cast.hold = hold_s(t, cast.audio, rest) if hold else 0.0
+                rest = tuple((a, cast.share * g) for a, g in rest)
+                held = hold_s(t, cast.audio, rest) if hold else 0.0
+                cast.hold = held if held >= min_hold_s else 0.0
                 cast.origin = t + cast.hold
         elif isinstance(decision, Sleep):
             t += decision.seconds if arrival is None else min(decision.seconds, arrival - t)

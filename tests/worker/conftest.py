@@ -10,18 +10,6 @@ from tests.nats_support import NatsServer, drop_namespace, namespace_for
 
 
 @pytest.fixture
-def store_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-async def store(store_dir: Path) -> AsyncIterator[Store]:
-    opened = await open_store(str(store_dir))
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
 async def stock_store(nats_stock_server: NatsServer, tmp_path: Path) -> AsyncIterator[Store]:
     """A store on a stock `nats-server -js` (1 MiB messages, 1000-message batches)."""
     namespace = namespace_for(tmp_path.name)

@@ -5,7 +5,6 @@ not fit fails its chunk instead of the worker."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,19 +13,11 @@ from speechd.audio import new_encoder
 from speechd.casts import cast_audio
 from speechd.casts._words import cast_captions
 from speechd.casts.schema import Failure, cast_stream, decode
-from speechd.durable import (
-    AppendAck,
-    AppendRecord,
-    Limits,
-    ReadBatch,
-    RecordTooLarge,
-    Spare,
-    Store,
-    StreamInfo,
-    record_size,
-)
+from speechd.durable import AppendAck, AppendRecord, Limits, RecordTooLarge, Store
+from speechd.durable._contract import record_size
 from speechd.worker._render import MAX_RECORD_S
 from tests.support.engines import CostEngine, FakeEncoder, expected_audio
+from tests.support.forwarding import ForwardingStore
 
 from ._helpers import (
     check_layout,
@@ -45,11 +36,11 @@ def long_engine() -> CostEngine:
     return CostEngine(audio_per_char=0.5, rtf=0.001)
 
 
-class Limited(Store):
+class Limited(ForwardingStore):
     """Another store that accepts only what `limits` allow (and says so in `limits`)."""
 
     def __init__(self, inner: Store, limits: Limits) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._limits = limits
         self.batches: list[int] = []  # records per append
 
@@ -64,29 +55,6 @@ class Limited(Store):
             raise RecordTooLarge("a batch over this store's limits")
         self.batches.append(len(records))
         return await self.inner.append(stream, records, match_seq_num=match_seq_num)
-
-    async def read(self, stream: str, seq_num: int = 0, **options: Any) -> ReadBatch:
-        return await self.inner.read(stream, seq_num, **options)
-
-    async def check_tail(self, stream: str) -> int:
-        return await self.inner.check_tail(stream)
-
-    async def trim(self, stream: str, before_seq: int) -> int:
-        return await self.inner.trim(stream, before_seq)
-
-    async def list(self, prefix: str = "", *, limit: int = 1000) -> list[StreamInfo]:
-        return await self.inner.list(prefix, limit=limit)
-
-    async def delete(self, stream: str) -> bool:
-        return await self.inner.delete(stream)
-
-    async def sweep(
-        self, max_age_s: float, prefixes: Sequence[str], *, spare: Spare | None = None
-    ) -> int:
-        return await self.inner.sweep(max_age_s, prefixes, spare=spare)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 SMALL = Limits(max_record_bytes=128 * 1024, max_batch_records=4, max_batch_bytes=300 * 1024)

@@ -9,7 +9,8 @@ import time
 
 from speechd.casts._records import H_HOLD, audio_chunk
 from speechd.casts.schema import JOBS, Event, Job, Start, cast_stream, decode, event_of
-from speechd.durable import Limits, Record, Store, record_size
+from speechd.durable import Limits, Record, Store
+from speechd.durable._contract import record_size
 from speechd.engine import FLUSH_S, ChunkPolicy, Planner
 from speechd.worker import QUANTUM_S
 from speechd.worker._costs import SLOW_LIFT

@@ -22,35 +22,14 @@ limited per client; the long-lived ones (SSE, long-polls that wait, live audio) 
 of the client's stream slots (`speechd.limits.StreamSlots`, shared with speech requests).
 Only `pub/casts/<id>` streams are ever read, and only after `is_cast_id(id)`. Every bound
 (`speechd.limits`) is checked before the work it guards. Errors are raised from
-`speechd.errors`; the app's handlers shape them.
+`speechd.errors`; the app's handlers shape them. The wire shapes are `_wire`'s (the
+client mirrors them), the per-client read limiter `_limiter`'s.
 """
 
 from __future__ import annotations
 
 from ._gateway import Gateway
-from ._limiter import ReadLimiter
 from ._routes import gateway_router
 from ._settings import GatewaySettings
-from ._wire import (
-    MAX_CAST_BODY_BYTES,
-    MAX_CAST_CHARS,
-    CastCreated,
-    CastView,
-    NewCast,
-    RecordsPage,
-    RecordView,
-)
 
-__all__ = [
-    "MAX_CAST_BODY_BYTES",
-    "MAX_CAST_CHARS",
-    "CastCreated",
-    "CastView",
-    "Gateway",
-    "GatewaySettings",
-    "NewCast",
-    "ReadLimiter",
-    "RecordView",
-    "RecordsPage",
-    "gateway_router",
-]
+__all__ = ["Gateway", "GatewaySettings", "gateway_router"]

@@ -105,7 +105,7 @@ class CastView(msgspec.Struct, frozen=True):
 
 class RecordView(msgspec.Struct, frozen=True):
     """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. Only
-    the headers a reader needs are carried (`speechd.casts.PUBLIC_HEADERS`, an allow-list):
+    the headers a reader needs are carried (`speechd.casts.schema.public_headers`, an allow-list):
     the worker's plan position and resume checkpoint, and anything newer, stay private."""
 
     seq_num: int

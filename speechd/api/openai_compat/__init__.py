@@ -2,8 +2,8 @@
 
 `openai_router` holds the `/v1` routes (speech, models, voices, a live cast's input and its
 WebSocket); `create_live` and `live_created` make a live cast for the gateway's
-`POST /v1/casts`; `resolve_model` refuses a model speechd does not run (`MODEL_NAMES` are
-those it answers to); `MAX_WS_MESSAGE_BYTES` is the WebSocket's message limit (the server's
+`POST /v1/casts`; `resolve_model` refuses a model speechd does not run (`_models.MODEL_NAMES`
+are those it answers to); `MAX_WS_MESSAGE_BYTES` is the WebSocket's message limit (the server's
 `ws_max_size`). The plumbing these routes share with the gateway (bodies, errors, keys,
 links, slots, streamed bodies) is `speechd.api`'s own.
 """
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from ._live import create_live, live_created
 from ._live_wire import MAX_WS_MESSAGE_BYTES
-from ._models import MODEL_NAMES, resolve_model
+from ._models import resolve_model
 from ._routes import openai_router
 
 __all__ = [
     "MAX_WS_MESSAGE_BYTES",
-    "MODEL_NAMES",
     "create_live",
     "live_created",
     "openai_router",
