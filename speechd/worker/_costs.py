@@ -44,6 +44,11 @@ SLIP_CHUNKS = 3
 follow (`ChunkTimes.slip`): a device that just ran slower than its window says is taken at
 its word for the next chunks, before the window catches up."""
 
+SLIP_NOISE = 1.05
+"""A slip under this is the noise of one chunk's timing (a few % on a quiet 2-core CPU),
+and counts as none: taken at its word it would price every chunk by its worst recent noise,
+and admission, near its margin, would keep newcomers waiting for it."""
+
 MAX_SLIP = 2.0
 """No slip counts for more than this: a chunk that took more than twice its prediction was
 most likely stalled by something else for a moment (a neighbour's burst on a shared CPU);
@@ -187,9 +192,10 @@ class ChunkTimes:
     @property
     def slip(self) -> float:
         """How much slower the device runs now than the window predicts: the most compute
-        any of the latest `SLIP_CHUNKS` chunks took over its prediction, never below 1 (a
-        chunk that ran fast is noise to the next one, a slow one a warning)."""
-        return max(1.0, *self._slips) if self._slips else 1.0
+        any of the latest `SLIP_CHUNKS` chunks took over its prediction (a chunk that ran
+        fast is noise to the next one, a slow one a warning), 1 under `SLIP_NOISE`."""
+        slip = max(self._slips, default=1.0)
+        return slip if slip >= SLIP_NOISE else 1.0
 
     @property
     def rtf(self) -> float:

@@ -189,3 +189,15 @@ async def test_a_worker_whose_device_slowed_since_its_warm_up_holds_for_it(store
     assert audio_chunk(playable(stream)[0]).hold_ms > 0
     # Held by the warm-up's figures, it heard most of the silence it would have at once.
     assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
+
+
+def test_timing_noise_is_no_slip() -> None:
+    # A chunk 3% over its prediction (a quiet CPU's noise) prices nothing up: admission, near
+    # its margin, would otherwise keep newcomers waiting for the worst recent noise.
+    onnx = device(ONNX)
+    times = measured(onnx, WARM_UP)
+    before = times.gen_s(4.0), times.rtf, times.line
+    audio = audio_of(60)
+    times.observe(units=60, chars=60, speed=1.0, gen_s=1.03 * times.gen_s(audio), audio_s=audio)
+    assert times.slip == 1.0
+    assert times.gen_s(4.0) == pytest.approx(before[0], rel=0.02)
