@@ -38,7 +38,7 @@ from speechd.durable import Store
 
 from ._attempts import Attempts
 from ._cast import ActiveCasts, Admitted, JobRef
-from ._costs import ChunkTimes, chunk_quantum, opening, plan_timing
+from ._costs import ChunkTimes, chunk_quantum, plan_timing
 from ._intake import Intake
 from ._ownership import Ownership
 from ._planning import predictions
@@ -175,8 +175,7 @@ class Admission:
         assert head.meta is not None
         policy, times = self._policy, self._times
         whole = times.audio_for_chars(head.meta.text_chars, head.meta.speed)
-        left = max(whole - head.audio_ms / 1000, 0.0)
-        candidate = Candidate(job.id, left, opening(times, left) if head.audio_ms == 0 else ())
+        candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
         now, views = self._clock(), self.views([*casts, *opened], admission=True, ahead=False)
         if not policy.admit(now, views, candidate, rtf=times.rtf):
             self._waiting_head = (job.offset, head)

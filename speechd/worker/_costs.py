@@ -23,7 +23,6 @@ __all__ = [
     "ChunkTimes",
     "PlanTiming",
     "chunk_quantum",
-    "opening",
     "plan_timing",
 ]
 
@@ -49,18 +48,6 @@ MAX_SLIP = 2.0
 """No slip counts for more than this: a chunk that took more than twice its prediction was
 most likely stalled by something else for a moment (a neighbour's burst on a shared CPU);
 if the device stays that slow, the curve's latest chunks say so within a few chunks."""
-
-OPENING_S = 2.0
-"""About the audio of a cast's first chunk (Kokoro's first 30-40 tokens, to the first clause
-end: 1.7-2.2 s), what admission prices a newcomer's opening by (`opening`)."""
-
-SECOND_S = 6.5
-"""About the most audio of a cast's second chunk (the rest of its first sentence, at most
-120 tokens)."""
-
-PLAN_MARGIN = 0.8
-"""The share of its buffered audio a chunk's compute may take (`ChunkPolicy.margin`): what
-bounds a second chunk on a device near real time."""
 
 _BIN_SPAN = 1.5  # chunks whose audio lies within this factor are priced as one length
 _BIN_LATEST = 4  # ... by the latest this many of them
@@ -100,21 +87,6 @@ def plan_timing(times: ChunkTimes, *, share: float = 1.0, quantum_s: float = 0.0
         max_chunk_s=round(cap, 3),
         share=share,
     )
-
-
-def opening(times: ChunkTimes, audio_s: float) -> tuple[tuple[float, float], ...]:
-    """(audio, compute) predicted for the first two chunks of a cast of `audio_s` seconds not
-    planned yet: a first of about `OPENING_S`, a second as long as its planner lets it be
-    (its compute at most `PLAN_MARGIN` of the first's audio, at most `SECOND_S`)."""
-    first = min(max(audio_s, 0.0), OPENING_S)
-    if first <= 0:
-        return ()
-    out = [(first, times.gen_s(first))]
-    left = audio_s - first
-    if left > 1e-6:
-        second = min(left, SECOND_S, max(times.audio_within(PLAN_MARGIN * first), 0.5))
-        out.append((second, times.gen_s(second)))
-    return tuple(out)
 
 
 def chunk_quantum(

@@ -39,11 +39,10 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   every admitted listener and the newcomer in real time with a margin. Each chunk a listener
   still needs is a job with a deadline (the moment playback reaches it: its lead, plus the
   audio of the chunks before it) and a predicted generation time times `1 + margin`; the
-  newcomer, whose chunks are not planned yet, has its opening chunks predicted (`Candidate.
-  opening`: the first made at once, the second due when its listener has played the first),
-  then needs `rtf * (1 + margin)` compute seconds per second of its audio. Admit iff, in
-  deadline order, the work due by every deadline fits before it (Jackson's rule for one
-  machine). On a small box two listeners who play smoothly beat four who all stutter.
+  newcomer, whose chunks are not planned yet, needs `rtf * (1 + margin)` compute seconds per
+  second of its audio from now on. Admit iff, in deadline order, the work due by every
+  deadline fits before it (Jackson's rule for one machine). On a small box two listeners who
+  play smoothly beat four who all stutter.
 * **Plans for the casts it shares the device with.** A newcomer's chunks are planned
   (progressive chunking) for `n` times the measured cost per chunk (`share`), n counting itself
   and each active listener weighted by the part of the newcomer's life that listener still
@@ -139,9 +138,6 @@ class Candidate:
 
     id: str
     audio_s: float  # predicted audio of the whole cast
-    opening: tuple[tuple[float, float], ...] = ()
-    """(audio, generation) predicted for its first chunks (`_costs.opening`): made as soon as
-    it is let in, and due as its listener reaches each; none: all of it at the device's rate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,37 +241,18 @@ class DeadlinePolicy:
         # so on. The newcomer's chunks are not planned yet: it needs `rtf` compute seconds
         # per second of its audio, from now on.
         cost = 1.0 + self.margin
-        jobs = [job for cast in casts for job in _chunk_jobs(now, cast, cost)]
-        # Its opening chunks are jobs too: the first made at once (newcomers first), the
-        # second due when its listener has played the first. Its first chunks are its most
-        # demanding (a short first chunk buys its listener little time for the second), so
-        # a rate spread over its whole life let in newcomers whose second chunk came late.
-        life = max(candidate.audio_s, 0.0)
-        start, rest = 0.0, life  # its audio at the device's rate: from `start`, `rest` of it
-        if candidate.opening:
-            due = candidate.opening[0][1] * cost
-            end = due + life
-            for audio, gen in candidate.opening:
-                jobs.append((due, gen * cost))
-                start, rest = due, max(rest - audio, 0.0)
-                due += audio
-        else:
-            end = life
-        jobs.sort()
+        jobs = sorted(job for cast in casts for job in _chunk_jobs(now, cast, cost))
         fluid = rtf * cost
-
-        def rated(t: float) -> float:  # its compute at the device's rate due by `t`
-            return fluid * min(max(t - start, 0.0), rest)
-
+        life = max(candidate.audio_s, 0.0)
         # Jackson's rule: the jobs can all be made in time, in deadline order, iff at every
         # deadline the work due by then fits before it; the newcomer's share counts too.
         work = 0.0
         for due, gen in jobs:
             work += gen
-            if work + rated(max(due, 0.0)) > due:
+            if work + fluid * min(max(due, 0.0), life) > due:
                 return False
-        due_by_end = sum(gen for due, gen in jobs if due <= end)
-        return due_by_end + rated(end) <= end
+        due_by_end = sum(gen for due, gen in jobs if due <= life)
+        return due_by_end + fluid * life <= life
 
     def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         """Itself, plus each active listener weighted by the part of `candidate`'s life it

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from speechd.engine import ChunkPolicy
 from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing
-from speechd.worker._costs import chunk_quantum, opening
+from speechd.worker._costs import chunk_quantum
 from speechd.worker._hold import hold_s
 from speechd.worker._policy import ActiveCast, Candidate, Idle, Policy, Run, Sleep
 
@@ -158,12 +158,7 @@ def simulate(
         head = next((c for c in waiting if c.arrival <= t), None)
         if head is None:
             return None
-        return wanted_of(head)
-
-    def wanted_of(c: SlowCast) -> Candidate:
-        """`c` as the worker's admission sees it: its audio, its opening chunks predicted."""
-        audio = times.audio_for_chars(len(SENTENCE) * c.sentences, 1.0)
-        return Candidate(c.id, audio, opening(times, audio))
+        return Candidate(head.id, times.audio_for_chars(len(SENTENCE) * head.sentences, 1.0))
 
     def plan_next(c: SlowCast) -> None:
         assert c.chunker is not None
@@ -182,7 +177,7 @@ def simulate(
         while waiting and waiting[0].arrival <= t:
             head = waiting[0]
             views = [view(c) for c in active]
-            wanted = wanted_of(head)
+            wanted = Candidate(head.id, times.audio_for_chars(len(SENTENCE) * head.sentences, 1.0))
             if not policy.admit(t, views, wanted, rtf=times.rtf):
                 starved = True
                 break

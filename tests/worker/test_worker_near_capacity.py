@@ -19,9 +19,8 @@ import pytest
 from speechd.casts._records import audio_chunk
 from speechd.durable import Store
 from speechd.worker import ChunkTimes
-from speechd.worker._costs import opening
 from speechd.worker._hold import MIN_HOLD_S
-from speechd.worker._policy import ActiveCast, Candidate, DeadlinePolicy
+from speechd.worker._policy import DeadlinePolicy
 from tests.support.engines import CostEngine, chunked_text
 
 from ._helpers import ended_stream, make_worker, playable, running, submit_text
@@ -190,53 +189,3 @@ async def test_a_worker_whose_device_slowed_since_its_warm_up_holds_for_it(store
     assert audio_chunk(playable(stream)[0]).hold_ms > 0
     # Held by the warm-up's figures, it heard most of the silence it would have at once.
     assert heard_silence_ms(stream, held=True) < 0.25 * heard_silence_ms(stream, held=False)
-
-
-# -- a newcomer's opening -------------------------------------------------------------------
-
-
-def test_a_newcomers_second_chunk_is_counted_when_it_falls_due() -> None:
-    # A listener 3.3 s from needing its last chunk (1 s of compute); a newcomer whose first
-    # two chunks (2.2 s then 3 s of audio) cost 1.06 s and 1.37 s. Spread over its life at
-    # the device's rate the newcomer fits; made as it will be (its first at once, its second
-    # before its listener has played the first) it takes the listener's last chunk's time.
-    listener = ActiveCast("a", 0, 0.0, 8.5, ((2.07, 1.01),))
-    now = 5.2  # lead 3.3 s
-    whole = Candidate("b", 10.0)
-    opened = Candidate("b", 10.0, ((2.19, 1.06), (3.01, 1.37)))
-    assert DeadlinePolicy().admit(now, [listener], whole, rtf=0.45)
-    assert not DeadlinePolicy().admit(now, [listener], opened, rtf=0.45)
-    ahead = ActiveCast("a", 0, 0.0, 14.5, ((2.07, 1.01),))  # 9.3 s ahead: room for both
-    assert DeadlinePolicy().admit(now, [ahead], opened, rtf=0.45)
-
-
-def test_a_newcomers_opening_is_priced_at_the_device_s_costs() -> None:
-    onnx = device(ONNX)
-    times = measured(onnx, WARM_UP)
-    (first, made), (second, then) = opening(times, 10.0)
-    assert first == pytest.approx(2.0)
-    assert made == pytest.approx(onnx(2.0), rel=0.05)
-    assert then <= 0.8 * first + 1e-6 and second > first  # the planner's margin bounds it
-    assert opening(times, 1.5) == ((1.5, times.gen_s(1.5)),)
-    assert opening(times, 0.0) == ()
-
-
-@pytest.mark.parametrize("points", [TORCH, ONNX])
-def test_casts_arriving_one_after_another_near_capacity_keep_their_listeners(
-    points: list[tuple[float, float]],
-) -> None:
-    # Eight casts of 2-3 sentences, one every 2.5 s, on the device as its warm-up measured
-    # it: a newcomer let in beside a listener near its last chunk took that chunk's time with
-    # its own second one (ONNX Runtime: 2 listeners stalled 0.15 s each).
-    casts = [SlowCast(f"c{n}", 2.5 * n, 2 + n % 2) for n in range(8)]
-    simulate(
-        DeadlinePolicy(),
-        casts,
-        rtf=0.5,
-        overhead=0.3,
-        cost=device(points),
-        warm_up=WARM_UP,
-        min_hold_s=MIN_HOLD_S,
-        replan=False,
-    )
-    assert [c.gaps() for c in casts] == [[] for _ in casts]
