@@ -27,7 +27,10 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   waiting in line whose creator wants its first audio at once (`_admission`).
 * **Sleep when comfortably ahead.** When the device's slack is `comfortable_lead_s` or more,
   and no job waits for room, sleep until it drops to that (at most `max_sleep_s`; a new job
-  wakes the worker at once), instead of racing one cast to its end. The slack is the least,
+  wakes the worker at once), instead of racing one cast to its end; never while a listener's
+  chunks take longer to make than to play (the device cannot keep up with it: the margin of
+  its start hold is not time to sleep away, and its deficit grows past the chunks the policy
+  is shown). The slack is the least,
   over every chunk any listener still needs in deadline order, of its deadline minus the
   work due by then (Jackson's rule again): a listener whose start is held back leads by a lot
   early on, yet has no time to spare at its last chunk, so the worker never sleeps it into a
@@ -224,7 +227,7 @@ class DeadlinePolicy:
                 return Run(listeners[0].id)
             return Run(newcomer.id)
         spare = _slack(now, listeners) - self.comfortable_lead_s
-        if spare >= 0 and not starved:
+        if spare >= 0 and not starved and not any(map(_slower_than_real_time, listeners)):
             return Sleep(min(max(spare, self.min_sleep_s), self.max_sleep_s))
         return Run(listeners[0].id)
 
@@ -335,6 +338,16 @@ def _chunk_jobs(now: float, cast: ActiveCast, cost: float) -> list[tuple[float, 
         out.append((due, gen * cost))
         due += audio
     return out
+
+
+def _slower_than_real_time(cast: ActiveCast) -> bool:
+    """Whether the chunks the cast is shown take longer to make than to play: the device
+    cannot keep up with it, so its listener's start is held back (`_hold`) or it will stall.
+    Its slack over those chunks (a long cast is shown only its next ones) says nothing of the
+    chunks after them, where the deficit grows: sleeping it spends the margin its hold was
+    given (a 200,000-character cast slept through most of its hour-long hold after its first
+    chunk, so a download waited that long and the listener lost the margin)."""
+    return sum(gen for _, gen in cast.chunks) >= sum(audio for audio, _ in cast.chunks)
 
 
 def _dry(cast: ActiveCast) -> float:

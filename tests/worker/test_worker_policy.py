@@ -103,6 +103,19 @@ def test_does_not_sleep_when_one_cast_is_behind_or_a_job_waits_for_room() -> Non
     assert policy.choose(2.0, ahead, starved=True) == Run("a")
 
 
+def test_a_listener_the_device_cannot_keep_up_with_is_never_slept() -> None:
+    """Its start is held back an hour (its lead), and the chunks it is shown fit in that many
+    times over; but they take longer to make than to play, so the deficit grows past them:
+    the worker goes on (it slept through the hold after the first chunk)."""
+    policy = DeadlinePolicy(comfortable_lead_s=8.0)
+    held = cast("a", first=3600.0, audio=2.0, gen=3.0, next_audio=2.0, rtf=1.3, left=400.0)
+    assert policy.choose(2.0, [held]) == Run("a")
+    # As far ahead on a device that keeps up: it sleeps.
+    fast = cast("a", first=3600.0, audio=2.0, gen=1.0, next_audio=2.0, rtf=0.5, left=400.0)
+    assert policy.choose(2.0, [fast]) == Sleep(1.0)
+    assert policy.choose(2.0, [fast, held]) == Run("a")
+
+
 def test_fifo_finishes_the_oldest_cast_first() -> None:
     casts = [cast("new", order=2, first=None), cast("old", order=1, first=0.0, audio=1.0)]
     assert FifoPolicy().choose(50.0, casts) == Run("old")

@@ -364,3 +364,33 @@ async def test_a_fast_device_under_the_lazy_planner_holds_nobody(store: Store) -
         stream = await ended_stream(store, cid)
     assert all(audio_chunk(r).hold_ms == 0 for r in playable(stream))
     assert heard_silence_ms(stream, held=False) == 0
+
+
+async def _audio_records(store: Store, cid: str, n: int, within: float) -> list[Record]:
+    """The cast's first `n` audio records, once there are that many."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        audio = [r for r in await records(store, cast_stream(cid)) if event_of(r) == Event.AUDIO]
+        if len(audio) >= n:
+            return audio[:n]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"cast {cid} did not have {n} audio records in {within} s")
+
+
+async def test_a_long_cast_on_a_slow_device_goes_on_after_its_first_chunk(store: Store) -> None:
+    """A cast far longer than the chunks the policy is shown, on a device slower than real
+    time: its listener is held back a long while, and the worker makes its chunks one after
+    another all the same (it slept through most of the hold after the first chunk: the
+    margin the hold allows for was slept away, and a download waited as long)."""
+    text = chunked_text(3000)
+    cid = await submit_text(store, text)
+    engine = CostEngine(**SLOW)
+    worker = make_worker(store, engine, policy=DeadlinePolicy(), comfortable_lead_s=1.0)
+    await worker.warm_up("af_heart")
+    async with running(worker):
+        first = await _audio_records(store, cid, 1, within=60)
+        hold = audio_chunk(first[0]).hold_ms / 1000
+        # Eight chunks take about 5 s to make here; the hold is about 25 minutes.
+        made = await _audio_records(store, cid, 8, within=60)
+    assert hold > 120
+    assert (made[-1].timestamp - made[0].timestamp) / 1000 < 60
