@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import multiprocessing
+import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -35,63 +36,17 @@ from typing import Any
 
 import httpx
 
+from ._words_clients import WORDS_CLIENTS
+
 __all__ = ["whole_rss", "words_load"]
 
-WORDS_CLIENTS = 60
 SLOW_READERS = 64
 TARGET_RATIO = 1.2
 TARGET_RSS_MB = 300
 _QUOTA = ["--read-rate", "1000000", "--read-burst", "1000000"]
-_SPAWN = multiprocessing.get_context("spawn")
 
 
 # -- words-load ------------------------------------------------------------------------------
-
-
-def _ask_words(url: str, cast_id: str, go: Any, stop: Any, counts: Any) -> None:
-    """A child process: `WORDS_CLIENTS` clients asking for the cast's words while `go` is set,
-    until `stop`; adds their statuses to `counts` (status -> answers).
-
-    `go` and `stop` are a manager's proxies: each look is a round trip to the manager
-    process, so one thread watches them and the clients read its copy. (Sixty clients each
-    asking the manager every 50 ms kept this process and the manager busy on both cores, and
-    the ordinary request measured "alone" waited minutes for a CPU.)"""
-    asking = threading.Event()
-    done = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            if go.is_set():
-                asking.set()
-            else:
-                asking.clear()
-            time.sleep(0.1)
-        done.set()
-
-    async def main() -> None:
-        seen: Counter[int] = Counter()
-        limits = httpx.Limits(max_connections=WORDS_CLIENTS + 4)
-        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-
-            async def ask() -> None:
-                while not done.is_set():
-                    if not asking.is_set():
-                        await asyncio.sleep(0.1)
-                        continue
-                    try:
-                        answer = await client.get(f"{url}/v1/casts/{cast_id}/words")
-                        seen[answer.status_code] += 1
-                    except httpx.HTTPError:
-                        seen[0] += 1
-
-            await asyncio.gather(*(ask() for _ in range(WORDS_CLIENTS)))
-        for status, n in seen.items():
-            counts[status] = counts.get(status, 0) + n
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    asyncio.run(main())
-    watcher.join()
 
 
 async def _started(client: httpx.AsyncClient, url: str, text: str, chunks: int) -> str:
@@ -113,29 +68,39 @@ async def _started(client: httpx.AsyncClient, url: str, text: str, chunks: int) 
 async def _words_runs(url: str, repeat: int, long_text: str) -> None:
     from .bench_hostile import ORDINARY, _ttfa
 
-    manager = _SPAWN.Manager()
-    go, stop, counts = manager.Event(), manager.Event(), manager.dict()
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=900.0)) as client:
         await _ttfa(client, url, "Warming up.")
         cast_id = await _started(client, url, long_text, chunks=3)
-        load = _SPAWN.Process(target=_ask_words, args=(url, cast_id, go, stop, counts))
-        load.start()
+        load = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "loadtest._words_clients", url, cast_id,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert load.stdin is not None and load.stdout is not None
+
+        async def say(command: str) -> None:
+            assert load.stdin is not None
+            load.stdin.write(command.encode() + b"\n")
+            await load.stdin.drain()
+
         alone: list[float] = []
         beside: list[float] = []
         try:
             for i in range(repeat):
                 alone.append(await _ttfa(client, url, ORDINARY.format(n=f"words alone {i}")))
-                go.set()
+                await say("go")
                 await asyncio.sleep(2.0)  # the 60 clients are asking by now
                 beside.append(await _ttfa(client, url, ORDINARY.format(n=f"words beside {i}")))
-                go.clear()
+                await say("pause")
+            await say("stop")
+            said = await asyncio.wait_for(load.stdout.readline(), 120)
         finally:
-            stop.set()
-            await asyncio.to_thread(load.join, 60)
+            if load.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    load.kill()
+            await load.wait()
         status = (await client.get(f"{url}/v1/casts/{cast_id}")).json()
         words = (await client.get(f"{url}/v1/casts/{cast_id}/words")).json()
-    answered = dict(counts)
-    manager.shutdown()
+    answered = {int(k): v for k, v in json.loads(said or b"{}").items()}
     print(f"   {'alone':<26} " + "  ".join(f"{r:6.2f} s" for r in alone))
     print(f"   {'beside 60 /words clients':<26} " + "  ".join(f"{r:6.2f} s" for r in beside))
     ratio = statistics.median(beside) / max(statistics.median(alone), 1e-9)
