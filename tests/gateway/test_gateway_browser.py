@@ -24,6 +24,7 @@ from playwright.async_api import Browser
 from speechd.audio import FORMATS, LAYOUTS, new_encoder
 from speechd.casts import CastState
 from speechd.durable import Store
+from tests.support.chromium import CHROMIUM_STEP
 
 pytestmark = pytest.mark.browser
 
@@ -136,7 +137,7 @@ async def test_player_timeline_is_the_whole_file_decoded(
     assert result["whole"] >= result["timeline"]  # the whole decode may add codec padding
     # wav: the player reads s16 as Int16 / 32768, Chromium scales positive samples by
     # 1 / 32767 (under 1e-4 apart). opus is approximate by design (speechd.audio: ~1e-3).
-    tolerance = 1e-4 if fmt == "wav" else 0.0 if layout.exact else 2e-3
+    tolerance = 1e-4 if fmt == "wav" else CHROMIUM_STEP.get(fmt, 0.0) if layout.exact else 2e-3
     assert result["maxDiff"] <= tolerance
 
 
@@ -231,7 +232,7 @@ async def test_player_timeline_of_a_cast_another_worker_resumed(
     if fmt == "pcm":
         return
     assert abs(result["timeline"] - duration * rate) <= 1
-    tolerance = 1e-4 if fmt == "wav" else 0.0 if layout.exact else 2e-3
+    tolerance = 1e-4 if fmt == "wav" else CHROMIUM_STEP.get(fmt, 0.0) if layout.exact else 2e-3
     assert result["maxDiff"] <= tolerance
 
 
