@@ -16,6 +16,7 @@ from ._support import run_cli
 
 pytestmark = pytest.mark.model
 
+SLOW_NOTICE = "speechd-client: the server is slower than real time: the audio starts in "
 TEXT = "The quick brown fox jumps over the lazy dog. Then it naps in the sun."
 
 
@@ -31,7 +32,10 @@ def test_say_speaks_with_the_real_model(model_dir: Path, tmp_path: Path) -> None
         run = run_cli(
             "say", TEXT, "--voice", "af_heart", "-o", str(tmp_path / "fox.wav"), url=server.url
         )
-    assert (run.code, run.stderr) == (0, "")
+    # On a device slower than real time (this CPU under load) the client says once when the
+    # audio starts; nothing else may be said.
+    said = [line for line in run.stderr.splitlines() if not line.startswith(SLOW_NOTICE)]
+    assert (run.code, said) == (0, [])
     samples = samples_of((tmp_path / "fox.wav").read_bytes())
     seconds = samples.size / 24000
     # About 14 words at a natural pace, and speech, not silence.

@@ -32,6 +32,13 @@ def playing_word(timed: list[dict[str, Any]], clock: float) -> int:
     return max((i for i, w in enumerate(timed) if w["start"] <= clock + 1e-3), default=-1)
 
 
+def playing_words(timed: list[dict[str, Any]], clock: float) -> set[int]:
+    """The word playing at `clock`, or either neighbour within 2 ms of a word's start: /words
+    gives starts in whole ms, the player keeps them to the sample (a clock of 7.2433 s once
+    fell between the two)."""
+    return {playing_word(timed, clock - 0.002), playing_word(timed, clock + 0.002)}
+
+
 async def test_the_player_highlights_the_word_playing_and_seeks_by_word(
     store: Store,
     engine: StepEngine,
@@ -70,7 +77,7 @@ async def test_the_player_highlights_the_word_playing_and_seeks_by_word(
     # Every snapshot taken while it played names the word the clock was in.
     for snap in player.snapshots:
         if snap["state"] == "playing" and snap["wordIndex"] >= 0:
-            assert snap["wordIndex"] == playing_word(timed, snap["clock"]), snap
+            assert snap["wordIndex"] in playing_words(timed, snap["clock"]), snap
     indices = [s["wordIndex"] for s in player.snapshots[-20:] if s["state"] == "playing"]
     assert all(b >= a for a, b in itertools.pairwise(indices))  # the highlight moved forward
     assert player.errors == []
@@ -226,7 +233,7 @@ async def test_the_real_model_reads_along_in_the_browser(
     playing = [s for s in player.snapshots if s["state"] == "playing" and s["wordIndex"] >= 0]
     assert playing
     for snap in playing:  # the highlight named the word the audio clock was in
-        assert snap["wordIndex"] == playing_word(timed, snap["clock"]), snap
+        assert snap["wordIndex"] in playing_words(timed, snap["clock"]), snap
     loaded = await player.page.evaluate(TRACK_JS, f"/v1/casts/{cast_id}/captions.vtt")
     assert loaded["outcome"] == "load" and loaded["cues"]
     assert player.errors == []
