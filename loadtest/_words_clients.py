@@ -1,6 +1,7 @@
 """The words-load section's clients, a process of their own (`python -m
-loadtest._words_clients URL CAST_ID`): `WORDS_CLIENTS` clients ask `/v1/casts/<id>/words`
-over and over while the parent says `go` on stdin, idle after `pause`, and end at `stop` (or
+loadtest._words_clients URL PATH`): `WORDS_CLIENTS` clients ask for PATH (`/v1/casts/<id>/words`,
+or `/healthz` as the control: what the clients themselves cost the CPU) over and over while
+the parent says `go` on stdin, idle after `pause`, and end at `stop` (or
 when stdin closes), then print their answers' statuses as one JSON line (status -> count; 0:
 no answer).
 
@@ -22,7 +23,7 @@ import httpx
 WORDS_CLIENTS = 60
 
 
-def main(url: str, cast_id: str) -> None:
+def main(url: str, path: str) -> None:
     asking = threading.Event()
     done = threading.Event()
 
@@ -48,7 +49,7 @@ def main(url: str, cast_id: str) -> None:
                         await asyncio.sleep(0.1)
                         continue
                     try:
-                        answer = await client.get(f"{url}/v1/casts/{cast_id}/words")
+                        answer = await client.get(url + path)
                         seen[answer.status_code] += 1
                     except httpx.HTTPError:
                         seen[0] += 1
