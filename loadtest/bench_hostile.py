@@ -44,9 +44,10 @@ Sections (`--section`, repeatable; default: every section listed here):
              `loadtest._hostile_ssml` does the work. The api section sends the SSML kinds too.
 
   words-load, whole-rss  the read path under hostile readers (`loadtest._hostile_reads`):
-             an ordinary request's first audio alone and beside 60 clients asking `/words` of
-             a long generating cast (target <= 1.2x); the api's RSS while 64 clients read a
-             big finished file slowly with `stream: false` (target: under 300 MB).
+             an ordinary request's first audio alone, beside 60 clients asking `/healthz`
+             (the control) and beside 60 asking `/words` of a long generating cast (target
+             <= 1.2x alone); the api's RSS while 64 clients read a big finished file slowly
+             with `stream: false` (target: under 300 MB).
 
 A section is a function taking the parsed arguments; add it to SECTIONS.
 """
@@ -274,7 +275,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int)
     parser.add_argument(
-        "--repeat", type=int, default=3, help="first-audio, words-load: runs of each"
+        "--repeat",
+        type=int,
+        default=3,
+        help="first-audio: runs of each; words-load: rounds (at most 1)",
     )
     parser.add_argument("--mib", type=float, default=50, help="whole-rss: the file's size")
     parser.add_argument(
