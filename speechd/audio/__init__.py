@@ -67,8 +67,8 @@ and in decodeAudioData:
   its MDCT overlaps frame 2's wrong output; frame 4 comes out right, and its subband samples are
   the history (512 samples) the synthesis filterbank needs for the record's first frame. With 3
   frames samples differ by up to 0.2; with 4, by 0 (ffmpeg and Chromium 156, bit for bit;
-  Debian's Chromium 150 by at most one 16-bit step). Chromium
-  rejects a 1-frame mp3 file; the pre-roll and the 2-frame first record prevent that.
+  Debian's Chromium 150 by at most one 16-bit step). Chromium rejects a 1-frame mp3 file; the
+  pre-roll and the 2-frame first record prevent that.
 - aac: file = the last 2 ADTS frames of P + record (an ADTS frame is
   ((b[3] & 3) << 11) | (b[4] << 3) | (b[5] >> 5) bytes long); keep = 1024 * frames in record.
   One frame restores the MDCT overlap; the second is there because Chromium rejects ADTS files
