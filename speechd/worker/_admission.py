@@ -78,6 +78,7 @@ class Admission:
         max_active: int | None,
         quantum_s: float,
         clock: Callable[[], float],
+        together: Callable[[int], float] | None = None,
     ) -> None:
         self._store = store
         self._intake = intake
@@ -89,6 +90,7 @@ class Admission:
         self._max_active = max_active
         self._quantum_s = quantum_s
         self._clock = clock
+        self._together = together  # what first chunks made in one batch cost (`Policy.admit`)
         self._ahead = max_active if max_active is not None else AHEAD
         # The head of the line's cast as read before it had to wait for room.
         self._waiting_head: tuple[int, CastHead] | None = None
@@ -177,7 +179,7 @@ class Admission:
         whole = times.audio_for_chars(head.meta.text_chars, head.meta.speed)
         candidate = Candidate(job.id, max(whole - head.audio_ms / 1000, 0.0))
         now, views = self._clock(), self.views([*casts, *opened], admission=True, ahead=False)
-        if not policy.admit(now, views, candidate, rtf=times.rtf):
+        if not policy.admit(now, views, candidate, rtf=times.rtf, together=self._together):
             self._waiting_head = (job.offset, head)
             return None
         if log.isEnabledFor(logging.DEBUG):
@@ -217,7 +219,7 @@ class Admission:
         whole = times.audio_for_chars(len(cast.recipe.text), cast.recipe.speed)
         candidate = Candidate(cast.id, max(whole - made, 0.0))
         now, views = self._clock(), self.views(casts, admission=True, ahead=False)
-        if not policy.admit(now, views, candidate, rtf=times.rtf):
+        if not policy.admit(now, views, candidate, rtf=times.rtf, together=self._together):
             return None
         share = policy.share(now, views, candidate)
         pending = self._intake.pending

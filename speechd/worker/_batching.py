@@ -68,6 +68,14 @@ class BatchCosts:
             return sum(gens)
         return len(gens) * self.factor(len(gens)) * max(gens)
 
+    def together(self, n: int) -> float:
+        """What each of `n` alike chunks costs made in one batch against alone (1 where such a
+        batch saves nothing, or holds more than `limit`: as many batches as it takes)."""
+        if n <= 1 or self.limit <= 1:
+            return 1.0
+        factor = self.factor(min(n, self.limit))
+        return min(factor, 1.0) if math.isfinite(factor) else 1.0
+
     @property
     def saves(self) -> bool:
         """Whether any batch size within the limit costs less per item than batch 1."""

@@ -42,7 +42,10 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   newcomer, whose chunks are not planned yet, needs `rtf * (1 + margin)` compute seconds per
   second of its audio from now on. Admit iff, in deadline order, the work due by every
   deadline fits before it (Jackson's rule for one machine). On a small box two listeners who
-  play smoothly beat four who all stutter.
+  play smoothly beat four who all stutter. A cast with no audio yet has its first chunk due
+  when it can be made, so one by one a newcomer waits in line until the one before it has
+  its first audio; where batches save (`together`, `BatchCosts.together`) the newcomers'
+  first chunks are priced as one batch made first, and they are let in to share it.
 * **Plans for the casts it shares the device with.** A newcomer's chunks are planned
   (progressive chunking) for `n` times the measured cost per chunk (`share`), n counting itself
   and each active listener weighted by the part of the newcomer's life that listener still
@@ -73,7 +76,7 @@ when its cast cannot be made in real time is worked out from the plan in `_hold`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -170,9 +173,17 @@ class Policy(Protocol):
         ...
 
     def admit(
-        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        candidate: Candidate,
+        *,
+        rtf: float,
+        together: Callable[[int], float] | None = None,
     ) -> bool:
-        """Whether `candidate` may join the active `casts` now."""
+        """Whether `candidate` may join the active `casts` now. `together`: what each of n
+        first chunks costs made in one batch against alone (`BatchCosts.together`; None:
+        chunks are made one by one)."""
         ...
 
     def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
@@ -232,7 +243,13 @@ class DeadlinePolicy:
         return Run(listeners[0].id)
 
     def admit(
-        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        candidate: Candidate,
+        *,
+        rtf: float,
+        together: Callable[[int], float] | None = None,
     ) -> bool:
         if not casts:
             return True
@@ -241,17 +258,37 @@ class DeadlinePolicy:
         # so on. The newcomer's chunks are not planned yet: it needs `rtf` compute seconds
         # per second of its audio, from now on.
         cost = 1.0 + self.margin
-        jobs = sorted(job for cast in casts for job in _chunk_jobs(now, cast, cost))
+        # Where batches save (`together`), the first chunks of the casts with no audio yet
+        # are made together, first (newcomers go first, and ride in one batch: `fill_batch`)
+        # at a batch's price: no listener hears them late, and their own listeners start
+        # when that batch lands. One by one, each such chunk is due when it can be made, so
+        # a newcomer waits in line until the one before it has its first audio. A
+        # listener's later chunks are priced alone either way: batches of them vary in
+        # make-up (padding, part-full) too much to promise a listener (priced at what the
+        # batches saved lately: 38 stalls in 210 simulated loads, against none).
+        fresh = [c for c in casts if c.first_audio_s is None]
+        price = together(len(fresh) + 1) if together is not None and fresh else 1.0
+        first = 0.0  # the newcomers' first chunks, when made together
+        jobs: list[tuple[float, float]] = []
+        after: list[tuple[float, float]] = []  # their later chunks, due from that batch on
+        for cast in casts:
+            mine = _chunk_jobs(now, cast, cost)
+            if price < 1.0 and cast.first_audio_s is None:
+                first += mine[0][1] * price
+                after.extend((due - mine[0][0], gen) for due, gen in mine[1:])
+            else:
+                jobs.extend(mine)
+        jobs = sorted([*jobs, *((first + due, gen) for due, gen in after)])
         fluid = rtf * cost
         life = max(candidate.audio_s, 0.0)
         # Jackson's rule: the jobs can all be made in time, in deadline order, iff at every
         # deadline the work due by then fits before it; the newcomer's share counts too.
-        work = 0.0
+        work = first
         for due, gen in jobs:
             work += gen
             if work + fluid * min(max(due, 0.0), life) > due:
                 return False
-        due_by_end = sum(gen for due, gen in jobs if due <= life)
+        due_by_end = first + sum(gen for due, gen in jobs if due <= life)
         return due_by_end + fluid * life <= life
 
     def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
@@ -387,7 +424,13 @@ class FifoPolicy:
         return Run(min(casts, key=lambda c: c.order).id)
 
     def admit(
-        self, now: float, casts: Sequence[ActiveCast], candidate: Candidate, *, rtf: float
+        self,
+        now: float,
+        casts: Sequence[ActiveCast],
+        candidate: Candidate,
+        *,
+        rtf: float,
+        together: Callable[[int], float] | None = None,
     ) -> bool:
         return not casts
 

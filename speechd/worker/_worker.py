@@ -164,6 +164,7 @@ class Worker:
             max_active=config.max_active,
             quantum_s=config.quantum_s,
             clock=clock,
+            together=lambda n: self.batch_costs.together(n),
         )
         self._outcomes = Outcomes(
             self._attempts, self.times, engine.sample_rate, clock=clock, telemetry=telemetry

@@ -7,6 +7,7 @@ listener per cast that starts at the cast's first audio and stalls when a chunk 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from speechd.worker import ChunkTimes
@@ -78,16 +79,22 @@ def simulate(
     curve: dict[int, float] | None = None,
     quantum_s: float = 2.5,
     batches: list[int] | None = None,
+    warm_up: Sequence[float] = (),
 ) -> float:
     """Run `casts` through `policy` on a device making audio at `rtf` plus `overhead` per
     chunk; return the time the last one finished. With `batch` (what the worker measured)
     the step is a batch as the worker fills it (`fill_batch`), which the device makes in
     n * `curve`(n) times its longest item's cost (`curve`: `batch`'s own per-item figures
-    by default); `batches` collects the size of every step."""
+    by default); `batches` collects the size of every step. `warm_up`: the audio seconds
+    of the chunks the worker makes and measures before its first cast (`Worker.warm_up`
+    makes a short text's chunks, up to 5 s); none by default: the costs start at the priors."""
     from tests.support.engines import curve_factor
 
     device = curve if curve is not None else dict(batch.per_item)
     times = ChunkTimes(prior_rtf=rtf)
+    for audio in warm_up:
+        units, gen = round(audio * UNITS_PER_S), overhead + rtf * audio
+        times.observe(units=units, chars=0, speed=1.0, gen_s=gen, audio_s=audio)
     t = 0.0
     waiting = sorted(casts, key=lambda c: c.arrival)
     active: list[SimCast] = []
@@ -108,7 +115,8 @@ def simulate(
             head = waiting[0]
             views = [view(c) for c in active]
             candidate = Candidate(head.id, head.total_audio)
-            if not policy.admit(t, views, candidate, rtf=times.rtf):
+            together = batch.together if batch.limit > 1 else None
+            if not policy.admit(t, views, candidate, rtf=times.rtf, together=together):
                 starved = True
                 break
             head.plan_rtf = times.rtf * policy.share(t, views, candidate)

@@ -308,7 +308,7 @@ def test_admission_keeps_listeners_smooth_when_demand_exceeds_capacity() -> None
 
 
 class _AdmitAll(DeadlinePolicy):
-    def admit(self, now, casts, candidate, *, rtf):  # type: ignore[no-untyped-def]
+    def admit(self, now, casts, candidate, *, rtf, together=None):  # type: ignore[no-untyped-def]
         return True
 
 
