@@ -25,12 +25,14 @@ export class Timeline {
     this.running = false; // sources are scheduled and the clock moves
     this.wanted = true; // the listener wants sound (autoplay until paused)
     this.complete = false; // no more chunks will come (eos)
-    this.holdEnd = 0; // performance.now() seconds before which nothing starts sounding
+    // The audio clock's time (ctx.currentTime) before which nothing starts sounding: on the
+    // same clock as the position, so "held" and a position past 0 never overlap.
+    this.holdEnd = 0;
   }
 
   // Start no sooner than `seconds` from now (the hold left).
   holdFor(seconds) {
-    this.holdEnd = performance.now() / 1000 + Math.max(0, seconds);
+    this.holdEnd = this.ctx.currentTime + Math.max(0, seconds);
     if (this.running) {
       const at = this.position();
       this._stop(at);
@@ -40,7 +42,7 @@ export class Timeline {
 
   // Seconds of the hold left (0: none).
   heldS() {
-    return Math.max(0, this.holdEnd - performance.now() / 1000);
+    return Math.max(0, this.holdEnd - this.ctx.currentTime);
   }
 
   get end() {
