@@ -129,8 +129,11 @@ WARM_UP = (1.5, 3.0, 5.0)
 """What a worker measures before its first cast (`Worker.warm_up`: a short text's chunks)."""
 
 
-def _run(n: int, costs: BatchCosts, stagger: float = 0.0) -> tuple[float, list[SimCast], list]:
-    casts = [SimCast(f"c{i}", i * stagger, 30.0) for i in range(n)]
+def _run(
+    n: int, costs: BatchCosts, stagger: float = 0.0, audio: tuple[float, ...] = (30.0,)
+) -> tuple[float, list[SimCast], list]:
+    """`n` casts, one every `stagger` seconds, of `audio` seconds in turn."""
+    casts = [SimCast(f"c{i}", i * stagger, audio[i % len(audio)]) for i in range(n)]
     sizes: list[int] = []
     end = simulate(
         DeadlinePolicy(),
@@ -191,17 +194,7 @@ def test_casts_arriving_together_start_together(stagger: float) -> None:
     for n, audio in ((8, 10.0), (16, 30.0)):
         runs = {}
         for name, costs in (("alone", _OneByOne(GPU_CURVE, 16)), ("together", GPU)):
-            casts = [SimCast(f"c{i}", i * stagger, audio + i % 3) for i in range(n)]
-            sizes: list[int] = []
-            end = simulate(
-                DeadlinePolicy(),
-                casts,
-                rtf=0.05,
-                overhead=0.25,
-                batch=costs,
-                batches=sizes,
-                warm_up=WARM_UP,
-            )
+            end, casts, sizes = _run(n, costs, stagger, (audio, audio + 1, audio + 2))
             runs[name] = end, max(c.ttfa() for c in casts), casts, sizes
         end, worst, casts, sizes = runs["together"]
         assert not any(c.gaps() for c in casts), n
