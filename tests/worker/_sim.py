@@ -115,8 +115,7 @@ def simulate(
             head = waiting[0]
             views = [view(c) for c in active]
             candidate = Candidate(head.id, head.total_audio)
-            together = batch.together if batch.limit > 1 else None
-            if not policy.admit(t, views, candidate, rtf=times.rtf, together=together):
+            if not policy.admit(t, views, candidate, rtf=times.rtf, together=batch.together):
                 starved = True
                 break
             head.plan_rtf = times.rtf * policy.share(t, views, candidate)
