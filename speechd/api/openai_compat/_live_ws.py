@@ -11,17 +11,17 @@
 
 The audio frames, in order, are one file of the requested format (the same bytes the cast's
 `/audio` gives). A bad message gets an `error` message (OpenAI's error object) and the session
-goes on; a bad first message, a missing API key (when the server has keys: send
-`Authorization: Bearer <key>`) or a failed cast end it (close 1008, 1011). A session is a
-long-lived read: it holds one of the client's stream slots (`speechd.api._slots.ClientSlots`)
-until it ends, and past the caps it gets the 429 or 503 error message and close 1013 (try
-again later) before anything is made. A store failure is an error message with code
-`store_unavailable` (one log line): while the cast is made it ends the session (close 1011;
-the cast itself goes on), while its input is written the session goes on (send the piece
-again with its `seq`). A socket that drops does not end the cast: finish its input over HTTP
-with the token from the `cast` message, and replay its audio by link. The session only
-awaits the store and the socket: nothing on the event loop does more than decode a bounded
-message or base64 a chunk.
+goes on; a bad first message, a missing API key (when the server has keys: send `Authorization:
+Bearer <key>`) or a failed cast end it (close 1008, 1011). The usage or the cast's error is the
+last message, even where a piece is answered as the cast ends. A session is a long-lived read:
+it holds one of the client's stream slots (`speechd.api._slots.ClientSlots`) until it ends, and
+past the caps it gets the 429 or 503 error message and close 1013 (try again later) before
+anything is made. A store failure is an error message with code `store_unavailable` (one log
+line): while the cast is made it ends the session (close 1011; the cast itself goes on), while
+its input is written the session goes on (send the piece again with its `seq`). A socket that
+drops does not end the cast: finish its input over HTTP with the token from the `cast` message,
+and replay its audio by link. The session only awaits the store and the socket: nothing on the
+event loop does more than decode a bounded message or base64 a chunk.
 """
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ class _Session:
         self.slots = slots
         self.base_url = base_url
         self._send_lock = asyncio.Lock()
+        self._ended = False
         self.binary = True
 
     # -- the socket ---------------------------------------------------------------------
@@ -109,8 +110,14 @@ class _Session:
             raise InvalidRequest(f"A message is at most {MAX_WS_MESSAGE_BYTES} bytes.")
         return str(text)
 
-    async def send(self, message: msgspec.Struct | bytes) -> None:
+    async def send(self, message: msgspec.Struct | bytes, *, last: bool = False) -> None:
+        """Send one message; `last` marks the session's final word (its usage or the cast's
+        error), after which nothing more is sent: the input task may still be answering a
+        piece it took in before the end, and that answer must not follow the end."""
         async with self._send_lock:
+            if self._ended:
+                return
+            self._ended = last
             try:
                 if isinstance(message, bytes):
                     await self.socket.send_bytes(message)
@@ -119,8 +126,8 @@ class _Session:
             except Exception as exc:  # the socket closed under us: whatever the server says
                 raise _Gone from exc
 
-    async def error(self, exc: SpeechdError) -> None:
-        await self.send(ErrorMessage(error=error_body_for(exc)["error"]))
+    async def error(self, exc: SpeechdError, *, last: bool = False) -> None:
+        await self.send(ErrorMessage(error=error_body_for(exc)["error"]), last=last)
 
     async def close(self, code: int, reason: str = "") -> None:
         async with self._send_lock:
@@ -276,14 +283,14 @@ class _Session:
             chars = (await self.live.input_state(cast.id)).chars
         except DurableError as exc:
             log_store_trouble("following a live cast", exc)
-            await self.error(StoreUnavailable())
+            await self.error(StoreUnavailable(), last=True)
             return _SERVER_ERROR
         except SpeechdError as exc:
             log.warning("a live cast failed (%s)", type(exc).__name__)
-            await self.error(exc)
+            await self.error(exc, last=True)
             return _SERVER_ERROR
         output = math.ceil(audio_ms * OUTPUT_TOKENS_PER_SECOND / 1000)
-        await self.send(DoneMessage(usage=Usage(chars, output, chars + output)))
+        await self.send(DoneMessage(usage=Usage(chars, output, chars + output)), last=True)
         return _NORMAL
 
 
