@@ -126,7 +126,8 @@ class Admission:
         audio yet, parked: each job is read once for it, and at most `ahead` casts are
         parked at a time."""
         parked = casts.parked + sum(1 for cast in opened if cast.parked)
-        for job in itertools.islice(self._intake.pending, self._ahead):
+        # A copy: the intake appends to the line while this awaits the store.
+        for job in list(itertools.islice(self._intake.pending, self._ahead)):
             if parked >= self._ahead:
                 return
             mine = job.id in casts or any(cast.id == job.id for cast in opened)
