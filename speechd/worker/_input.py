@@ -120,7 +120,7 @@ class Followers:
     async def close(self) -> None:
         for _, task in self._tasks.values():
             task.cancel()
-        for _, task in self._tasks.values():
+        for _, task in list(self._tasks.values()):  # a copy: awaiting lets others run
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
