@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from speechd.casts import last_notice
 from speechd.casts.schema import (
     PROGRESS_DONE,
     Receipt,
@@ -340,10 +341,11 @@ async def test_kill_9_mid_batch_resumes_every_cast_in_it_by_reference(
         deadline = time.monotonic() + 60
         while not batch:  # a batch in flight whose casts all have audio already
             assert time.monotonic() < deadline, "no batch of casts under way"
-            stream = worker_stream(supervisor.worker_id)
-            tail = await store.check_tail(stream)
-            if tail:
-                notice = decode((await store.read(stream, tail - 1)).records[0].body, WorkerNotice)
+            # The worker starts its notices over when it turns ready: read them as
+            # `last_notice` does, which expects that.
+            found = await last_notice(store, supervisor.worker_id)
+            if found is not None:
+                notice = found[1]
                 flight = [(notice.cast, notice.chunk), *notice.batch]
                 if notice.batch and all(chunk > 0 for _, chunk in flight):
                     batch = flight
