@@ -82,6 +82,23 @@ def test_the_flags_page_fails_the_build_without_its_marker() -> None:
         _hooks().on_page_markdown("# Every flag\n", page=page, config=None, files=None)
 
 
+def test_the_test_commands_docs_build_fails_on_a_broken_link(tmp_path: Path) -> None:
+    """scripts/test.sh's `mkdocs build` line, run as it is on a manual with a link to a page
+    that does not exist, fails and names the link (with `--quiet` it once passed)."""
+    script = (ROOT / "scripts/test.sh").read_text(encoding="utf-8")
+    (line,) = [x for x in script.splitlines() if "mkdocs build" in x and not x.startswith("#")]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/index.md").write_text("# Home\n\nSee [the missing page](missing.md).\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: docs\nsite_dir: build/site\n")
+    command = line.replace(".venv/bin/mkdocs", f"{sys.executable} -m mkdocs")
+    done = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail\n{command}"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "missing.md" in done.stdout + done.stderr
+
+
 def _anchors(path: Path) -> set[str]:
     text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
     return {slugify(m.group(1), "-") for m in re.finditer(r"^#+ (.+)$", text, flags=re.M)}
