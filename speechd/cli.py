@@ -85,6 +85,15 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "server's own pages)",
     )
     group.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a name (speech.lan) browser pages may reach this server by, besides an IP "
+        "address, localhost, this machine's name, --host and --public-url's host "
+        "(repeatable; * for any)",
+    )
+    group.add_argument(
         "--share-casts",
         choices=["all", "per-key"],
         help="share a cast made from the same request with every caller (all), or only "
@@ -436,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "top":
         return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
-    for name in ("api_keys", "allowed_origins"):
+    for name in ("api_keys", "allowed_origins", "allowed_hosts"):
         if flags.get(name) is not None:
             flags[name] = tuple(flags[name])
     try:

@@ -2,10 +2,10 @@
 
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
-default. `SPEECHD_API_KEY` and `SPEECHD_ALLOWED_ORIGIN` hold one value or several separated
-by commas. Durations (`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a
-number with a unit: `90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a
-number with a binary unit: `512M`, `2G`.
+default. `SPEECHD_API_KEY`, `SPEECHD_ALLOWED_ORIGIN` and `SPEECHD_ALLOWED_HOST` hold one value
+or several separated by commas. Durations (`--retention`, `--shutdown-timeout`,
+`--idle-unload`) take seconds or a number with a unit: `90s`, `15m`, `12h`, `30d`; sizes
+(`--max-device-memory`) bytes or a number with a binary unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Web origins (`https://app.example`) whose pages may send this server requests from a
     browser: POSTs, live-cast WebSockets, and CORS for them. None given: only the server's own
     pages (its own origin, and `public_url`'s); `*`: any page."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Names (`speech.lan`) a browser page may reach this server by besides those it answers
+    to by itself: an IP address, `localhost`, this machine's name (and `<name>.local`),
+    `host` and `public_url`'s host; `*`: any name. A page that reaches it by another name has
+    its POSTs and live-cast WebSockets refused (DNS rebinding)."""
     share_casts: Literal["all", "per-key"] = "all"
     """Who shares a cast made from the same request: "all" (one cast per text, voice, speed
     and format for every caller) or "per-key" (casts are shared only between callers of one
@@ -193,10 +198,19 @@ def parse_duration(value: str | float) -> float:
     return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-_ENV_NAMES = {"api_keys": "API_KEY", "allowed_origins": "ALLOWED_ORIGIN"}
-_FLAG_NAMES = {"api_keys": "api-key", "allowed_origins": "allowed-origin"}
-_LISTS = ("api_keys", "allowed_origins")  # comma-separated in the environment
+_ENV_NAMES = {
+    "api_keys": "API_KEY",
+    "allowed_origins": "ALLOWED_ORIGIN",
+    "allowed_hosts": "ALLOWED_HOST",
+}
+_FLAG_NAMES = {
+    "api_keys": "api-key",
+    "allowed_origins": "allowed-origin",
+    "allowed_hosts": "allowed-host",
+}
+_LISTS = ("api_keys", "allowed_origins", "allowed_hosts")  # comma-separated in the environment
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]{0,31}://[^/\s?#]{1,255}")
+_HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63}){0,15}")
 _DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
@@ -230,6 +244,8 @@ def load_settings(
             values[name] = parse_duration(values[name])
     if values.get("allowed_origins"):
         values["allowed_origins"] = tuple(map(_origin, values["allowed_origins"]))
+    if values.get("allowed_hosts"):
+        values["allowed_hosts"] = tuple(map(_host_name, values["allowed_hosts"]))
     if values.get("max_device_memory") is not None:
         try:
             values["max_device_memory"] = parse_size(values["max_device_memory"])
@@ -284,6 +300,17 @@ def _origin(value: str) -> str:
             " (scheme://host[:port], e.g. https://app.example, or *)"
         )
     return origin
+
+
+def _host_name(value: str) -> str:
+    """A name `--allowed-host` allows (lowercase, no port), or `*`."""
+    name = value.strip().lower().rstrip(".")
+    if name != "*" and not _HOST_NAME.fullmatch(name):
+        raise SettingsError(
+            f"--allowed-host / {ENV_PREFIX}ALLOWED_HOST: {value!r} is not a host name"
+            " (a name such as speech.lan, without a scheme or port, or *)"
+        )
+    return name
 
 
 def _wyoming_uri_problem(uri: str) -> str | None:
