@@ -154,6 +154,20 @@ def _wyoming_flags(parser: argparse.ArgumentParser) -> None:
         help="advertise the Wyoming server over mDNS as NAME (default speechd-<host>), so "
         "Home Assistant discovers it",
     )
+    group.add_argument(
+        "--wyoming-allow",
+        metavar="CIDR[,CIDR...]",
+        help="who may connect to the Wyoming server over TCP (it has no authentication): "
+        "addresses and networks, private (loopback and the private ranges: a home network) "
+        "or any (private)",
+    )
+    group.add_argument(
+        "--wyoming-queue-share",
+        type=float,
+        metavar="SHARE",
+        help="the share of --max-queue Wyoming's requests may fill, so HTTP callers keep the "
+        "rest (0.5)",
+    )
 
 
 def _wyoming_command_flags(parser: argparse.ArgumentParser) -> None:

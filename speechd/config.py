@@ -10,6 +10,7 @@ or several separated by commas. Durations (`--retention`, `--shutdown-timeout`,
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -25,12 +26,14 @@ from speechd.limits import MAX_VOICE_CHARS
 
 __all__ = [
     "ENV_PREFIX",
+    "PRIVATE_NETWORKS",
     "Settings",
     "SettingsError",
     "default_data_dir",
     "engine_config",
     "load_settings",
     "parse_duration",
+    "parse_networks",
 ]
 
 ENV_PREFIX = "SPEECHD_"
@@ -142,6 +145,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wyoming_zeroconf: str | None = None
     """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
     Assistant finds it by itself); "" names it after the host; None: no advertising."""
+    wyoming_allow: str = "private"
+    """Who may connect to the Wyoming server over TCP (it has no authentication): addresses
+    and networks (`192.168.1.0/24`, `10.8.0.7`), comma-separated, and the words `private`
+    (loopback, the private IPv4 ranges, IPv6 unique local and link-local addresses: a home
+    network) and `any`. A unix socket is the file's permissions' to guard."""
+    wyoming_queue_share: Annotated[float, Meta(gt=0, le=1)] = 0.5
+    """The share of `max_queue` Wyoming's requests may fill: one is refused (`queue_full`)
+    while the queue holds that many casts (at least 1), so the HTTP api keeps the rest."""
     idle_unload: Seconds | None = None
     """Seconds with nothing to make after which the worker gives its model and device memory
     back (the next cast takes them again, waiting for the load); None keeps it loaded."""
@@ -265,6 +276,16 @@ def load_settings(
         problem = _wyoming_uri_problem(uri)
         if problem is not None:
             raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
+    name = values.get("wyoming_zeroconf")
+    if isinstance(name, str) and (
+        len(name.encode("utf-8", "surrogatepass")) > 63 or not name.isprintable()
+    ):
+        raise SettingsError(
+            f"--wyoming-zeroconf / {ENV_PREFIX}WYOMING_ZEROCONF: a name is at most 63 bytes"
+            " (UTF-8) of printable characters"
+        )
+    if isinstance(values.get("wyoming_allow"), str):
+        parse_networks(values["wyoming_allow"])
     if values.get("lexicon"):
         try:  # read now, so a broken file stops the start with its line, not a worker
             LexiconFile(str(values["lexicon"]))
@@ -311,6 +332,51 @@ def _host_name(value: str) -> str:
             " (a name such as speech.lan, without a scheme or port, or *)"
         )
     return name
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+PRIVATE_NETWORKS: tuple[Network, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "127.0.0.0/8",  # loopback
+        "10.0.0.0/8",  # the private ranges (RFC 1918)
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",  # link-local
+        "::1/128",  # loopback
+        "fc00::/7",  # unique local (RFC 4193)
+        "fe80::/10",  # link-local
+    )
+)
+"""`--wyoming-allow private`: the addresses a home network's hosts have."""
+
+_ANY: tuple[Network, ...] = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+_MAX_NETWORKS = 256
+
+
+def parse_networks(value: str) -> tuple[Network, ...]:
+    """The networks a `--wyoming-allow` value names (see `Settings.wyoming_allow`); an
+    address is a network of one. SettingsError for anything else."""
+    networks: list[Network] = []
+    terms = [t.strip() for t in value.split(",") if t.strip()]
+    if not terms or len(terms) > _MAX_NETWORKS:
+        raise SettingsError(
+            f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: name 1 to {_MAX_NETWORKS} networks"
+        )
+    for term in terms:
+        word = term.lower()
+        if word in ("private", "any"):
+            networks += PRIVATE_NETWORKS if word == "private" else _ANY
+            continue
+        try:
+            networks.append(ipaddress.ip_network(term, strict=False))
+        except ValueError:
+            raise SettingsError(
+                f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: {term[:60]!r} is not an address"
+                " or network (192.168.1.0/24, fd00::/8), private or any"
+            ) from None
+    return tuple(dict.fromkeys(networks))
 
 
 def _wyoming_uri_problem(uri: str) -> str | None:
