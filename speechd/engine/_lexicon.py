@@ -25,11 +25,12 @@ the entries, so a cast resumed under other entries starts its plan over.
 
 A file rewritten in place (truncated, then written) can be looked at half written, and a cut
 at a line's end still parses. So a changed file is read only once it has kept still for
-`SETTLE_S` (its modification time that long ago), and taken only if its size and time are the
-same after the read as before; else it is looked at again on the next check. An empty file
-is never taken, and one that drops more than half the entries in force is taken only once it
-has kept still for `SHRINK_SETTLE_S`: meanwhile a WARNING says so and the entries before it
-stay. Writing a new file and renaming it over the old one (`mv`) changes it at once, whole.
+`SETTLE_S` (by its modification time, or since it was first seen unchanged, whichever is
+longer), and taken only if its size and time are the same after the read as before; else it
+is looked at again on the next check. An empty file is never taken, and one that drops more
+than half the entries in force is taken only once it has kept still for `SHRINK_SETTLE_S`:
+meanwhile a WARNING says so and the entries before it stay. Writing a new file and renaming
+it over the old one (`mv`) changes it at once, whole.
 """
 
 from __future__ import annotations
@@ -197,6 +198,7 @@ class LexiconFile:
         self._stamp = self._stat()
         self._lexicon = self._load()  # LexiconError, OSError: the caller's to report
         self._shrunk: tuple[tuple[int, int], Lexicon] | None = None  # read, not taken yet
+        self._seen: tuple[tuple[int, int], float] | None = None  # a stamp, first seen when
 
     def _stat(self) -> tuple[int, int]:
         st = os.stat(self.path)
@@ -220,13 +222,17 @@ class LexiconFile:
             log.warning("lexicon %s: %s; keeping its last entries", self.path, exc)
             return self._lexicon
         if stamp != self._stamp:
-            self._reload(stamp)
+            self._reload(stamp, now)
         return self._lexicon
 
-    def _reload(self, stamp: tuple[int, int]) -> None:
+    def _reload(self, stamp: tuple[int, int], now: float) -> None:
         """Take the file changed to `stamp` if it is whole and kept still (module docstring);
         else leave `_stamp` as it was, so the next check looks again."""
-        still_s = self._wall() - stamp[0] / 1e9
+        if self._seen is None or self._seen[0] != stamp:
+            self._seen = (stamp, now)
+        # Still since its modification time, or since it was first seen so here (a file
+        # stamped by a clock ahead of this one's would wait for that clock otherwise).
+        still_s = max(self._wall() - stamp[0] / 1e9, now - self._seen[1])
         if still_s < SETTLE_S:
             return  # being written, perhaps: look again later
         if self._shrunk is not None and self._shrunk[0] == stamp:
@@ -263,5 +269,5 @@ class LexiconFile:
                 )
         if len(lexicon) * 2 < len(self._lexicon) and still_s < SHRINK_SETTLE_S:
             return
-        self._stamp, self._lexicon, self._shrunk = stamp, lexicon, None
+        self._stamp, self._lexicon, self._shrunk, self._seen = stamp, lexicon, None, None
         log.info("lexicon %s reloaded: %d entries", self.path, len(lexicon))

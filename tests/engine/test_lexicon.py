@@ -126,6 +126,14 @@ def test_a_file_being_rewritten_in_place_is_not_read_half_written(tmp_path: Path
     _written(path, TEN + "word10 = respelling ten\n", ago_s=SETTLE_S + 1)
     now[0] = 3.0
     assert len(lexicon.current()) == 11
+    # Stamped by a clock an hour ahead: taken once seen unchanged for as long.
+    _written(path, TEN + "word11 = respelling eleven\n", ago_s=-3600)
+    now[0] = 4.5
+    assert len(lexicon.current()) == 11
+    now[0] = 4.5 + SETTLE_S + 0.5
+    assert len(lexicon.current()) == 11 and apply(lexicon.current(), "word11")[0] == (
+        "respelling eleven"
+    )
 
 
 def test_an_empty_file_keeps_the_entries_with_a_warning(
