@@ -15,9 +15,9 @@ count Wyoming connections too.
 **Who may connect.** The protocol has no authentication, so a TCP connection from an address
 outside `allow` (`--wyoming-allow`; by default loopback and the private ranges) is closed as it
 is accepted, before a byte is read, with a log line (at most one a minute, with how many were
-refused). A unix socket is guarded by its file's permissions. The door's own `CastService`
-is given a share of the queue (`--wyoming-queue-share` of `--max-queue`, `wyoming_door`), so
-Wyoming's requests cannot fill the line that HTTP callers wait in.
+refused, and no address). A unix socket is guarded by its file's permissions. The door's own
+`CastService` is given a share of the queue (`--wyoming-queue-share` of `--max-queue`,
+`wyoming_door`), so Wyoming's requests cannot fill the line that HTTP callers wait in.
 
 **A unix socket's path** is taken only when it is free or holds a stale socket (one nothing
 answers on): a path that is something else (a file, a folder, a link) or a socket a server
@@ -186,12 +186,10 @@ class WyomingDoor:
             return True
         self._refused += 1
         now = time.monotonic()
-        if now - self._refused_logged >= _REFUSED_LOG_S:
+        if now - self._refused_logged >= _REFUSED_LOG_S:  # no address: a client's is its own
             log.warning(
-                "refused %d Wyoming connection(s) from outside --wyoming-allow (the last from "
-                "%s)",
+                "refused %d Wyoming connection(s) from addresses outside --wyoming-allow",
                 self._refused,
-                address if address is not None else "an unknown address",
             )
             self._refused, self._refused_logged = 0, now
         return False
