@@ -1,8 +1,9 @@
-"""Books: what reading one costs, and what refusing a hostile one costs. No model, no server.
+"""Books: what reading one costs, what refusing a hostile one costs, and what assembling an
+audiobook from its chapters' audio costs. No model, no server.
 
-    python -m loadtest.bench_books [--chars 1000000] [--repeat 3]
+    python -m loadtest.bench_books [--chars 1000000] [--minutes 10] [--repeat 3]
 
-Prints two tables (CPU time, best of --repeat, one thread), with the load average before and
+Prints three tables (CPU time, best of --repeat, one thread), with the load average before and
 after (figures are for a quiet machine; they never fail anything here):
 
 1. **Hostile books** (`loadtest._hostile_books`): the time `read_book` takes to refuse each,
@@ -12,6 +13,9 @@ after (figures are for a quiet machine; they never fail anything here):
    least any reader does with those bytes (inflate the EPUB's members and decode them; decode
    the text). Also the worst book within the default limits: an EPUB whose XML is all tags,
    just under `max_tags`: the most CPU a book that is not refused up front can take.
+3. **Audiobooks**: --minutes of audio in 10 chapters, made once by speechd's encoders (aac
+   and mp3, not timed), planned (`plan_audiobook`) and streamed (`plan.stream`), against the
+   baseline of joining the same records; milliseconds per hour of audio.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import time
 import zlib
 from collections.abc import Callable
 
+import numpy as np
+
+from speechd.audio import SAMPLE_RATE, AudiobookChapter, frame_table, new_encoder, plan_audiobook
 from speechd.books import Book, BookLimits, read_book
 from speechd.errors import BadBook
 
@@ -112,14 +119,48 @@ def reading_table(chars: int, repeat: int) -> None:
         )
 
 
+def _chapter(fmt: str, seconds: float, freq: float) -> tuple[AudiobookChapter, list[bytes]]:
+    n = int(seconds * SAMPLE_RATE)
+    pcm = (0.3 * np.sin(2 * np.pi * freq * np.arange(n) / SAMPLE_RATE)).astype(np.float32)
+    pcm[:1200] = 0
+    encoder = new_encoder(fmt)
+    step = 8 * SAMPLE_RATE
+    records = [encoder.encode(pcm[i : i + step]) for i in range(0, n, step)]
+    records.append(encoder.encode(np.zeros(0, np.float32), final=True))
+    table = frame_table(fmt, b"".join(records))
+    return AudiobookChapter(f"Chapter {freq:g}", n, table), records
+
+
+def audiobook_table(minutes: float, repeat: int) -> None:
+    print(f"\n## Audiobooks of {minutes:g} minutes in 10 chapters (best of {repeat})\n")
+    print("| file | bytes | plan ms | stream ms | join ms (baseline) | stream/join | ms per hour |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for fmt, source in (("m4b", "aac"), ("mp3", "mp3")):
+        made = [_chapter(source, minutes * 6, 200 + 50 * i) for i in range(10)]
+        chapters = [c for c, _ in made]
+        files = [r for _, r in made]
+        plan_s, plan = _best(lambda c=chapters, f=fmt: plan_audiobook(f, c, title="T"), repeat)
+        stream_s, size = _best(lambda p=plan, f=files: sum(map(len, p.stream(f))), repeat)
+        join_s, _ = _best(lambda f=files: sum(len(b"".join(r)) for r in f), repeat)
+        assert size == plan.size
+        hours = minutes / 60
+        print(
+            f"| {fmt} | {plan.size:,} | {plan_s * 1000:.1f} | {stream_s * 1000:.1f} | "
+            f"{join_s * 1000:.2f} | {stream_s / max(join_s, 1e-9):.0f}x | "
+            f"{(plan_s + stream_s) * 1000 / hours:.0f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chars", type=int, default=1_000_000)
+    parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"load average before: {_load()}")
     hostile_table(args.repeat)
     reading_table(args.chars, args.repeat)
+    audiobook_table(args.minutes, args.repeat)
     print(f"\nload average after: {_load()}")
 
 
