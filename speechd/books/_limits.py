@@ -8,6 +8,7 @@ from typing import Annotated, Final
 import msgspec
 
 from speechd.errors import BookTooLarge
+from speechd.limits import MAX_CAST_CHARS
 
 __all__ = ["MIB", "BookLimits", "Budget", "too_large"]
 
@@ -43,7 +44,7 @@ class BookLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_depth: _Count = 100
     max_marks: _Count = 10_000
     max_chapters: _Count = 1_000
-    max_chapter_chars: _Count = 200_000
+    max_chapter_chars: _Count = MAX_CAST_CHARS
     """A chapter is made as one cast: its text is held to a cast's input limit."""
     max_chars: _Count = 2_000_000
     max_cover_bytes: _Count = 5 * MIB
