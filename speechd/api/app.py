@@ -116,14 +116,7 @@ def _state_value(name: str) -> Callable[[State], Any]:
 def gateway_settings(settings: Settings) -> GatewaySettings:
     """The public read path's settings: its rate limit, client key and stream caps from
     `settings`, the rest its own."""
-    return GatewaySettings(
-        read_rate=settings.read_rate,
-        read_burst=settings.read_burst,
-        client_header=settings.client_header,
-        trusted_proxies=settings.trusted_proxies,
-        max_streams=settings.max_streams,
-        max_client_streams=settings.max_client_streams,
-    )
+    return settings.sub_config(GatewaySettings)
 
 
 async def close_streams(app: Litestar) -> None:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import NamedTuple
 
 from speechd import casts
-from speechd.config import Settings, engine_config
+from speechd.config import Settings
 from speechd.durable import Store, open_store
 
 from ._casts import CastService
@@ -35,7 +35,7 @@ async def open_services(
         if store is None:
             store = await open_store(settings.store_url)
             stack.push_async_callback(store.close)
-        engine = engine_config(settings)
+        engine = settings.engine_config()
         secret = await casts.deployment_secret(store)
         service = CastService(
             store,

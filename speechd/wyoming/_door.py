@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from wyoming.server import AsyncServer
 
-from speechd.config import Settings, engine_config
+from speechd.config import Settings
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts, cast_url, open_services
@@ -150,7 +150,7 @@ async def wyoming_door(
         )
     async with contextlib.AsyncExitStack() as stack:
         service, live = await stack.enter_async_context(open_services(settings, store=store))
-        engine = engine_config(settings)
+        engine = settings.engine_config()
         door = WyomingDoor(
             settings.wyoming_uri,
             service=service,
@@ -170,4 +170,4 @@ async def wyoming_door(
 def stream_slots(settings: Settings) -> StreamSlots:
     """Stream slots with the api's caps from `settings` (`--max-streams`,
     `--max-client-streams`), for a door that runs without the api."""
-    return StreamSlots(settings.max_streams, settings.max_client_streams)
+    return settings.stream_slots()
