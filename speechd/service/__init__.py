@@ -29,7 +29,7 @@ checks it). Every store failure under a method here is `StoreUnavailable`, logge
 
 from __future__ import annotations
 
-from ._casts import MODEL, CastService, SubmittedCast, voice_label
+from ._casts import CastService, SubmittedCast, voice_label
 from ._links import cast_api_url, cast_url, input_url
 from ._live import LiveCast, LiveCasts
 from ._open import OpenStore, open_services
@@ -38,6 +38,7 @@ from ._requests import (
     MAX_PIECE_CHARS,
     MAX_PIECES,
     MAX_TOKEN_CHARS,
+    MODEL,
     CastRequest,
     LiveRequest,
 )

@@ -44,6 +44,7 @@ from speechd.limits import MAX_CAST_CHARS
 
 from ._reader import CastReader, checked_id
 from ._requests import (
+    MODEL,
     CastRequest,
     CheckedRequest,
     LiveRequest,
@@ -56,15 +57,11 @@ from ._requests import (
 from ._trouble import store_trouble
 
 __all__ = [
-    "MODEL",
     "UNREADY_GRACE_S",
     "CastService",
     "SubmittedCast",
     "voice_label",
 ]
-
-MODEL = "kokoro"
-"""The one model speechd runs; every cast's recipe names it."""
 
 UNREADY_GRACE_S = 90.0
 """How long a caller waiting on a cast waits while no worker is ready (a restart takes tens of
@@ -339,17 +336,8 @@ class CastService:
         checked = await self.check(request, max_chars=max_chars, text_param=text_param)
         assert checked.id is not None  # a cast's id is its content address
         ssml = checked.input_format == "ssml"
-        recipe = schema.Recipe(
-            text=checked.text,
-            model=MODEL,
-            voice=checked.voice,
-            speed=checked.speed,
-            format=checked.format,
-            title=request.title or title_for(checked.text, ssml=ssml),
-            created_ms=self._now_ms(),
-            input_format=checked.input_format,
-            normalize=checked.normalize,
-        )
+        title = request.title or title_for(checked.text, ssml=ssml)
+        recipe = checked.recipe(title=title, created_ms=self._now_ms())
         with store_trouble("submitting a cast"):
             submission = await casts.submit(
                 self._store,

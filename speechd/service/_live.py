@@ -45,7 +45,7 @@ from speechd.errors import (
     SpeechdError,
 )
 
-from ._casts import MODEL, CastService
+from ._casts import CastService
 from ._reader import checked_id
 from ._requests import (
     MAX_LIVE_CHARS,
@@ -118,18 +118,13 @@ class LiveCasts:
         cast_id = base64.urlsafe_b64encode(secrets.token_bytes(_ID_BYTES)).rstrip(b"=").decode()
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         now_ms = self._now_ms()
-        recipe = schema.Recipe(
-            text="",
-            model=MODEL,
-            voice=checked.voice,
-            speed=checked.speed,
-            format=checked.format,
-            title=request.title or _TITLE,  # its first piece may be a word or two
-            created_ms=now_ms,
+        # A live cast's title is never taken from its text: its first piece may be a word.
+        recipe = msgspec.structs.replace(
+            checked.recipe(title=request.title or _TITLE, created_ms=now_ms),
+            text="",  # its text comes in its input
             live=True,
             input_key=self._token_key(token),
             idle_s=self.idle_s,
-            normalize=checked.normalize,
         )
         state = casts.InputState(0, 0, None, 0, 0)
         if request.text:
