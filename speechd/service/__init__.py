@@ -21,10 +21,11 @@ make and read casts.
   `MAX_TOKEN_CHARS`; `MAX_LIVE_CHARS` in all) and the checks that read nothing but the
   request.
 
-The service is the one door to the store: the doors (`speechd.api`, `speechd.wyoming`) never
-import `speechd.durable` nor the parts of `speechd.casts` that read streams (tests/test_layout.py
-checks it). Every store failure under a method here is `StoreUnavailable`, logged once
-(`_trouble`). Nothing here imports the web framework, the worker or torch.
+The service is the one door to the store (`docs/design/index.md#one-door-to-the-store`): the
+doors (`speechd.api`, `speechd.wyoming`) never import `speechd.durable` nor the parts of
+`speechd.casts` that read streams (tests/test_layout.py checks it). Every store failure under
+a method here is `StoreUnavailable`, logged once (`_trouble`). Nothing here imports the web
+framework, the worker or torch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The reader: everything a door reads of a cast, from the cast's public stream alone.
+"""The reader: everything a door reads of a cast, from the cast's public stream alone
+(`docs/design/index.md#one-door-to-the-store`).
 
     reader.meta(id)                       its public facts (None: no such cast)
     reader.tail(id)                       how many records it has (`CastNotFound`: none)
