@@ -12,8 +12,8 @@ model. The `wyoming` package serves the sockets (`AsyncServer.from_uri`: `tcp://
 slots of the `StreamSlots` it is given: under `speechd serve` the api's own, so the api's
 stream caps count Wyoming connections too.
 
-`wyoming_door(settings, ...)` builds one from the settings over an open store (or opens it),
-as `speechd serve` and `speechd wyoming` do.
+`wyoming_door(settings, ...)` builds one from the settings (its services over the store they
+name), as `speechd serve` and `speechd wyoming` do.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from urllib.parse import urlparse
 
 from wyoming.server import AsyncServer
 
-from speechd.config import Settings, engine_config
-from speechd.durable import Store
+from speechd.config import Settings
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts, cast_url, open_services
 
@@ -136,11 +135,11 @@ class WyomingDoor:
 
 @contextlib.asynccontextmanager
 async def wyoming_door(
-    settings: Settings, *, store: Store | None = None, slots: StreamSlots | None = None
+    settings: Settings, *, slots: StreamSlots | None = None
 ) -> AsyncIterator[WyomingDoor]:
-    """A started door for `settings` (which must name `wyoming_uri`), closed on exit.
-    `store`: an open store to use (the caller closes it); `slots`: the api's stream slots,
-    to share its caps (else its own, from the same settings)."""
+    """A started door for `settings` (which must name `wyoming_uri`), over the store they name,
+    closed on exit. `slots`: the api's stream slots, to share its caps (else its own, from the
+    same settings)."""
     if settings.wyoming_uri is None:
         raise ValueError("no Wyoming URI is set")
     if settings.api_keys:
@@ -149,8 +148,8 @@ async def wyoming_door(
             settings.wyoming_uri,
         )
     async with contextlib.AsyncExitStack() as stack:
-        service, live = await stack.enter_async_context(open_services(settings, store=store))
-        engine = engine_config(settings)
+        service, live = await stack.enter_async_context(open_services(settings))
+        engine = settings.engine_config()
         door = WyomingDoor(
             settings.wyoming_uri,
             service=service,
@@ -170,4 +169,4 @@ async def wyoming_door(
 def stream_slots(settings: Settings) -> StreamSlots:
     """Stream slots with the api's caps from `settings` (`--max-streams`,
     `--max-client-streams`), for a door that runs without the api."""
-    return StreamSlots(settings.max_streams, settings.max_client_streams)
+    return settings.stream_slots()
