@@ -15,28 +15,41 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Meta
 
 from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device, parse_size
-from speechd.limits import MAX_VOICE_CHARS
+from speechd.limits import MAX_VOICE_CHARS, StreamSlots
+
+if TYPE_CHECKING:
+    from speechd.worker import WorkerConfig
 
 __all__ = [
     "ENV_PREFIX",
     "PRIVATE_NETWORKS",
+    "WORKER_KNOBS",
     "Settings",
     "SettingsError",
     "default_data_dir",
-    "engine_config",
     "load_settings",
     "parse_duration",
     "parse_networks",
 ]
 
 ENV_PREFIX = "SPEECHD_"
+
+WORKER_KNOBS: Final = MappingProxyType(
+    {"policy": "policy", "quantum": "quantum_s", "receipts": "receipts"}
+)
+"""The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
+left None (not given) keeps `WorkerConfig`'s default, the one place each default lives (the
+flags page reads it from there too)."""
+
+C = TypeVar("C")
 
 Port = Annotated[int, Meta(ge=0, le=65535)]
 PositiveInt = Annotated[int, Meta(ge=1)]
@@ -127,7 +140,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
     # The worker's own knobs: None leaves `WorkerConfig`'s default, the one place each lives
-    # (`speechd.cli.worker_config` maps these to it).
+    # (`Settings.worker_config` maps these to it).
     policy: Literal["deadline", "fifo"] | None = None
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
@@ -171,24 +184,41 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def store_url(self) -> str:
         return self.store or self.data_dir
 
+    # -- the parts' own configurations: each mapped from the settings here, and only here --
 
-def engine_config(settings: Settings) -> EngineConfig:
-    """The engine's configuration: the worker loads the model with it, and the api resolves
-    voice names with the same default voice and alias table."""
-    engine = EngineConfig(
-        model_dir=settings.model_dir,
-        device=settings.device,
-        threads=settings.threads,
-        default_voice=settings.default_voice,
-        engine=settings.engine,
-        onnx_model=settings.onnx_model,
-        cache_dir=settings.cache_dir,
-        lexicon=settings.lexicon,
-        max_device_memory=settings.max_device_memory,
-    )
-    if not settings.voice_map:
-        return engine
-    return msgspec.structs.replace(engine, voice_map={**engine.voice_map, **settings.voice_map})
+    def sub_config(self, kind: type[C], /, **given: object) -> C:
+        """A `kind` (a part's knobs, a msgspec Struct) from these settings: each of its fields
+        that is a setting too takes the setting's value, `given` names the others; a None (a
+        setting not given) keeps `kind`'s default, the one place each default lives."""
+        fields: tuple[str, ...] = kind.__struct_fields__  # type: ignore[attr-defined]
+        values = {name: getattr(self, name) for name in fields if name in self.__struct_fields__}
+        values.update(given)
+        return kind(**{name: value for name, value in values.items() if value is not None})
+
+    def engine_config(self) -> EngineConfig:
+        """The engine's configuration: the worker loads the model with it, and the api
+        resolves voice names with the same default voice and aliases (the engine's OpenAI
+        names with `voice_map` over them)."""
+        aliases = {**EngineConfig().voice_map, **self.voice_map}
+        return self.sub_config(EngineConfig, voice_map=aliases)
+
+    def worker_config(self) -> WorkerConfig:
+        """The worker's configuration (its own knobs: `WORKER_KNOBS`)."""
+        from speechd.worker import WorkerConfig  # only a process that runs a worker asks
+
+        knobs = {field: getattr(self, name) for name, field in WORKER_KNOBS.items()}
+        return self.sub_config(
+            WorkerConfig,
+            store=self.store_url,
+            engine=self.engine_config(),
+            idle_unload_s=self.idle_unload,
+            **knobs,
+        )
+
+    def stream_slots(self) -> StreamSlots:
+        """The long-lived reads' caps (`max_streams`, `max_client_streams`), for one server:
+        every door it runs counts in them."""
+        return StreamSlots(self.max_streams, self.max_client_streams)
 
 
 class SettingsError(ValueError):

@@ -3,6 +3,10 @@ which, no import circles, and each package's surface exactly what its users outs
 
     speechd.api        only speechd/cli.py imports it, from outside it
     speechd.worker     neither speechd/api nor speechd/service (nor speechd/wyoming) imports it
+    speechd.durable    neither door (speechd/api, speechd/wyoming) imports it: the service is
+                       the one door to the store
+    speechd.casts      the doors import only its shapes (`DOOR_SHAPES`), never what reads or
+                       names streams
     litestar, uvicorn  only speechd/api and speechd/cli.py import them
     speechd.casts      at most 40 names; speechd.worker at most 15
     every package      exports what its users outside it import (the names durable and
@@ -85,6 +89,53 @@ def test_the_doors_and_the_service_never_import_the_worker(door: str) -> None:
         for module, taken in _imported(rel, tree)
         if _under(module, "speechd.worker") or (module == "speechd" and "worker" in taken)
     ]
+    assert not found, found
+
+
+# -- the one door to the store ---------------------------------------------------------------
+
+DOORS = ("speechd/api", "speechd/wyoming")
+
+DOOR_SHAPES = {
+    "speechd.casts": {"CastCaptions", "CastFile", "CastState", "CastStatus", "CastWord"},
+    "speechd.casts.schema": {"AudioChunk", "Meta", "Word", "WorkerNotice"},
+}
+"""What the doors may import of `speechd.casts`: the shapes the service hands them (a cast's
+status, its words, a finished file's layout, a record's decoded audio and words, a cast's meta,
+a worker's notice), plain values that read nothing. Everything else there reads or writes
+streams (`cast_audio`, `playable_chunks`, `follow_cast`, `cast_status`, `read_head`, `lay_out`,
+`file_bytes`, `wait_ended`, `CastWords`, `QueueLine`, `worker_health`, `submit`, `append_input`,
+`sweep_casts_forever`, ...) or names and decodes them (`cast_stream`, `worker_stream`,
+`PROGRESS_DONE`, `H_EVENT`, `public_headers`, `decode`, ...): the service's own business. So is
+the module as a whole (`from speechd import casts`, `from speechd.casts import schema`), and
+every private module of it."""
+
+
+def _door_imports() -> Iterator[tuple[str, str, list[str]]]:
+    for rel, tree in _files(*DOORS):
+        for module, taken in _imported(rel, tree):
+            yield rel, module, taken
+
+
+def test_the_doors_never_import_the_store() -> None:
+    found = [
+        (rel, module, taken)
+        for rel, module, taken in _door_imports()
+        if _under(module, "speechd.durable") or (module == "speechd" and "durable" in taken)
+    ]
+    assert not found, found
+
+
+def test_the_doors_import_only_the_shapes_of_casts() -> None:
+    found = []
+    for rel, module, taken in _door_imports():
+        if module == "speechd" and "casts" in taken:
+            found.append((rel, module, ["casts"]))
+        elif _under(module, "speechd.casts"):
+            allowed = DOOR_SHAPES.get(module, set())
+            beyond = [name for name in taken if name not in allowed] or ([] if taken else [module])
+            if beyond:
+                found.append((rel, module, beyond))
     assert not found, found
 
 

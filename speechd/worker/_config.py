@@ -18,8 +18,9 @@ __all__ = ["WorkerConfig", "default_worker_id"]
 
 
 class WorkerConfig(msgspec.Struct, frozen=True):
-    """How a worker runs: the one place its settings and their defaults live (`speechd.cli`
-    maps the command's settings to it; `Worker` reads it).
+    """How a worker runs: the one place its settings and their defaults live
+    (`speechd.config.Settings.worker_config` maps the command's settings to it; `Worker` reads
+    it).
 
     `store` (the store's URL) and `engine` are what a worker process opens and loads
     (`run_worker`, `Supervisor`); a `Worker` built in-process is handed both, and reads the

@@ -30,8 +30,8 @@ finish the reply it is making (a streamed synthesis to its `synthesize-stop`) fo
 `error` (and `audio-stop` when its audio had started) and its connection is closed. Casts go
 on either way: a link replays them.
 
-`wyoming_door(settings, ...)` builds one from the settings over an open store (or opens it),
-as `speechd serve` and `speechd wyoming` do.
+`wyoming_door(settings, ...)` builds one from the settings (its services over the store they
+name), as `speechd serve` and `speechd wyoming` do.
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ from urllib.parse import urlparse
 
 import msgspec
 
-from speechd.config import PRIVATE_NETWORKS, Settings, engine_config, parse_networks
-from speechd.durable import Store
+from speechd.config import PRIVATE_NETWORKS, Settings, parse_networks
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts, cast_url, open_services
 
@@ -278,12 +277,11 @@ def queue_share(settings: Settings) -> int:
 
 @contextlib.asynccontextmanager
 async def wyoming_door(
-    settings: Settings, *, store: Store | None = None, slots: StreamSlots | None = None
+    settings: Settings, *, slots: StreamSlots | None = None
 ) -> AsyncIterator[WyomingDoor]:
-    """A started door for `settings` (which must name `wyoming_uri`), closed on exit (its
-    socket closed too when it fails to start). `store`: an open store to use (the caller
-    closes it); `slots`: the api's stream slots, to share its caps (else its own, from the
-    same settings)."""
+    """A started door for `settings` (which must name `wyoming_uri`), over the store they name,
+    closed on exit (its socket closed too when it fails to start). `slots`: the api's stream
+    slots, to share its caps (else its own, from the same settings)."""
     if settings.wyoming_uri is None:
         raise ValueError("no Wyoming URI is set")
     if settings.api_keys:
@@ -295,8 +293,8 @@ async def wyoming_door(
     # Wyoming's requests take at most their share of the queue (see the module docstring).
     shared = msgspec.structs.replace(settings, max_queue=queue_share(settings))
     async with contextlib.AsyncExitStack() as stack:
-        service, live = await stack.enter_async_context(open_services(shared, store=store))
-        engine = engine_config(settings)
+        service, live = await stack.enter_async_context(open_services(shared))
+        engine = settings.engine_config()
         door = WyomingDoor(
             settings.wyoming_uri,
             service=service,
@@ -317,4 +315,4 @@ async def wyoming_door(
 def stream_slots(settings: Settings) -> StreamSlots:
     """Stream slots with the api's caps from `settings` (`--max-streams`,
     `--max-client-streams`), for a door that runs without the api."""
-    return StreamSlots(settings.max_streams, settings.max_client_streams)
+    return settings.stream_slots()

@@ -46,15 +46,9 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from speechd.durable import DurableError
-from speechd.errors import (
-    InputClosed,
-    InvalidRequest,
-    SpeechdError,
-    StoreUnavailable,
-)
+from speechd.errors import InputClosed, InvalidRequest, SpeechdError
 from speechd.limits import MAX_CLIENT_KEY_CHARS
-from speechd.service import CastRequest, LiveCast, LiveRequest
+from speechd.service import LiveCast
 
 from . import _wire
 from ._audio import play
@@ -69,7 +63,6 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("speechd.wyoming")
 
-_PCM = "pcm"
 # What the reference decoder lets through from a header it could parse but not use.
 _MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
 
@@ -245,11 +238,8 @@ class Connection(AsyncEventHandler):
             return True  # as Wyoming servers do: an event it does not serve is dropped
         try:
             await handler(event.data)
-        except SpeechdError as exc:
+        except SpeechdError as exc:  # the store's failure too (the service logged it)
             await self.error(exc)
-        except DurableError as exc:
-            log.warning("the store failed under a Wyoming %s (%s)", kind, type(exc).__name__)
-            await self.error(StoreUnavailable())
         return True
 
     # -- the events ---------------------------------------------------------------------
@@ -267,12 +257,8 @@ class Connection(AsyncEventHandler):
         request = _wire.decode(data, _wire.Synthesize, "synthesize")
         door = self._door
         cast = await door.service.submit(
-            CastRequest(
-                text=request.text,
-                voice=await self._voice(request.voice),
-                format=_PCM,
-                at_once=door.start_mode == "now",
-                input_format=_input_format(request.text_format),
+            request.to_cast_request(
+                await self._voice(request.voice), at_once=door.start_mode == "now"
             ),
             max_chars=MAX_SYNTHESIZE_CHARS,
             text_param="text",
@@ -292,13 +278,7 @@ class Connection(AsyncEventHandler):
         self._stream = _Stream()  # refused below: its chunks are dropped, its stop answered
         request = _wire.decode(data, _wire.Start, "synthesize-start")
         door = self._door
-        cast = await door.live.create(
-            LiveRequest(
-                voice=await self._voice(request.voice),
-                format=_PCM,
-                input_format=_input_format(request.text_format),
-            )
-        )
+        cast = await door.live.create(request.to_live_request(await self._voice(request.voice)))
         audio = asyncio.ensure_future(
             play(
                 door.service,
@@ -348,7 +328,7 @@ class Connection(AsyncEventHandler):
             log.exception("a Wyoming stream's audio failed")
         try:
             await self._close_input(stream.cast)
-        except (SpeechdError, DurableError) as exc:  # its idle timeout closes it instead
+        except SpeechdError as exc:  # its idle timeout closes it instead
             log.warning("could not close a dropped stream's input (%s)", type(exc).__name__)
 
     # -- request fields -----------------------------------------------------------------
@@ -367,18 +347,6 @@ class Connection(AsyncEventHandler):
         if not speaking:
             raise InvalidRequest(f"No voice here speaks {voice.language!r}.", param="voice")
         return default if default in speaking else speaking[0]
-
-
-def _input_format(text_format: str | None) -> str | None:
-    """The cast's `input_format` for a Wyoming `text_format`: `ssml` reads the text as SSML
-    (checked whole by the service, as on HTTP; a streamed synthesis takes plain text only),
-    `text` as plain text, none as HTTP reads a text without one (SSML if it starts with
-    `<speak`)."""
-    if text_format is None or text_format in ("text", "ssml"):
-        return text_format
-    raise InvalidRequest(
-        f"text_format is text or ssml, not {text_format[:20]!r}.", param="text_format"
-    )
 
 
 def _speaks(tag: str, wanted: str) -> bool:

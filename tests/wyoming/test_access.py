@@ -119,7 +119,7 @@ async def test_wyoming_fills_only_its_share_of_the_queue(
     settings = Settings(data_dir=str(store_dir), max_queue=4, wyoming_uri=f"unix://{path}")
     async with (
         AsyncTestClient(create_app(settings)) as http,
-        wyoming_door(settings, store=store) as door,
+        wyoming_door(settings) as door,
     ):
         waiting = []
         for n in range(2):  # half of --max-queue: taken, and waiting for their audio
