@@ -75,6 +75,15 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         "server's own pages)",
     )
     group.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a name (speech.lan) browser pages may reach this server by, besides an IP "
+        "address, localhost, this machine's name, --host and --public-url's host "
+        "(repeatable; * for any)",
+    )
+    group.add_argument(
         "--share-casts",
         choices=["all", "per-key"],
         help="share a cast made from the same request with every caller (all), or only "
@@ -134,6 +143,20 @@ def _wyoming_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="advertise the Wyoming server over mDNS as NAME (default speechd-<host>), so "
         "Home Assistant discovers it",
+    )
+    group.add_argument(
+        "--wyoming-allow",
+        metavar="CIDR[,CIDR...]",
+        help="who may connect to the Wyoming server over TCP (it has no authentication): "
+        "addresses and networks, private (loopback and the private ranges: a home network) "
+        "or any (private)",
+    )
+    group.add_argument(
+        "--wyoming-queue-share",
+        type=float,
+        metavar="SHARE",
+        help="the share of --max-queue Wyoming's requests may fill, so HTTP callers keep the "
+        "rest (0.5)",
     )
 
 
@@ -411,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "top":
         return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
-    for name in ("api_keys", "allowed_origins"):
+    for name in ("api_keys", "allowed_origins", "allowed_hosts"):
         if flags.get(name) is not None:
             flags[name] = tuple(flags[name])
     try:

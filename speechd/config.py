@@ -2,14 +2,15 @@
 
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
-default. `SPEECHD_API_KEY` and `SPEECHD_ALLOWED_ORIGIN` hold one value or several separated
-by commas. Durations (`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a
-number with a unit: `90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a
-number with a binary unit: `512M`, `2G`.
+default. `SPEECHD_API_KEY`, `SPEECHD_ALLOWED_ORIGIN` and `SPEECHD_ALLOWED_HOST` hold one value
+or several separated by commas. Durations (`--retention`, `--shutdown-timeout`,
+`--idle-unload`) take seconds or a number with a unit: `90s`, `15m`, `12h`, `30d`; sizes
+(`--max-device-memory`) bytes or a number with a binary unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -29,12 +30,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_PREFIX",
+    "PRIVATE_NETWORKS",
     "WORKER_KNOBS",
     "Settings",
     "SettingsError",
     "default_data_dir",
     "load_settings",
     "parse_duration",
+    "parse_networks",
 ]
 
 ENV_PREFIX = "SPEECHD_"
@@ -86,6 +89,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Web origins (`https://app.example`) whose pages may send this server requests from a
     browser: POSTs, live-cast WebSockets, and CORS for them. None given: only the server's own
     pages (its own origin, and `public_url`'s); `*`: any page."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Names (`speech.lan`) a browser page may reach this server by besides those it answers
+    to by itself: an IP address, `localhost`, this machine's name (and `<name>.local`),
+    `host` and `public_url`'s host; `*`: any name. A page that reaches it by another name has
+    its POSTs and live-cast WebSockets refused (DNS rebinding)."""
     share_casts: Literal["all", "per-key"] = "all"
     """Who shares a cast made from the same request: "all" (one cast per text, voice, speed
     and format for every caller) or "per-key" (casts are shared only between callers of one
@@ -150,6 +158,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wyoming_zeroconf: str | None = None
     """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
     Assistant finds it by itself); "" names it after the host; None: no advertising."""
+    wyoming_allow: str = "private"
+    """Who may connect to the Wyoming server over TCP (it has no authentication): addresses
+    and networks (`192.168.1.0/24`, `10.8.0.7`), comma-separated, and the words `private`
+    (loopback, the private IPv4 ranges, IPv6 unique local and link-local addresses: a home
+    network) and `any`. A unix socket is the file's permissions' to guard."""
+    wyoming_queue_share: Annotated[float, Meta(gt=0, le=1)] = 0.5
+    """The share of `max_queue` Wyoming's requests may fill: one is refused (`queue_full`)
+    while the queue holds that many casts (at least 1), so the HTTP api keeps the rest."""
     idle_unload: Seconds | None = None
     """Seconds with nothing to make after which the worker gives its model and device memory
     back (the next cast takes them again, waiting for the load); None keeps it loaded."""
@@ -223,10 +239,19 @@ def parse_duration(value: str | float) -> float:
     return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-_ENV_NAMES = {"api_keys": "API_KEY", "allowed_origins": "ALLOWED_ORIGIN"}
-_FLAG_NAMES = {"api_keys": "api-key", "allowed_origins": "allowed-origin"}
-_LISTS = ("api_keys", "allowed_origins")  # comma-separated in the environment
+_ENV_NAMES = {
+    "api_keys": "API_KEY",
+    "allowed_origins": "ALLOWED_ORIGIN",
+    "allowed_hosts": "ALLOWED_HOST",
+}
+_FLAG_NAMES = {
+    "api_keys": "api-key",
+    "allowed_origins": "allowed-origin",
+    "allowed_hosts": "allowed-host",
+}
+_LISTS = ("api_keys", "allowed_origins", "allowed_hosts")  # comma-separated in the environment
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]{0,31}://[^/\s?#]{1,255}")
+_HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63}){0,15}")
 _DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
@@ -260,6 +285,8 @@ def load_settings(
             values[name] = parse_duration(values[name])
     if values.get("allowed_origins"):
         values["allowed_origins"] = tuple(map(_origin, values["allowed_origins"]))
+    if values.get("allowed_hosts"):
+        values["allowed_hosts"] = tuple(map(_host_name, values["allowed_hosts"]))
     if values.get("max_device_memory") is not None:
         try:
             values["max_device_memory"] = parse_size(values["max_device_memory"])
@@ -279,6 +306,16 @@ def load_settings(
         problem = _wyoming_uri_problem(uri)
         if problem is not None:
             raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
+    name = values.get("wyoming_zeroconf")
+    if isinstance(name, str) and (
+        len(name.encode("utf-8", "surrogatepass")) > 63 or not name.isprintable()
+    ):
+        raise SettingsError(
+            f"--wyoming-zeroconf / {ENV_PREFIX}WYOMING_ZEROCONF: a name is at most 63 bytes"
+            " (UTF-8) of printable characters"
+        )
+    if isinstance(values.get("wyoming_allow"), str):
+        parse_networks(values["wyoming_allow"])
     if values.get("lexicon"):
         try:  # read now, so a broken file stops the start with its line, not a worker
             LexiconFile(str(values["lexicon"]))
@@ -314,6 +351,62 @@ def _origin(value: str) -> str:
             " (scheme://host[:port], e.g. https://app.example, or *)"
         )
     return origin
+
+
+def _host_name(value: str) -> str:
+    """A name `--allowed-host` allows (lowercase, no port), or `*`."""
+    name = value.strip().lower().rstrip(".")
+    if name != "*" and not _HOST_NAME.fullmatch(name):
+        raise SettingsError(
+            f"--allowed-host / {ENV_PREFIX}ALLOWED_HOST: {value!r} is not a host name"
+            " (a name such as speech.lan, without a scheme or port, or *)"
+        )
+    return name
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+PRIVATE_NETWORKS: tuple[Network, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "127.0.0.0/8",  # loopback
+        "10.0.0.0/8",  # the private ranges (RFC 1918)
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",  # link-local
+        "::1/128",  # loopback
+        "fc00::/7",  # unique local (RFC 4193)
+        "fe80::/10",  # link-local
+    )
+)
+"""`--wyoming-allow private`: the addresses a home network's hosts have."""
+
+_ANY: tuple[Network, ...] = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+_MAX_NETWORKS = 256
+
+
+def parse_networks(value: str) -> tuple[Network, ...]:
+    """The networks a `--wyoming-allow` value names (see `Settings.wyoming_allow`); an
+    address is a network of one. SettingsError for anything else."""
+    networks: list[Network] = []
+    terms = [t.strip() for t in value.split(",") if t.strip()]
+    if not terms or len(terms) > _MAX_NETWORKS:
+        raise SettingsError(
+            f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: name 1 to {_MAX_NETWORKS} networks"
+        )
+    for term in terms:
+        word = term.lower()
+        if word in ("private", "any"):
+            networks += PRIVATE_NETWORKS if word == "private" else _ANY
+            continue
+        try:
+            networks.append(ipaddress.ip_network(term, strict=False))
+        except ValueError:
+            raise SettingsError(
+                f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: {term[:60]!r} is not an address"
+                " or network (192.168.1.0/24, fd00::/8), private or any"
+            ) from None
+    return tuple(dict.fromkeys(networks))
 
 
 def _wyoming_uri_problem(uri: str) -> str | None:

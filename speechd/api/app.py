@@ -36,6 +36,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from litestar import Litestar, Response, get
 from litestar.config.cors import CORSConfig
@@ -48,7 +49,7 @@ from speechd.config import Settings
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts, OpenStore, open_services
 
-from ._auth import ApiKeys, Origins, check_origin
+from ._auth import ApiKeys, HostNames, Origins, check_origin, machine_names
 from ._clients import ClientAddress
 from ._errors import exception_handlers
 from ._slots import ClientSlots, release_slots
@@ -115,6 +116,15 @@ def gateway_settings(settings: Settings) -> GatewaySettings:
     """The public read path's settings: its rate limit, client key and stream caps from
     `settings`, the rest its own."""
     return settings.sub_config(GatewaySettings)
+
+
+def _host_names(settings: Settings) -> HostNames:
+    """The names browser pages may reach the api by: `--host`, `--public-url`'s host,
+    `--allowed-host`'s and this machine's own (besides addresses and `localhost`)."""
+    public = urlsplit(settings.public_url).hostname if settings.public_url else None
+    return HostNames(
+        (settings.host, public or "", *settings.allowed_hosts), machine=machine_names()
+    )
 
 
 async def close_streams(app: Litestar) -> None:
@@ -221,7 +231,9 @@ def create_app(
                 "metrics": metrics,
                 "slots": client_slots,
                 "api_keys": ApiKeys(settings.api_keys),
-                "origins": Origins(settings.allowed_origins, settings.public_url),
+                "origins": Origins(
+                    settings.allowed_origins, settings.public_url, hosts=_host_names(settings)
+                ),
             }
         ),
         logging_config=None,

@@ -22,6 +22,15 @@ respelling replaces the words. Either way the words spoken map back to the words
 most once a second, when a plan is opened): a file that no longer parses is logged and the
 entries before it stay in force. A change applies to plans opened after it; `digest` names
 the entries, so a cast resumed under other entries starts its plan over.
+
+A file rewritten in place (truncated, then written) can be looked at half written, and a cut
+at a line's end still parses. So a changed file is read only once it has kept still for
+`SETTLE_S` (by its modification time, or since it was first seen unchanged, whichever is
+longer), and taken only if its size and time are the same after the read as before; else it
+is looked at again on the next check. An empty file is never taken, and one that drops more
+than half the entries in force is taken only once it has kept still for `SHRINK_SETTLE_S`:
+meanwhile a WARNING says so and the entries before it stay. Writing a new file and renaming
+it over the old one (`mv`) changes it at once, whole.
 """
 
 from __future__ import annotations
@@ -42,6 +51,10 @@ __all__ = ["Lexicon", "LexiconError", "LexiconFile"]
 log = logging.getLogger("speechd.engine")
 
 MAX_FILE_BYTES: Final = 8 * 1024 * 1024
+SETTLE_S: Final = 1.0
+"""How long a changed file must keep still (by its modification time) before it is read."""
+SHRINK_SETTLE_S: Final = 60.0
+"""How long a file that drops more than half the entries must keep still before it is taken."""
 MAX_WORDS: Final = 8  # in a phrase
 MAX_KEY_CHARS: Final = 100
 MAX_VALUE_CHARS: Final = 200
@@ -170,14 +183,22 @@ class LexiconFile:
     """A lexicon file, reloaded when it changes (see the module docstring)."""
 
     def __init__(
-        self, path: str, *, check_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+        self,
+        path: str,
+        *,
+        check_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
         self._check_s = check_s
         self._clock = clock
+        self._wall = wall
         self._checked = clock()
         self._stamp = self._stat()
         self._lexicon = self._load()  # LexiconError, OSError: the caller's to report
+        self._shrunk: tuple[tuple[int, int], Lexicon] | None = None  # read, not taken yet
+        self._seen: tuple[tuple[int, int], float] | None = None  # a stamp, first seen when
 
     def _stat(self) -> tuple[int, int]:
         st = os.stat(self.path)
@@ -201,12 +222,52 @@ class LexiconFile:
             log.warning("lexicon %s: %s; keeping its last entries", self.path, exc)
             return self._lexicon
         if stamp != self._stamp:
-            self._stamp = stamp
+            self._reload(stamp, now)
+        return self._lexicon
+
+    def _reload(self, stamp: tuple[int, int], now: float) -> None:
+        """Take the file changed to `stamp` if it is whole and kept still (module docstring);
+        else leave `_stamp` as it was, so the next check looks again."""
+        if self._seen is None or self._seen[0] != stamp:
+            self._seen = (stamp, now)
+        # Still since its modification time, or since it was first seen so here (a file
+        # stamped by a clock ahead of this one's would wait for that clock otherwise).
+        still_s = max(self._wall() - stamp[0] / 1e9, now - self._seen[1])
+        if still_s < SETTLE_S:
+            return  # being written, perhaps: look again later
+        if self._shrunk is not None and self._shrunk[0] == stamp:
+            lexicon = self._shrunk[1]  # read already: taken once it has kept still long enough
+        else:
             try:
-                self._lexicon = self._load()
-                log.info("lexicon %s reloaded: %d entries", self.path, len(self._lexicon))
+                lexicon = self._load()
+                if self._stat() != stamp:
+                    return  # it changed while it was read
             except (OSError, UnicodeDecodeError, LexiconError) as exc:
+                self._stamp = stamp  # broken as it is: said once, looked at when it changes
                 log.warning(
                     "lexicon %s not reloaded (%s); keeping its last entries", self.path, exc
                 )
-        return self._lexicon
+                return
+            if stamp[1] == 0 and len(self._lexicon):
+                self._stamp = stamp
+                log.warning(
+                    "lexicon %s not reloaded: it is empty; keeping its %d entries (write a "
+                    "comment line to clear it)",
+                    self.path,
+                    len(self._lexicon),
+                )
+                return
+            if len(lexicon) * 2 < len(self._lexicon):
+                self._shrunk = (stamp, lexicon)
+                log.warning(
+                    "lexicon %s not reloaded yet: it has %d entries; keeping its %d until it "
+                    "keeps still for %g s",
+                    self.path,
+                    len(lexicon),
+                    len(self._lexicon),
+                    SHRINK_SETTLE_S,
+                )
+        if len(lexicon) * 2 < len(self._lexicon) and still_s < SHRINK_SETTLE_S:
+            return
+        self._stamp, self._lexicon, self._shrunk, self._seen = stamp, lexicon, None, None
+        log.info("lexicon %s reloaded: %d entries", self.path, len(lexicon))

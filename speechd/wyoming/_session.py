@@ -18,8 +18,10 @@ only a malformed event (one whose framing cannot be trusted) ends it, after its 
 The connection holds one of the api's stream slots while it is open (past the caps it gets
 the 429/503 error and is closed before anything is read), waits at most `IDLE_S` for each
 event (`AFTER_ERROR_IDLE_S` after a refusal), and drops a client that does not read an event
-within `SEND_TIMEOUT_S`. A connection that ends mid-stream, however it ends, closes its live
-cast's input: the cast speaks the text that came, to its end, and its link replays it.
+within `SEND_TIMEOUT_S`. When the server stops it takes no new request: it ends the reply
+under way (`WyomingDoor.close` says how long it may take), then closes. A connection that
+ends mid-stream, however it ends, closes its live cast's input: the cast speaks the text
+that came, to its end, and its link replays it.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ _MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, Recur
 
 class _Gone(Exception):
     """The client went away, or was dropped for not reading."""
+
+
+class _Stopped(Exception):
+    """The server stopped while the connection waited for an event."""
 
 
 class _Stream:
@@ -162,10 +168,11 @@ class Connection(AsyncEventHandler):
             self._door.connections.discard(task)
 
     async def _serve(self) -> None:
-        while not self._door.closing.is_set():
+        while not self._door.stopping.is_set() or self._stream is not None:
             try:
-                reading = async_read_event(self._events)  # type: ignore[arg-type]
-                event = await asyncio.wait_for(reading, self._idle_s())
+                event = await self._next_event()
+            except _Stopped:
+                return
             except asyncio.TimeoutError:
                 return
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -182,6 +189,26 @@ class Connection(AsyncEventHandler):
                 await self.error(InvalidRequest("An event needs a string type and object data."))
                 continue
             await self.handle_event(event)
+
+    async def _next_event(self) -> Event | None:
+        """The next event, as `async_read_event` reads it within the idle timeout; raises
+        `_Stopped` when the server stops first: at once between requests, and inside a
+        streamed synthesis (a reply under way) once its replies are cut."""
+        reading = asyncio.ensure_future(
+            asyncio.wait_for(async_read_event(self._events), self._idle_s())  # type: ignore[arg-type]
+        )
+        stop = self._door.closing if self._stream is not None else self._door.stopping
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({reading, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not reading.done():
+                reading.cancel()
+                await asyncio.wait({reading})
+        if reading.cancelled():
+            raise _Stopped
+        return reading.result()
 
     def _idle_s(self) -> float:
         """How long to wait for the next event: `idle_s`, but after a refusal only
@@ -291,7 +318,8 @@ class Connection(AsyncEventHandler):
         stream, self._stream = self._stream, None
         if stream is None or stream.cast is None or stream.audio is None:
             return
-        stream.audio.cancel()
+        if not self._door.closing.is_set():
+            stream.audio.cancel()  # else it is sending its `error` and `audio-stop`
         try:
             await stream.audio
         except (asyncio.CancelledError, _Gone):

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from speechd.engine import ChunkPolicy, Engine, LexiconError, LexiconFile
-from speechd.engine._lexicon import Lexicon
+from speechd.engine._lexicon import SETTLE_S, SHRINK_SETTLE_S, Lexicon
 from speechd.engine._mapped import Mapped
 
 ENTRIES = """
@@ -98,3 +100,82 @@ def test_the_file_is_reloaded_when_it_changes(tmp_path: Path) -> None:
     assert apply(lexicon.current(), "a")[0] == "c"
     with pytest.raises(OSError):
         LexiconFile(str(path))
+
+
+TEN = "".join(f"word{n} = respelling {n}\n" for n in range(10))
+
+
+def _written(path: Path, text: str, *, ago_s: float) -> None:
+    """`path` rewritten in place with `text`, last modified `ago_s` seconds ago."""
+    path.write_text(text, encoding="utf-8")
+    at = time.time() - ago_s
+    os.utime(path, (at, at))
+
+
+def test_a_file_being_rewritten_in_place_is_not_read_half_written(tmp_path: Path) -> None:
+    path = tmp_path / "lexicon.txt"
+    _written(path, TEN, ago_s=3600)
+    now = [0.0]
+    lexicon = LexiconFile(str(path), check_s=1.0, clock=lambda: now[0])
+    assert len(lexicon.current()) == 10
+    # Truncated and written up to a line's end (it parses), this very moment.
+    _written(path, "".join(TEN.splitlines(keepends=True)[:6]), ago_s=0)
+    now[0] = 1.5
+    assert len(lexicon.current()) == 10
+    # Written whole, and kept still since: taken.
+    _written(path, TEN + "word10 = respelling ten\n", ago_s=SETTLE_S + 1)
+    now[0] = 3.0
+    assert len(lexicon.current()) == 11
+    # Stamped by a clock an hour ahead: taken once seen unchanged for as long.
+    _written(path, TEN + "word11 = respelling eleven\n", ago_s=-3600)
+    now[0] = 4.5
+    assert len(lexicon.current()) == 11
+    now[0] = 4.5 + SETTLE_S + 0.5
+    assert len(lexicon.current()) == 11 and apply(lexicon.current(), "word11")[0] == (
+        "respelling eleven"
+    )
+
+
+def test_an_empty_file_keeps_the_entries_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "lexicon.txt"
+    _written(path, TEN, ago_s=3600)
+    now = [0.0]
+    lexicon = LexiconFile(str(path), check_s=1.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechd.engine"):
+        _written(path, "", ago_s=SETTLE_S + 1)  # `> lexicon.txt`, say, and nothing after it
+        for _ in range(3):
+            now[0] += 1.5
+            assert len(lexicon.current()) == 10
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert said == [
+        ("WARNING", f"lexicon {path} not reloaded: it is empty; keeping its 10 entries (write"
+         " a comment line to clear it)"),
+    ]  # fmt: skip
+
+
+def test_a_sharply_shrunk_file_is_taken_once_it_has_kept_still(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "lexicon.txt"
+    _written(path, TEN, ago_s=3600)
+    now, wall = [0.0], [time.time()]
+    lexicon = LexiconFile(str(path), check_s=1.0, clock=lambda: now[0], wall=lambda: wall[0])
+    with caplog.at_level(logging.INFO, logger="speechd.engine"):
+        _written(path, "word0 = respelling 0\n", ago_s=0)
+        written = path.stat().st_mtime
+        for seconds in (SETTLE_S + 1, 10, SHRINK_SETTLE_S - 1):
+            now[0] += 1.5
+            wall[0] = written + seconds
+            assert len(lexicon.current()) == 10
+        # Kept still for a minute, a smaller file is what its writer meant.
+        now[0] += 1.5
+        wall[0] = written + SHRINK_SETTLE_S + 1
+        assert len(lexicon.current()) == 1
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert said == [
+        ("WARNING", f"lexicon {path} not reloaded yet: it has 1 entries; keeping its 10 until"
+         f" it keeps still for {SHRINK_SETTLE_S:g} s"),
+        ("INFO", f"lexicon {path} reloaded: 1 entries"),
+    ]  # fmt: skip
