@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 from speechd.errors import SpeechdError
-
-from ._plan import Chunk
+from speechd.text import Chunk
 
 if TYPE_CHECKING:
     from ._engine import Engine
