@@ -117,12 +117,13 @@ def export_tiny(root: Path) -> Path:
     engine makes it, would import torch and kokoro again) where the engine looks for it."""
     from speechd.engine import _export
     from speechd.engine._files import open_model_folder
+    from speechd.engine._trace import export_graphs
 
     folder = open_model_folder(root)
     target = root / _export.FOLDER / _export.export_key(folder)
     if not (target / _export.MANIFEST).is_file():
         target.mkdir(parents=True, exist_ok=True)
-        _export.export(folder.config, folder.weights, target)
+        export_graphs(folder.config, folder.weights, target)
     return target
 
 
