@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device, parse_size
+from speechd.engine import EngineConfig, parse_device, parse_size
 from speechd.limits import MAX_VOICE_CHARS, StreamSlots
+from speechd.text import LexiconError, LexiconFile
 
 if TYPE_CHECKING:
     from speechd.worker import WorkerConfig
@@ -138,7 +139,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
-    every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
+    every text before G2P and reloaded when it changes (`speechd.text.LexiconFile`)."""
     # The worker's own knobs: None leaves `WorkerConfig`'s default, the one place each lives
     # (`Settings.worker_config` maps these to it).
     policy: Literal["deadline", "fifo"] | None = None

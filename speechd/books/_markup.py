@@ -1,6 +1,6 @@
 """The XML of a book (container, package, NCX, XHTML), read by the SSML front end's tokenizer.
 
-`XmlReader` (speechd.engine._xml, moving to speechd.text._xml) is linear: every token is found
+`XmlReader` (`speechd.text`, from its `_xml`) is linear: every token is found
 with `str.find` or an anchored pattern with bounded quantifiers, and the position only moves
 forward; names, attribute counts and attribute lengths are bounded. `read_xml` runs it over one
 document with a book's rules on top, feeding a `Handler`:
@@ -31,8 +31,8 @@ import re
 from html.entities import name2codepoint
 from typing import Final, Protocol
 
-from speechd.engine._xml import SsmlError, XmlReader
 from speechd.errors import BadBook
+from speechd.text import SsmlError, XmlReader
 
 from ._limits import Budget, too_large
 

@@ -38,9 +38,10 @@ from speechd import casts
 from speechd.audio import SAMPLE_RATE, check_format
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import SeqOutOfRange, Store
-from speechd.engine import LANGUAGES, VoiceBook, check_input, voice_language
+from speechd.engine import VoiceBook
 from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
 from speechd.limits import MAX_CAST_CHARS
+from speechd.text import LANGUAGES, check_input, voice_language
 
 from ._reader import CastReader, checked_id
 from ._requests import (
@@ -264,7 +265,7 @@ class CastService:
         text is read (`input_format`: SSML for a cast only), the voice (resolved against the
         ready workers: `UnknownVoice`, `VoiceUnavailable` for a language no worker can speak,
         `Unavailable` or `ModelUnavailable` while none is ready), a cast's text as that voice
-        would read it (`speechd.engine.check_input`: a bad SSML document or pronunciation is
+        would read it (`speechd.text.check_input`: a bad SSML document or pronunciation is
         refused here, not by the worker), and room in the queue (`QueueFull`) for a cast that
         would join it: a live cast, a new cast, or a failed one this request makes again; an
         identical request joining a cast that exists takes no room. Reads the store, writes

@@ -18,8 +18,8 @@ from typing import Final
 import msgspec
 
 from speechd.casts import schema
-from speechd.engine import MAX_SPEED, MIN_SPEED, looks_like_ssml
 from speechd.errors import InvalidRequest, PayloadTooLarge
+from speechd.text import MAX_SPEED, MIN_SPEED, looks_like_ssml
 
 __all__ = [
     "MAX_LIVE_CHARS",

@@ -9,7 +9,8 @@ from typing import Literal
 
 import msgspec
 
-from speechd.engine import FLUSH_S, EngineConfig  # torch-free: load_engine imports torch
+from speechd.engine import EngineConfig  # torch-free: load_engine imports torch
+from speechd.text import FLUSH_S
 
 from ._endings import RECEIPTS
 from ._policy import COMFORTABLE_LEAD_S, QUANTUM_S

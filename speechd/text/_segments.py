@@ -18,12 +18,12 @@ from typing import Final
 
 import msgspec
 
+from ._chunks import Unit
 from ._document import Document, place_units
 from ._g2p import G2P, segment_spans
 from ._lexicon import Lexicon
 from ._mapped import Mapped
 from ._normalize import Carry, Piece
-from ._plan import Unit
 from ._slices import Cut, needs_dot
 from ._ssml import Event
 

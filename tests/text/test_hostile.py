@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from speechd.engine import ChunkPolicy, Engine
-from speechd.engine._slices import normalize_text
+from speechd.engine import Engine
+from speechd.text import ChunkPolicy
+from speechd.text._slices import normalize_text
 
 #: Runs of each character the normaliser reads, and mixes that used to backtrack.
 PATTERNS = [

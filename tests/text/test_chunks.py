@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import Chunk, ChunkPolicy, Engine
-from speechd.engine._plan import MODEL_MAX_TOKENS, Chunker, Unit, iter_chunks
-from speechd.engine._slices import normalize_text
+from speechd.engine import Engine
+from speechd.text import Chunk, ChunkPolicy
+from speechd.text._chunks import MODEL_MAX_TOKENS, Chunker, Unit, iter_chunks
+from speechd.text._slices import normalize_text
 
 WORD = st.text("abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=12)  # 1 letter + "." = initial
 PUNCT = st.sampled_from(["", "", "", "", ",", ".", ";", "!", "?", ":"])

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from speechd.engine import ChunkPolicy, Engine, LexiconError, LexiconFile
-from speechd.engine._lexicon import SETTLE_S, SHRINK_SETTLE_S, Lexicon
-from speechd.engine._mapped import Mapped
+from speechd.engine import Engine
+from speechd.text import ChunkPolicy, LexiconError, LexiconFile
+from speechd.text._lexicon import SETTLE_S, SHRINK_SETTLE_S, Lexicon
+from speechd.text._mapped import Mapped
 
 ENTRIES = """
 # a comment, then entries

@@ -22,8 +22,8 @@ import re
 from array import array
 from collections.abc import Sequence
 
+from ._chunks import Unit
 from ._mapped import Mapped
-from ._plan import Unit
 from ._ssml import SENTINEL, Event, SsmlReader
 
 __all__ = ["Document", "place_units"]

@@ -38,9 +38,9 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
+from ._chunks import MAX_SPEED, MIN_SPEED
 from ._mapped import Mapped
 from ._phonemes import ipa_to_kokoro, unsayable
-from ._plan import MAX_SPEED, MIN_SPEED
 from ._sayas import INTERPRETATIONS, say_as
 from ._xml import SsmlError, XmlReader
 
@@ -310,7 +310,7 @@ class SsmlReader(XmlReader):
         if letters is None:
             raise self._fail(f"xml:lang=\"{tag}\": no Kokoro voice speaks that language", at)
         if self._lang not in letters:
-            from ._config import LANGUAGES
+            from ._languages import LANGUAGES
 
             raise self._fail(
                 f"xml:lang=\"{tag}\" asks for {LANGUAGES[letters[0]]}, but the voice speaks "

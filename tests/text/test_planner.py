@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import Chunk, ChunkPolicy, Engine, Planner, PlanStatus
-from speechd.engine._plan import MODEL_MAX_TOKENS, Unit
-from speechd.engine._slices import normalize_slices, normalize_text
+from speechd.engine import Engine
+from speechd.text import Chunk, ChunkPolicy, Planner, PlanStatus
+from speechd.text._chunks import MODEL_MAX_TOKENS, Unit
+from speechd.text._slices import normalize_slices, normalize_text
 
 
 class WordG2P:

@@ -49,11 +49,11 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from ._chunks import Boundary, Chunk, Chunker, ChunkPolicy
 from ._document import Document
 from ._g2p import G2P
 from ._lexicon import Lexicon
 from ._normalize import SPAN, Carry, read_raw_slice, read_slice
-from ._plan import Boundary, Chunk, Chunker, ChunkPolicy
 from ._segments import (
     POSITION_VERSION,
     Position,

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from speechd.engine import check_input, looks_like_ssml
-from speechd.engine._ssml import MAX_DEPTH, MAX_ELEMENTS, SENTINEL, SsmlError, SsmlReader
 from speechd.errors import InvalidRequest
+from speechd.text import check_input, looks_like_ssml
+from speechd.text._ssml import MAX_DEPTH, MAX_ELEMENTS, SENTINEL, SsmlError, SsmlReader
 
 
 def read(ssml: str, lang: str = "a", **options: object) -> tuple[str, list, SsmlReader]:

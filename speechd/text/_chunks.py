@@ -29,7 +29,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-from ._timing import NO_SOURCE, Span, word_spans
+from ._spans import NO_SOURCE, Span, word_spans
 
 __all__ = [
     "MAX_SPEED",
@@ -43,7 +43,7 @@ __all__ = [
     "iter_chunks",
 ]
 
-log = logging.getLogger("speechd.engine")
+log = logging.getLogger("speechd.text")
 
 #: Kokoro-82M reads at most 512 tokens: 510 phonemes between its start and end markers.
 MODEL_MAX_TOKENS: Final = 510
@@ -56,7 +56,7 @@ MAX_SPEED: Final = 4.0
 class Chunk(msgspec.Struct, frozen=True):
     """One unit of synthesis: its source text (a caption), the phonemes the model reads, and
     its units' places in those phonemes (`words`: words in English, else phrases; see
-    `_timing`).
+    `_spans`).
 
     From the front end's markup (SSML): `rate` multiplies the cast's speed for this chunk
     (`prosody rate`); `pause_ms` is silence after its speech and `lead_ms` silence before it
@@ -277,7 +277,7 @@ class Unit:
     binds_next: bool = False
     #: The last unit of a block (paragraph, heading, list item).
     block_end: bool = False
-    #: Where its text is in the input as sent, [begin, end) (`_timing.NO_SOURCE`: unknown).
+    #: Where its text is in the input as sent, [begin, end) (`_spans.NO_SOURCE`: unknown).
     source: tuple[int, int] = NO_SOURCE
     #: Markup units have no phonemes: a pause (`break`) of this many ms, or a named point
     #: (`mark`).

@@ -18,7 +18,8 @@ from typing import Final, NamedTuple
 
 from speechd.errors import InvalidRequest
 
-from ._config import LANGUAGES, MAX_SPEED, MIN_SPEED
+from ._chunks import MAX_SPEED, MIN_SPEED
+from ._languages import LANGUAGES
 from ._phonemes import unsayable
 from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader
 

@@ -1,4 +1,5 @@
-"""Which languages this machine can speak, without building any G2P.
+"""The languages Kokoro's voices speak (`LANGUAGES`), and which of them this machine can
+speak, without building any G2P.
 
 Each language's G2P (see `_g2p.build_g2p`) needs its packages: misaki's English G2P and a spaCy
 model for English, misaki's espeak wrapper with the espeak-ng library for the espeak languages,
@@ -15,11 +16,25 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Callable, Iterable
+from types import MappingProxyType
 from typing import Final
 
-from ._config import LANGUAGES
+__all__ = ["LANGUAGES", "missing_languages", "voice_language"]
 
-__all__ = ["missing_languages", "voice_language"]
+#: A voice's language is the first letter of its name, as in hexgrad/Kokoro-82M.
+LANGUAGES: Final = MappingProxyType(
+    {
+        "a": "American English",
+        "b": "British English",
+        "e": "Spanish",
+        "f": "French",
+        "h": "Hindi",
+        "i": "Italian",
+        "j": "Japanese",
+        "p": "Brazilian Portuguese",
+        "z": "Mandarin Chinese",
+    }
+)
 
 _ESPEAK_LANGUAGES: Final = frozenset("efhip")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from speechd.engine._slices import normalize_text
+from speechd.text._slices import normalize_text
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import Chunk, ChunkPolicy, Engine, PlanStatus
+from speechd.engine import Engine
 from speechd.engine._engine import with_pauses
 from speechd.engine._timing import WordTiming
+from speechd.text import Chunk, ChunkPolicy, PlanStatus
 
 POLICY = ChunkPolicy(rtf=0)
 

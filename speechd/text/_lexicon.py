@@ -8,7 +8,7 @@ The file is UTF-8 text, one entry a line; `#` starts a comment line:
     SQL = /\u02c8\u025bs kj\u02c8u \u02c8\u025bl/
     Dr. Who = Doctor Who
 
-Phonemes are Kokoro's (misaki's set: `speechd.engine._phonemes`); a respelling is plain
+Phonemes are Kokoro's (misaki's set: `speechd.text._phonemes`); a respelling is plain
 words, read as written. **Case rule**: an entry written all in lower case matches the word
 in any case (`nginx`: `Nginx`, `NGINX`); one with a capital letter matches only as written
 (`US` is not `us`). A phrase matches its words with single spaces between them; punctuation
