@@ -10,13 +10,13 @@ that kind ran (a poller on its own connection every 20 ms): a request that held 
 loop would show there. The load average is printed before and after.
 
 Without `--server` it starts its own api (`python -m speechd api`) on a fresh data folder, and
-beside it the real worker process on the engine test double (tests/support/engines.py; the
+beside it the real worker process on the engine test double (harness/engines.py; the
 api's answers do not depend on the model, and the double keeps the worker's CPU off the
 measurement), and also runs the kinds that make a cast (`ACCEPTED`). Given a server (as
 bench_hostile passes the one it measures the planner on), it sends only kinds that create
 nothing, so no hostile cast lands on that server's worker.
 
-`hostile_requests()` is also what `tests/gateway/test_hostile_bounds.py` sends, to check
+`hostile_requests()` is also what `tests/api/gateway/test_hostile_bounds.py` sends, to check
 that each answer is a 2xx or an OpenAI-shaped 4xx and /healthz keeps answering.
 
 `run(server_url, repeats=N)` returns the figures and prints the section (bench_hostile calls
@@ -423,8 +423,8 @@ def _own_server() -> Iterator[str]:
     """`speechd api` on a fresh data folder (read quota out of the way), with the real worker
     on the engine double beside it; the double makes no audio for the accepted hostile text
     (`silent`), so the worker stays idle while the api is measured."""
-    from tests.api._live import start_server
-    from tests.api._workers import worker_process
+    from harness.servers import start_server
+    from harness.workers import worker_process
 
     accepted = next(r for r in hostile_requests() if r.kind == ACCEPTED)
     text = json.loads(accepted.body or b"{}")["input"]

@@ -11,7 +11,7 @@ words-load  on the real model under `speechd serve` (started here with the read 
             meanwhile and with what statuses.
 
 whole-rss   `speechd api` on a fresh data folder, the real worker process beside it on the
-            engine test double (tests/support/engines.py: the file's size is what matters, not
+            engine test double (harness/engines.py: the file's size is what matters, not
             its sound), one finished wav cast of about `--mib` MiB, then 64 clients asking for
             it with `stream: false` (each joins the finished cast) and reading slowly (64 KiB
             every 0.25 s) for `--hold` seconds; the api's RSS before and its peak meanwhile
@@ -260,8 +260,8 @@ async def _finished(url: str, text: str) -> int:
 
 
 def whole_rss(args: argparse.Namespace) -> None:
-    from tests.api._live import start_server
-    from tests.api._workers import worker_process
+    from harness.servers import start_server
+    from harness.workers import worker_process
 
     # A speech request's input is at most 4,096 characters: the cost model is told how much
     # audio each makes, so that they make a wav of `mib` MiB (48 kB a second).

@@ -44,6 +44,9 @@ from typing import Any
 
 import msgspec
 
+from harness.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from harness.forwarding import ForwardingStore
+from harness.nats import NatsServer, namespace_for
 from speechd.casts import cast_id, deployment_secret, ready_workers, submit
 from speechd.casts.schema import (
     CAST_PREFIX,
@@ -70,9 +73,6 @@ from speechd.durable import (
     open_store,
 )
 from speechd.worker import Worker, WorkerConfig
-from tests.nats_support import NatsServer, namespace_for
-from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
-from tests.support.forwarding import ForwardingStore
 
 SPAWN = multiprocessing.get_context("spawn")
 ENGINE = {"rtf": 0.002, "overhead_s": 0.001}
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _has_nats_binary() -> bool:
-    from tests.nats_support import nats_server_binary
+    from harness.nats import nats_server_binary
 
     try:
         nats_server_binary()

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.nats import NatsServer
 from speechd.durable import AppendRecord, Store, open_store
-from tests.nats_support import NatsServer
 
 STREAMS = 1000
 MIB = 1024 * 1024

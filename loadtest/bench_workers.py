@@ -54,6 +54,9 @@ from typing import Any
 
 import msgspec
 
+from harness.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from harness.forwarding import ForwardingStore
+from harness.nats import NatsCluster, NatsServer, namespace_for
 from speechd.casts import cast_id, deployment_secret, ready_workers, submit
 from speechd.casts.schema import H_EVENT, PROGRESS_DONE, WORKERS_PREFIX, Recipe
 from speechd.durable import (
@@ -66,9 +69,6 @@ from speechd.durable import (
     open_store,
 )
 from speechd.worker import Worker, WorkerConfig
-from tests.nats_support import NatsCluster, NatsServer, namespace_for
-from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
-from tests.support.forwarding import ForwardingStore
 
 SPAWN = multiprocessing.get_context("spawn")
 # A GPU-like cost model: ~0.2 s of compute for a cast of ~4 s of audio, in 4 chunks.

@@ -18,7 +18,7 @@ need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v chromium >/dev/null || need+=(chromium)
 # The manual's reverse-proxy settings are run for real (docs/operations/proxies.md, by
-# tests/gateway/test_behind_real_proxy.py).
+# tests/api/gateway/test_behind_real_proxy.py).
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || need+=(nginx-light)
 command -v caddy >/dev/null || need+=(caddy)
 if [ ${#need[@]} -gt 0 ]; then
@@ -42,9 +42,9 @@ if [ -n "$build_weights" ]; then
   .venv/bin/python "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
 fi
 
-.venv/bin/ruff check speechd tests loadtest clients scripts
+.venv/bin/ruff check speechd tests harness loadtest clients scripts
 # Python 3.10 (JetPack 6) is supported but not installed here: a static minimum-version check.
-.venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients loadtest scripts tests || {
+.venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients harness loadtest scripts tests || {
   echo "scripts/test.sh: code above needs a newer Python than 3.10" >&2; exit 1; }
 # Installable on a Jetson without a compiler: every runtime dependency but torch has a wheel
 # for linux aarch64 on CPython 3.10 (JetPack 6) and 3.12 (JetPack 7).

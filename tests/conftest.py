@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.nats import NatsServer
 from speechd.durable import EmbeddedStore, Store
-from tests.nats_support import NatsServer
 
 #: The tiny Kokoro model's fixtures (`tiny_model_dir`, `tiny_engine`), shared by the engine's
 #: and the text front end's tests.

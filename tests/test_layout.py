@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("speechd", "loadtest", "scripts", "clients")
+SOURCES = ("speechd", "harness", "loadtest", "scripts", "clients")
 
 
 def _files(*folders: str) -> Iterator[tuple[str, ast.Module]]:

@@ -3,8 +3,8 @@
 Each is checked before anything costly runs (decoding aside, which is linear and capped by
 the body limit): field lengths by the wire shapes' `msgspec.Meta`, headers and blends by the
 code that reads them, before any pattern or parse. The manual's limits page
-(docs/operations/limits.md) lists them per route; `tests/gateway/test_hostile_bounds.py` and
-`tests/live/test_live_limits.py` check that list against these values.
+(docs/operations/limits.md) lists them per route; `tests/api/gateway/test_hostile_bounds.py` and
+`tests/api/openai_compat/test_live_limits.py` check that list against these values.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from litestar.types import Message
 
+from harness import engines
 from speechd.api.app import create_app
 from speechd.casts import schema, worker_health
 from speechd.config import Settings
@@ -29,7 +30,6 @@ from speechd.errors import ModelUnavailable
 from speechd.worker import Parts, Supervisor, WorkerConfig, run_worker
 from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
 from tests.api.test_errors import assert_error
-from tests.support import engines
 
 JAPANESE = "Voices for Japanese need a G2P that is not installed here (pip install 'misaki[ja]')."
 MODES = [

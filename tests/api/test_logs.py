@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.servers import start_server
+from harness.workers import worker_process
 from speechd.logs import mask_ids
-from tests.api._live import start_server
-from tests.api._workers import worker_process
 
 
 async def _until(http: httpx.AsyncClient, cast_id: str, state: str) -> None:

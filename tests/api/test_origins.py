@@ -18,7 +18,7 @@ import websockets
 from speechd.casts.schema import JOBS
 from speechd.config import Settings, SettingsError, load_settings
 from speechd.durable import EmbeddedStore, Store
-from tests.live._support import LiveApp, serve
+from tests.support.live import LiveApp, serve
 
 SPEECH = {"model": "tts-1", "voice": "alloy", "input": "Buy my thing.", "response_format": "pcm"}
 CAST = {"input": "Fill the queue.", "voice": "af_heart"}

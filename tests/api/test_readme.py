@@ -14,8 +14,8 @@ from typing import NamedTuple
 import httpx
 import pytest
 
-from tests.api._live import ROOT, LiveServer, start_server
-from tests.api._workers import worker_process
+from harness.servers import ROOT, LiveServer, start_server
+from harness.workers import worker_process
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import httpx
 import openai
 import pytest
 
+from harness.servers import LiveServer, start_server
 from speechd.casts import schema
 from speechd.durable import EmbeddedStore
-from tests.api._live import LiveServer, start_server
 from tests.support.devices import DEVICE
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]

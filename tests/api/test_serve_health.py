@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api._live import start_server, wait_until
+from harness.servers import start_server, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tests.api._live import ROOT
-from tests.nats_support import free_port
+from harness.nats import free_port
+from harness.servers import ROOT
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])

@@ -18,8 +18,8 @@ import speechd.cli
 import speechd.config
 import speechd.limits
 import speechd.service
-from tests.api._live import ROOT
-from tests.api._workers import worker_process
+from harness.servers import ROOT
+from harness.workers import worker_process
 
 
 @pytest.mark.parametrize(

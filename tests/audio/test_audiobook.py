@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from audio_support import FFMPEG, ffmpeg_decode
 from mutagen.id3 import ID3
 from mutagen.mp4 import MP4
 
@@ -27,6 +26,7 @@ from speechd.audio import (
     plan_audiobook,
 )
 from speechd.audio._audiobook import AudiobookPlan
+from tests.audio._support import FFMPEG, ffmpeg_decode
 from tests.books._epubs import png
 
 FFPROBE = shutil.which("ffprobe")

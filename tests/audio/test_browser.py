@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from audio_support import CHUNKS, decode_records, encode_chunks, speech_like
 
 from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, standalone_record
+from tests.audio._support import CHUNKS, decode_records, encode_chunks, speech_like
 from tests.support.chromium import CHROMIUM_STEP
 
 pytestmark = pytest.mark.browser

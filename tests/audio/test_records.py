@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from audio_support import CHUNKS, FFMPEG, decode_records, encode_chunks, ffmpeg_decode, speech_like
 
 from speechd.audio import FORMATS, LAYOUTS, standalone_record
+from tests.audio._support import (
+    CHUNKS,
+    FFMPEG,
+    decode_records,
+    encode_chunks,
+    ffmpeg_decode,
+    speech_like,
+)
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="needs ffmpeg (scripts/test.sh installs it)")
 

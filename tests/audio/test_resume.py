@@ -13,7 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from audio_support import (
+
+from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, new_encoder
+from speechd.audio._containers import adts_header, ogg_page
+from speechd.audio._factory import encoder_fingerprint
+from speechd.audio._resume import SPLICE, load
+from speechd.audio._standalone import adts_frame_lengths, ogg_pages
+from tests.audio._support import (
     CHUNKS,
     FFMPEG,
     decode_records,
@@ -21,12 +27,6 @@ from audio_support import (
     ffmpeg_decode,
     speech_like,
 )
-
-from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, new_encoder
-from speechd.audio._containers import adts_header, ogg_page
-from speechd.audio._factory import encoder_fingerprint
-from speechd.audio._resume import SPLICE, load
-from speechd.audio._standalone import adts_frame_lengths, ogg_pages
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="needs ffmpeg (scripts/test.sh installs it)")
 

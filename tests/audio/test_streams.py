@@ -14,7 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from audio_support import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, new_encoder
+from speechd.audio._mp3 import mp3_frame_lengths
+from speechd.audio._standalone import adts_frame_lengths, ogg_pages
+from tests.audio._support import (
     CHUNKS,
     FFMPEG,
     boundaries,
@@ -24,12 +30,6 @@ from audio_support import (
     sine,
     speech_like,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from speechd.audio import FORMATS, LAYOUTS, SAMPLE_RATE, new_encoder
-from speechd.audio._mp3 import mp3_frame_lengths
-from speechd.audio._standalone import adts_frame_lengths, ogg_pages
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="needs ffmpeg (scripts/test.sh installs it)")
 
@@ -102,7 +102,7 @@ def test_a_fresh_process_gives_the_same_bytes(speech: np.ndarray) -> None:
     script = (
         "import hashlib, sys\n"
         "sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-        "from audio_support import CHUNKS, encode_chunks, speech_like\n"
+        "from tests.audio._support import CHUNKS, encode_chunks, speech_like\n"
         "from speechd.audio import FORMATS\n"
         "pcm = speech_like(sum(CHUNKS))\n"
         "for f in FORMATS:\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import av
 
-from tests.api._live import ROOT
+from harness.servers import ROOT
 
 __all__ = [
     "Run",

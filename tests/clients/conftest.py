@@ -1,5 +1,5 @@
 """One live server for the client tests: `speechd api` on loopback with the real worker as its
-own supervised process (`tests.api._workers.worker_process`: only the engine is the test
+own supervised process (`harness.workers.worker_process`: only the engine is the test
 double), on one store in a temp folder. The api wants an API key, so the tests see both sides
 of it."""
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.api._live import LiveServer, start_server
-from tests.api._workers import worker_process
-from tests.support.engines import VOICES
+from harness.engines import VOICES
+from harness.servers import LiveServer, start_server
+from harness.workers import worker_process
 
 __all__ = ["AUDIO_PER_CHAR", "KEY", "VOICES"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import webvtt
 
+from harness.servers import LiveServer
 from speechd_client import CAPTION_FORMATS, AsyncClient, CastNotFound, Client
-from tests.api._live import LiveServer
 
 from ._support import audio_of, run_cli
 from .conftest import KEY

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.servers import LiveServer, free_port
 from speechd_client import MAX_SPEECH_CHARS
-from tests.api._live import LiveServer, free_port
 
 from ._support import audio_of, run_cli, run_cli_on_terminal
 from .conftest import AUDIO_PER_CHAR, KEY, VOICES

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.api._live import ROOT, LiveServer
+from harness.servers import ROOT, LiveServer
 
 from ._support import audio_of, cli_env
 from .conftest import KEY, VOICES

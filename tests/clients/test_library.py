@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from harness.servers import LiveServer, free_port
 from speechd_client import (
     AsyncClient,
     AuthenticationError,
@@ -27,7 +28,6 @@ from speechd_client import (
     UnexpectedResponse,
     UnknownVoice,
 )
-from tests.api._live import LiveServer, free_port
 
 from ._support import audio_of
 from .conftest import AUDIO_PER_CHAR, KEY, VOICES

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.servers import ROOT, LiveServer, free_port
 from speechd_client import AsyncClient, Client, InputClosed
-from tests.api._live import ROOT, LiveServer, free_port
 
 from ._support import CLI, audio_of, cli_env
 from .conftest import KEY

@@ -9,7 +9,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.api._live import start_server
+from harness.servers import start_server
 from tests.support.devices import DEVICE
 
 from ._support import run_cli

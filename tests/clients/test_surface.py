@@ -8,7 +8,7 @@ import sys
 import types
 
 import speechd_client
-from tests.api._live import ROOT, free_port
+from harness.servers import ROOT, free_port
 
 
 def test_all_lists_exactly_the_public_names() -> None:

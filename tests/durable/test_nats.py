@@ -18,6 +18,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
+from harness.nats import NatsServer
 from speechd.durable import (
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
@@ -33,7 +34,6 @@ from speechd.durable import _nats as nats_backend
 from speechd.durable._contract import MAX_NAME_BYTES
 from speechd.durable._nats_wire import JetStream, NoAnswer
 from speechd.durable._nats_writer import limits_for
-from tests.nats_support import NatsServer
 
 from . import test_crash
 from ._support import read_all, rec
@@ -336,7 +336,7 @@ async def test_malformed_urls_are_refused(bad: str) -> None:
 
 
 async def test_an_unreachable_server_is_a_durable_error(tmp_path: Path) -> None:
-    from tests.nats_support import free_port
+    from harness.nats import free_port
 
     with pytest.raises(DurableError, match="cannot connect"):
         await open_store(f"nats://127.0.0.1:{free_port()}/?timeout=1&retry=2")

@@ -13,8 +13,8 @@ from pathlib import Path
 import nats
 import pytest
 
+from harness.nats import NatsCluster
 from speechd.durable import AppendRecord, Store, open_store
-from tests.nats_support import NatsCluster
 
 from ._support import read_all
 

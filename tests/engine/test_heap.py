@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.api._live import ROOT
+from harness.servers import ROOT
 
 # In a fresh interpreter: in the test process, heap left free by earlier tests would absorb
 # the allocations below without RSS growing, and the trimmer would rightly do nothing.

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.servers import ROOT
 from speechd.engine import Engine, EngineConfig, load_engine
-from tests.api._live import ROOT
 from tests.support.tiny_model import export_tiny
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.servers import LiveServer, start_server
+from harness.workers import worker_process
 from loadtest._client import new_client, run_scenario
 from loadtest._results import ScenarioRun, summarize
 from loadtest._scenarios import Request, Scenario
 from loadtest._servers import Server
-from tests.api._live import LiveServer, start_server
-from tests.api._workers import worker_process
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """Worker processes on a shared store for the scale-out tests: `speechd.worker.run_worker`
-with the cost-model engine of `tests.support.engines`, spawned (as `speechd worker` would
+with the cost-model engine of `harness.engines`, spawned (as `speechd worker` would
 run), killable."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from harness.engines import FakeEncoder, parts
 from speechd.casts import ready_workers
 from speechd.casts.schema import Start, cast_stream, decode
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.worker import WorkerConfig, run_worker
 from speechd.worker._protocols import EncoderFactory
-from tests.support.engines import FakeEncoder, parts
 from tests.worker._helpers import check_layout, records
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nats_support import NatsServer, drop_namespace, namespace_for
+from harness.nats import NatsServer, drop_namespace, namespace_for
 
 
 @pytest.fixture

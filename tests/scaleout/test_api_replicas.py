@@ -14,11 +14,11 @@ import time
 import httpx
 import pytest
 
+from harness.engines import chunked_text
+from harness.servers import start_server
+from harness.workers import expected
 from speechd.audio import new_encoder
 from speechd.durable import open_store
-from tests.api._live import start_server
-from tests.api._workers import expected
-from tests.support.engines import chunked_text
 
 from ._workers import wait_ready, worker_processes
 

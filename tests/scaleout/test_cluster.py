@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines import expected_audio
+from harness.nats import NatsCluster
 from speechd.casts.schema import cast_stream
 from speechd.durable import open_store
 from tests.durable.test_nats_cluster import leader_of
-from tests.nats_support import NatsCluster
-from tests.support.engines import expected_audio
 from tests.worker._helpers import (
     complete_audio,
     ended,

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from harness.engines import expected_audio
 from speechd.casts.schema import Start, cast_stream, decode
 from speechd.durable import open_store
-from tests.support.engines import expected_audio
 from tests.worker._helpers import (
     check_layout,
     complete_audio,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from harness.forwarding import ForwardingStore
 from speechd import casts
 from speechd.casts._records import meta_record
 from speechd.casts.schema import (
@@ -31,7 +32,6 @@ from speechd.durable import AppendAck, AppendRecord, DurableError, ReadBatch, St
 from speechd.engine import EngineConfig
 from speechd.errors import CastNotFound, InvalidRequest, StoreUnavailable
 from speechd.service import CastService
-from tests.support.forwarding import ForwardingStore
 
 CID = "AbCdEfGhIjKlMnOpQrStUv"
 META = Meta("kokoro", "af_heart", 1.0, "pcm", 24_000, "A title", 0, 11)

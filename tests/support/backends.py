@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.nats import drop_namespace, namespace_for
 from speechd.durable import Store, open_store
-from tests.nats_support import drop_namespace, namespace_for
 
 __all__ = ["BACKENDS", "backend_store"]
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.forwarding import ForwardingStore
 from speechd.durable import ReadBatch, Store
 from speechd.durable._contract import record_size
-
-from .forwarding import ForwardingStore
 
 __all__ = ["CountingStore"]
 

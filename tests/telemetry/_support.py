@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.engines import CostEngine, FakeChunkPolicy
 from speechd.audio import new_encoder
 from speechd.casts import ready_workers
 from speechd.durable import open_store
@@ -16,7 +17,6 @@ from speechd.telemetry import Telemetry
 from speechd.telemetry._readings import DeviceSample
 from speechd.worker import Worker, WorkerConfig
 from speechd.worker._batching import BatchCosts
-from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["WORKER", "Board", "running_worker"]
 

@@ -16,12 +16,12 @@ from litestar.testing import AsyncTestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 import speechd.telemetry as telemetry_package
+from harness.engines import GPU_CURVE, CostEngine
 from speechd.api.app import create_app
 from speechd.config import Settings
 from speechd.durable import open_store
 from speechd.telemetry import Telemetry
 from speechd.worker._batching import BatchCosts
-from tests.support.engines import GPU_CURVE, CostEngine
 from tests.telemetry._support import WORKER, Board, running_worker
 from tests.worker._helpers import submit_text, wait_ended
 

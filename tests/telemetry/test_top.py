@@ -82,7 +82,7 @@ def test_leads_without_labels_or_as_a_histogram_still_show() -> None:
 
 
 def test_leads_as_speechds_gauge_histogram_show_their_min_and_mean() -> None:
-    gauge_histogram = (  # as speechd.api.metrics renders it (tests/gateway checks it live)
+    gauge_histogram = (  # as speechd.api.metrics renders it (tests/api/gateway checks it live)
         "# TYPE speechd_cast_lead_seconds histogram\n"
         'speechd_cast_lead_seconds_bucket{le="2"} 1.0\n'
         'speechd_cast_lead_seconds_bucket{le="+Inf"} 3.0\n'

@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from harness.engines import CostEngine, FakeChunkPolicy, FakeEncoder
+from harness.forwarding import ForwardingStore
 from speechd.casts import cast_id, deployment_secret, submit
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import (
@@ -31,8 +33,6 @@ from speechd.worker import ChunkTimes, Worker, WorkerConfig
 from speechd.worker._batching import BatchCosts
 from speechd.worker._policy import Policy
 from speechd.worker._protocols import EncoderFactory
-from tests.support.engines import CostEngine, FakeChunkPolicy, FakeEncoder
-from tests.support.forwarding import ForwardingStore
 from tests.support.streams import read_stream
 
 

@@ -88,7 +88,7 @@ def simulate(
     by default); `batches` collects the size of every step. `warm_up`: the audio seconds
     of the chunks the worker makes and measures before its first cast (`Worker.warm_up`
     makes a short text's chunks, up to 5 s); none by default: the costs start at the priors."""
-    from tests.support.engines import curve_factor
+    from harness.engines import curve_factor
 
     device = curve if curve is not None else dict(batch.per_item)
     times = ChunkTimes(prior_rtf=rtf)

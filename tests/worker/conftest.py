@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.nats import NatsServer, drop_namespace, namespace_for
 from speechd.durable import Store, open_store
-from tests.nats_support import NatsServer, drop_namespace, namespace_for
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from harness.engines import CostEngine, chunked_text
+from harness.forwarding import ForwardingStore
 from speechd.casts.schema import JOBS, cast_stream
 from speechd.durable import ReadBatch, Store
 from speechd.worker._policy import DeadlinePolicy
-from tests.support.engines import CostEngine, chunked_text
-from tests.support.forwarding import ForwardingStore
 
 from ._helpers import ended_stream, make_worker, playable, running, submit_text
 from .test_worker_slow_device import first_audio_of, made_once

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import engines
+from harness.engines import GPU_CURVE, CostEngine, chunked_text, expected_audio
 from speechd.casts import last_notice
 from speechd.casts.schema import (
     PROGRESS_DONE,
@@ -29,8 +31,6 @@ from speechd.engine import EngineConfig
 from speechd.worker import Supervisor, WorkerConfig
 from speechd.worker._batching import ALONE, BatchCosts, batch_limit, fill_batch
 from speechd.worker._policy import ActiveCast, Candidate, DeadlinePolicy
-from tests.support import engines
-from tests.support.engines import GPU_CURVE, CostEngine, chunked_text, expected_audio
 
 from ._helpers import (
     check_layout,

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.engines import CostEngine, FakeChunkPolicy, chunked_text, expected_audio
 from speechd.audio import new_encoder
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Event, Start, decode, event_of
 from speechd.durable import Store
-from tests.support.engines import CostEngine, FakeChunkPolicy, chunked_text, expected_audio
 
 from ._helpers import complete_audio, ended_stream, make_worker, submit_text
 from ._helpers import running as running_worker

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from harness.engines import CostEngine, FakeChunkPolicy, chunked_text, expected_audio
 from speechd.casts import cast_audio
 from speechd.casts.schema import Event, Failure, Start, cast_stream, decode, event_of
 from speechd.durable import AppendAck, AppendRecord, DurableError, Store
 from speechd.errors import CastFailed
-from tests.support.engines import CostEngine, FakeChunkPolicy, chunked_text, expected_audio
 
 from ._helpers import (
     Partitioned,

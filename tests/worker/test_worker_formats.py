@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engines import CostEngine, expected_audio
 from speechd.audio import FORMATS, new_encoder
 from speechd.casts import cast_audio
 from speechd.casts.schema import cast_stream
 from speechd.durable import Store
 from speechd.worker._render import MAX_RECORD_S
-from tests.support.engines import CostEngine, expected_audio
 
 from ._helpers import (
     check_layout,

@@ -11,12 +11,12 @@ import time
 import pytest
 
 import speechd.worker._worker as worker_module
+from harness.engines import VOICES, CostEngine, GatedEngine
 from speechd.casts import ready_workers
 from speechd.casts._queue import queue_depth, queue_position
 from speechd.casts.schema import Start, WorkerNotice, cast_stream, decode, event_of, worker_stream
 from speechd.durable import Store
 from speechd.worker import ChunkTimes
-from tests.support.engines import VOICES, CostEngine, GatedEngine
 
 from ._helpers import make_worker, records, running, submit_text, wait_ended
 

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from harness.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 from speechd.casts import last_notice, worker_health
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Eos, Event, WorkerNotice, decode, event_of, worker_stream
@@ -25,7 +26,6 @@ from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
 from speechd.worker import Parts, WorkerConfig, run_worker
 from speechd.worker._process import EXIT_MODEL_UNAVAILABLE
-from tests.support.engines import CostEngine, FakeChunk, FakeChunkPolicy, FakeSynthesis
 
 from ._helpers import check_layout, ended_stream, make_worker, records, running, submit_text
 

@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 
+from harness.engines import GatedEngine, expected_audio
 from speechd.casts import read_head
 from speechd.casts._records import meta_record
 from speechd.casts.schema import (
@@ -23,7 +24,6 @@ from speechd.casts.schema import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
 from speechd.worker._ownership import LEASE_SKEW_MS, lease_held
 from speechd.worker._policy import DeadlinePolicy
-from tests.support.engines import GatedEngine, expected_audio
 
 from ._helpers import (
     Partitioned,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from harness.engines import CostEngine, expected_audio
 from speechd.casts import cast_audio
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import (
@@ -23,7 +24,6 @@ from speechd.casts.schema import (
 )
 from speechd.durable import AppendRecord, Store
 from speechd.worker._policy import DeadlinePolicy
-from tests.support.engines import CostEngine, expected_audio
 
 from ._helpers import (
     check_layout,

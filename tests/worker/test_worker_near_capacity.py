@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 import pytest
 
+from harness.engines import CostEngine, chunked_text
 from speechd.casts._records import audio_chunk
 from speechd.durable import Store
 from speechd.worker import ChunkTimes
 from speechd.worker._hold import MIN_HOLD_S
 from speechd.worker._policy import DeadlinePolicy
-from tests.support.engines import CostEngine, chunked_text
 
 from ._helpers import ended_stream, make_worker, playable, running, submit_text
 from ._slowsim import SlowCast, audio_of, simulate

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import engines
 from speechd.casts import WorkerHealth, known_voices, worker_health
 from speechd.casts._streams import KNOWN_VOICES
 from speechd.casts.schema import WorkerNotice, decode, encode, worker_stream
@@ -21,7 +22,6 @@ from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable, Unavailable
 from speechd.worker import Parts, WorkerConfig, run_worker
 from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
-from tests.support import engines
 
 from ._helpers import records
 

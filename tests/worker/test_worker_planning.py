@@ -7,13 +7,13 @@ import asyncio
 import threading
 import time
 
+from harness.engines import CostEngine, FakeChunkPolicy, GatedEngine
+from harness.planner import WordG2P
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Event, cast_stream, event_of
 from speechd.durable import Store
 from speechd.text import ChunkPolicy, Planner
 from speechd.worker._policy import FifoPolicy
-from tests.support.engines import CostEngine, FakeChunkPolicy, GatedEngine
-from tests.support.planner import WordG2P
 from tests.worker._helpers import make_worker, records, running, submit_text, wait_ended
 
 ORDINARY = "Hello there, this is an ordinary request that came second."

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import engines
+from harness.engines import expected_audio
 from speechd.casts import ready_workers
 from speechd.casts.schema import (
     JOBS,
@@ -30,8 +32,6 @@ from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
 from speechd.worker import Parts, Supervisor, WorkerConfig, run_worker
 from speechd.worker._process import EXIT_MODEL_UNAVAILABLE, EXIT_OK
-from tests.support import engines
-from tests.support.engines import expected_audio
 
 from ._helpers import (
     check_layout,

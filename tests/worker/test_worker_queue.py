@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from harness.engines import CostEngine
 from speechd.casts import QueueLine
 from speechd.casts._queue import QueuePlace, queue_depth
 from speechd.casts.schema import (
@@ -24,7 +25,6 @@ from speechd.casts.schema import (
     start_record,
 )
 from speechd.durable import AppendRecord, Store
-from tests.support.engines import CostEngine
 
 from ._helpers import cursor, ended, make_worker, running, submit_text
 

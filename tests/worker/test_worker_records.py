@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from harness.engines import CostEngine, FakeEncoder, expected_audio
+from harness.forwarding import ForwardingStore
 from speechd.audio import new_encoder
 from speechd.casts import cast_audio
 from speechd.casts._words import cast_captions
@@ -16,8 +18,6 @@ from speechd.casts.schema import Failure, cast_stream, decode
 from speechd.durable import AppendAck, AppendRecord, Limits, RecordTooLarge, Store
 from speechd.durable._contract import record_size
 from speechd.worker._render import MAX_RECORD_S
-from tests.support.engines import CostEngine, FakeEncoder, expected_audio
-from tests.support.forwarding import ForwardingStore
 
 from ._helpers import (
     check_layout,

@@ -21,6 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from harness import engines
+from harness.engines import (
+    CostEngine,
+    FakeChunkPolicy,
+    GatedEngine,
+    chunked_text,
+    expected_audio,
+)
+from harness.nats import NatsServer, drop_namespace, namespace_for
 from speechd.audio import FORMATS, new_encoder
 from speechd.casts import cast_audio, cast_status
 from speechd.casts.schema import (
@@ -36,15 +45,6 @@ from speechd.durable import Record, Store, open_store
 from speechd.engine import EngineConfig
 from speechd.worker import Supervisor, Worker, WorkerConfig
 from speechd.worker._policy import DeadlinePolicy
-from tests.nats_support import NatsServer, drop_namespace, namespace_for
-from tests.support import engines
-from tests.support.engines import (
-    CostEngine,
-    FakeChunkPolicy,
-    GatedEngine,
-    chunked_text,
-    expected_audio,
-)
 
 from ._helpers import (
     check_layout,

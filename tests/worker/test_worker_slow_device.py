@@ -7,15 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from speechd.casts._records import H_HOLD, audio_chunk
-from speechd.casts.schema import JOBS, Event, Job, Start, cast_stream, decode, event_of
-from speechd.durable import Limits, Record, Store
-from speechd.durable._contract import record_size
-from speechd.text import FLUSH_S, ChunkPolicy, Planner
-from speechd.worker import QUANTUM_S
-from speechd.worker._costs import SLOW_LIFT
-from speechd.worker._policy import DeadlinePolicy
-from tests.support.engines import (
+from harness.engines import (
     SAMPLE_RATE,
     CostEngine,
     FakeSynthesis,
@@ -24,7 +16,15 @@ from tests.support.engines import (
     fake_words,
     noise,
 )
-from tests.support.planner import WordG2P
+from harness.planner import WordG2P
+from speechd.casts._records import H_HOLD, audio_chunk
+from speechd.casts.schema import JOBS, Event, Job, Start, cast_stream, decode, event_of
+from speechd.durable import Limits, Record, Store
+from speechd.durable._contract import record_size
+from speechd.text import FLUSH_S, ChunkPolicy, Planner
+from speechd.worker import QUANTUM_S
+from speechd.worker._costs import SLOW_LIFT
+from speechd.worker._policy import DeadlinePolicy
 
 from ._helpers import ended_stream, make_worker, playable, records, running, submit_text
 from .test_worker_records import Limited

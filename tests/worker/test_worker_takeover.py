@@ -7,9 +7,9 @@ import asyncio
 import threading
 from pathlib import Path
 
+from harness.engines import CostEngine, GatedEngine, expected_audio
 from speechd.casts.schema import LEASES_PREFIX, Start, cast_stream, decode
 from speechd.durable import Store, open_store
-from tests.support.engines import CostEngine, GatedEngine, expected_audio
 
 from ._helpers import (
     Partitioned,

@@ -14,6 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines import (
+    GPU_CURVE,
+    CostEngine,
+    FakeChunkPolicy,
+    FakeEncoder,
+    chunked_text,
+    expected_audio,
+    fake_words,
+)
+from harness.forwarding import ForwardingStore
 from speechd.casts import last_notice
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import (
@@ -41,16 +51,6 @@ from speechd.worker._costs import ChunkTimes, PlanTiming
 from speechd.worker._plan import open_plan
 from speechd.worker._render import ChunkFailed, Rendered
 from speechd.worker._update import StepOutcome, step_outcome
-from tests.support.engines import (
-    GPU_CURVE,
-    CostEngine,
-    FakeChunkPolicy,
-    FakeEncoder,
-    chunked_text,
-    expected_audio,
-    fake_words,
-)
-from tests.support.forwarding import ForwardingStore
 
 from ._helpers import (
     check_layout,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import itertools
 
+from harness.engines import SAMPLE_RATE, CostEngine, FakeChunkPolicy, fake_words
 from speechd.casts import record_words
 from speechd.casts._records import H_UNIT, H_WORDS, Word, audio_chunk
 from speechd.casts._words import cast_captions
 from speechd.casts.schema import AudioChunk, audio_record, cast_stream
 from speechd.durable import Record, Store
 from speechd.engine._timing import WordTiming
-from tests.support.engines import SAMPLE_RATE, CostEngine, FakeChunkPolicy, fake_words
 
 from ._helpers import check_layout, make_worker, records, running, submit_text, wait_ended
 

@@ -18,6 +18,7 @@ from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.tts import SynthesizeStopped
 
+from harness.engines import CostEngine, FakeChunkPolicy
 from speechd import casts
 from speechd.audio import new_encoder
 from speechd.config import Settings
@@ -26,7 +27,6 @@ from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts
 from speechd.worker import Worker, WorkerConfig
 from speechd.wyoming import WyomingDoor
-from tests.support.engines import CostEngine, FakeChunkPolicy
 
 __all__ = ["Heard", "Served", "hear", "served"]
 

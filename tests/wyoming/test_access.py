@@ -19,13 +19,13 @@ from wyoming.client import AsyncTcpClient, AsyncUnixClient
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize
 
+from harness.servers import free_port
 from speechd.api.app import create_app
 from speechd.casts.schema import JOBS
 from speechd.config import PRIVATE_NETWORKS, Settings, SettingsError, load_settings
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.wyoming import WyomingDoor, wyoming_door
-from tests.api._live import free_port
 from tests.api.test_health import announce
 
 from ._support import READ_S, served

@@ -13,14 +13,14 @@ from pathlib import Path
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeVoice
 
+from harness.engines import CostEngine
 from speechd import casts
 from speechd.casts import schema
 from speechd.casts._records import audio_chunk
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.wyoming import MAX_PART_BYTES
-from tests.live._support import wait_done
-from tests.support.engines import CostEngine
+from tests.support.live import wait_done
 
 from ._support import Served, hear, served
 

@@ -20,10 +20,10 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize
 
+from harness.servers import ROOT, _env, free_port, start_server, wait_until
+from harness.workers import running_worker
 from speechd.cli import main
 from speechd.config import SettingsError, load_settings
-from tests.api._live import ROOT, _env, free_port, start_server, wait_until
-from tests.api._workers import running_worker
 
 from ._support import hear
 

@@ -33,7 +33,7 @@ from speechd.config import Settings
 from speechd.durable import EmbeddedStore
 from speechd.service import CastService, LiveCasts
 from speechd.wyoming import MAX_PART_BYTES, WyomingDoor
-from tests.live._support import serve
+from tests.support.live import serve
 
 EXAMPLES = int(os.environ.get("SPEECHD_FUZZ_EXAMPLES", "25"))
 TIMEOUT_S = 20.0  # far above any answer here; a hang fails the example

@@ -29,9 +29,9 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from tests.api._live import LiveServer, free_port, start_server
-from tests.live._support import SimulatedLlm
+from harness.servers import LiveServer, free_port, start_server
 from tests.support.devices import DEVICE
+from tests.support.live import SimulatedLlm
 from tests.support.speech import recall, transcribe_pcm16
 
 from ._support import STOPPED, Heard, hear

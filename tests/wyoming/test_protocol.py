@@ -18,12 +18,12 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from harness.engines import VOICES
 from speechd import casts
 from speechd.casts import schema
 from speechd.durable import Store
 from speechd.wyoming import PROGRAM
-from tests.live._support import playable, wait_done
-from tests.support.engines import VOICES
+from tests.support.live import playable, wait_done
 
 from ._support import STOPPED, Heard, hear, served
 

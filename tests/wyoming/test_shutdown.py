@@ -14,10 +14,10 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
+from harness.engines import CostEngine
 from speechd.durable import Store
 from speechd.wyoming._bounds import CLOSE_S
-from tests.live._support import playable
-from tests.support.engines import CostEngine
+from tests.support.live import playable
 
 from ._support import READ_S, STOPPED, Heard, hear, served
 

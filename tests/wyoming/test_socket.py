@@ -17,10 +17,10 @@ import pytest
 from wyoming.client import AsyncUnixClient
 from wyoming.ping import Ping, Pong
 
+from harness.servers import ROOT, _env
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.wyoming import WyomingDoor
-from tests.api._live import ROOT, _env
 
 from ._support import READ_S, served
 

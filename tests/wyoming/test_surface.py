@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 import speechd.wyoming
-from tests.api._live import ROOT
+from harness.servers import ROOT
 
 FORBIDDEN = ("speechd.api", "speechd.app", "speechd.openai_compat", "speechd.gateway",
              "speechd.worker", "torch")  # fmt: skip

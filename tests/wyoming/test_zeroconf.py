@@ -15,11 +15,11 @@ from wyoming.client import AsyncTcpClient
 from wyoming.ping import Ping
 from zeroconf.asyncio import AsyncZeroconf
 
+from harness.servers import free_port
 from speechd.config import SettingsError, load_settings
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.wyoming import SERVICE_TYPE, WyomingDoor
-from tests.api._live import free_port
 
 from ._support import READ_S, Served, served
 
