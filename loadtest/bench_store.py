@@ -443,8 +443,9 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(tempfile.mkdtemp(prefix="speechd-bench-", dir=args.dir))
     try:
         fstype = filesystem_of(folder)
+        # The filesystem, never the folder's path: printed figures are committed under results/.
         print(
-            f"speechd store benchmark in {folder} ({fstype}), Python {sys.version.split()[0]},"
+            f"speechd store benchmark on {fstype}, Python {sys.version.split()[0]},"
             f" SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs"
         )
         if fstype in ("tmpfs", "ramfs"):

@@ -13,6 +13,11 @@ which, no import circles, and each package's surface exactly what its users outs
                        other way), nowhere torch, ONNX Runtime or kokoro; it imports and plans
                        SSML in a process where torch and onnxruntime cannot be imported
     speechd.casts      at most 40 names; speechd.worker at most 15
+    tests              nothing outside tests/ imports it: loadtest/ and the shared harnesses
+                       (harness/) stand without the test suite
+    committed text     speaks only of the repository: no absolute path of a machine (a
+                       benchmark's temporary folder, a checkout), no founding notes kept
+                       outside it (their design lives in docs/design/)
     every package      exports what its users outside it import (the names durable and
                        wyoming still export for tests alone are listed: at most those)
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -360,3 +366,51 @@ def test_the_worker_surface_has_at_most_15_names() -> None:
     import speechd.worker
 
     assert len(speechd.worker.__all__) <= 15, len(speechd.worker.__all__)
+
+
+# -- the repository speaks of itself ---------------------------------------------------------
+
+
+def test_nothing_outside_the_tests_imports_them() -> None:
+    found = [
+        (rel, module)
+        for rel, tree in _files(*SOURCES)
+        for module, taken in _imported(rel, tree)
+        if _under(module, "tests")
+    ]
+    assert not found, found
+
+
+def _committed() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: nothing is committed here")
+    paths = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    return [path for path in paths if path.is_file()]
+
+
+def _text(path: Path) -> str | None:
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None  # an image, a font, a model file
+    return data.decode("utf-8", errors="replace")
+
+
+# Folders of a machine, not of the repository: a checkout, a home, a temporary folder.
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home|Users|tmp|mnt|opt)/")
+# The founding notes the design came from are not in the repository: cite docs/design/.
+FOUNDING_NOTES = re.compile(r"\b(?:DESIGN|STYLE)" + re.escape(".md"))
+
+
+def test_committed_text_names_no_machine_path_and_no_notes_outside_the_repository() -> None:
+    found = []
+    for path in _committed():
+        text = _text(path)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if MACHINE_PATH.search(line) or FOUNDING_NOTES.search(line):
+                found.append(f"{path.relative_to(ROOT).as_posix()}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

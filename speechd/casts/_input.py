@@ -1,4 +1,5 @@
-"""A live cast's input: the private stream `input/<id>` (DESIGN.md §6).
+"""A live cast's input: the private stream `input/<id>`
+(`docs/design/index.md#serving-a-cast`).
 
 Layout (persisted, so keep it stable):
 

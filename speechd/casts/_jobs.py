@@ -1,10 +1,10 @@
 """The jobs in `jobs` no worker has finished: those at or above the committed cursor.
 
-A job below the committed cursor is finished for every reader (DESIGN.md §3); the jobs above it
-are waiting, being made, or finished by a worker whose commit has not passed them yet (the
-cursor moves only over a contiguous run). Reading them is one page per thousand jobs above the
-cursor: callers do it for rare decisions (a cast that looks stuck, a cast past retention),
-never per request.
+A job below the committed cursor is finished for every reader
+(`docs/design/index.md#the-worker`); the jobs above it are waiting, being made, or finished by
+a worker whose commit has not passed them yet (the cursor moves only over a contiguous run).
+Reading them is one page per thousand jobs above the cursor: callers do it for rare decisions
+(a cast that looks stuck, a cast past retention), never per request.
 """
 
 from __future__ import annotations

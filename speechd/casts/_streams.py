@@ -1,4 +1,5 @@
-"""Names of the streams speechd keeps (see DESIGN.md §1). Only `pub/casts/*` is public."""
+"""Names of the streams speechd keeps (`docs/design/index.md#the-contract-streams-and-records`).
+Only `pub/casts/*` is public."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Submitting a cast: claims instead of locks (DESIGN.md §1).
+"""Submitting a cast: claims instead of locks
+(`docs/design/index.md#the-contract-streams-and-records`).
 
 Claim `catalog/<id>` with the recipe, claim `pub/casts/<id>` with `meta`, append a job. Whoever
 wins the `pub/casts` claim enqueues; everybody else gets the existing cast. A process that dies

@@ -1,7 +1,7 @@
-"""The store's schema, as its users outside `speechd.casts` need it (DESIGN.md §1): the
-streams' names, the records they hold (msgspec Structs, the event a cast record carries, its
-documented header names), how a record is encoded, decoded and written, and the states a
-worker's notice says.
+"""The store's schema, as its users outside `speechd.casts` need it
+(`docs/design/index.md#the-contract-streams-and-records`): the streams' names, the records they
+hold (msgspec Structs, the event a cast record carries, its documented header names), how a
+record is encoded, decoded and written, and the states a worker's notice says.
 
     from speechd.casts import schema
     schema.cast_stream(cast_id)            # "pub/casts/<id>"

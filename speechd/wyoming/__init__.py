@@ -1,4 +1,5 @@
-"""Home Assistant's door: speechd speaks the Wyoming protocol (issue 28, DESIGN.md §7).
+"""Home Assistant's door: speechd speaks the Wyoming protocol (issue 28;
+`docs/design/index.md#round-three-two-doors-the-texts-front-end-batches-a-shared-device`).
 
 `speechd serve --wyoming-uri tcp://0.0.0.0:10200` runs it beside the HTTP api (sharing the
 api's stream caps); `speechd wyoming --store ... --wyoming-uri ...` runs it apart against a
