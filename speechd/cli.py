@@ -223,6 +223,13 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         help=f"latest receipts progress/done keeps, older trimmed ({default.receipts})",
     )
     group.add_argument(
+        "--max-active",
+        type=int,
+        metavar="N",
+        help="the most casts made at once, on top of what the measured capacity admits; also "
+        "how many jobs in line may have a first chunk made ahead (default: capacity, 4 ahead)",
+    )
+    group.add_argument(
         "--idle-unload",
         metavar="DURATION",
         help="give the model and its device memory back after this long with nothing to "

@@ -44,7 +44,12 @@ __all__ = [
 ENV_PREFIX = "SPEECHD_"
 
 WORKER_KNOBS: Final = MappingProxyType(
-    {"policy": "policy", "quantum": "quantum_s", "receipts": "receipts"}
+    {
+        "policy": "policy",
+        "quantum": "quantum_s",
+        "receipts": "receipts",
+        "max_active": "max_active",
+    }
 )
 """The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
 left None (not given) keeps `WorkerConfig`'s default, the one place each default lives (the
@@ -149,6 +154,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """How many of the latest receipts (one per finished cast) `progress/done` keeps; the
     worker trims older ones. The api's metrics count the receipts they see, and its start
     estimates read the last few dozen."""
+    max_active: PositiveInt | None = None
+    """The most casts the worker makes at once, a hard cap on top of what its measured capacity
+    admits; also how many of the first jobs in line may have their first chunk made ahead of
+    their turn (`start: now`). None: capacity alone, and 4 ahead."""
     quantum: Seconds | None = None
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""

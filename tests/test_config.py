@@ -103,6 +103,19 @@ def test_the_engine_choice_reaches_the_worker_config_from_flag_or_env() -> None:
         load_settings({}, {"SPEECHD_ENGINE": "tpu"})
 
 
+def test_max_active_reaches_the_worker_config_from_flag_or_env() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["serve", "--max-active", "2"]).max_active == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["api", "--max-active", "2"])  # the api admits nothing
+    assert load_settings({}, {}).worker_config().max_active is None  # capacity alone
+    assert load_settings({}, {"SPEECHD_MAX_ACTIVE": "3"}).worker_config().max_active == 3
+    flag_over_env = load_settings({"max_active": 1}, {"SPEECHD_MAX_ACTIVE": "3"})
+    assert flag_over_env.worker_config().max_active == 1
+    with pytest.raises(SettingsError, match="--max-active / SPEECHD_MAX_ACTIVE"):
+        load_settings({}, {"SPEECHD_MAX_ACTIVE": "0"})
+
+
 def test_max_batch_reaches_the_worker_config_from_flag_or_env() -> None:
     parser = build_parser()
     assert parser.parse_args(["worker", "--max-batch", "4"]).max_batch == "4"
