@@ -5,8 +5,8 @@
   speed bounds, a phone Kokoro cannot say, an `xml:lang` no Kokoro voice speaks, or no text
   at all, is an `InvalidRequest` on `input`, and so is a `<voice>` naming no voice here (an
   `UnknownVoice`, on `input`); elements outside the subset are listed (`unsupported`), and
-  so are the voices and languages the text is read with (`voices`, `languages`: whoever
-  checks them against what the workers speak);
+  so are the voices and languages the text is read with besides the request voice's own
+  (`voices`, `languages`: whoever checks them against what the workers speak);
 * plain text's pronunciation markup (`[word](/phonemes/)`) must hold phones Kokoro can say;
 * the text's script must be one its language's G2P reads: Japanese text sent to an English
   voice would come out as silence or garbage, so it gets an answer that says so. Only the
@@ -59,7 +59,8 @@ class InputCheck(NamedTuple):
     """What a request's text asks that the api reports: SSML elements (and attribute or
     `say-as` kinds) outside the subset, each once, in order of appearance; and, for SSML,
     the voices its text is read with other than the request's (specs: `<voice>`) and the
-    language codes of the G2Ps that read it, in order of first use."""
+    language codes of the G2Ps that read it other than the request voice's, in order of
+    first use."""
 
     unsupported: tuple[str, ...] = ()
     voices: tuple[str, ...] = ()
@@ -113,7 +114,7 @@ def check_input(
     return InputCheck(
         tuple(reader.unsupported),
         tuple(v for v in reader.voices_used if v != voice),
-        tuple(reader.languages),
+        tuple(code for code in reader.languages if code != lang),
     )
 
 

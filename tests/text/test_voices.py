@@ -173,7 +173,7 @@ def test_xml_lang_decides_the_g2p_and_emphasis_follows_it() -> None:
 def test_the_check_lists_the_voices_and_languages_a_document_uses() -> None:
     found = check(DIALOGUE)
     assert found.voices == ("am_adam", "ff_siwis")  # the request's own is not listed
-    assert found.languages == ("a", "f")
+    assert found.languages == ("f",)  # nor the request voice's language
     assert check("<speak>Hi there</speak>").voices == ()
 
 
@@ -279,11 +279,12 @@ def test_thousands_of_voice_switches_are_bounded_and_planned_in_short_steps(
     started = time.perf_counter()
     found = check(f"<speak>{body}</speak>")
     assert time.perf_counter() - started < 5  # linear: tens of ms
-    assert found.voices == ("bf_emma", "am_adam") and found.languages == ("b", "a")
+    assert found.voices == ("bf_emma", "am_adam") and found.languages == ("b",)
     with pytest.raises(InvalidRequest, match=f"more than {MAX_ELEMENTS} elements"):
         check(f"<speak>{body}{body}</speak>")
     some = body[: body.index(f">Word {switches // 10}.")]
     some = some[: some.rindex("<voice")]
+    tiny_engine.plan("Word.", "bf_emma")  # British English's G2P is built once, not timed here
     planner = tiny_engine.planner(
         "af_heart", POLICY, text=f"<speak>{some}</speak>", done=True, ssml=True
     )
