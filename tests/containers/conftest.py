@@ -1,0 +1,87 @@
+"""The container tier's fixtures: podman, the base image (made once), the cpu image (built
+once a run, from the layer cache after the first), and model cache volumes holding the real
+weights. Each image is built at most once a session and builds run one at a time.
+
+Where podman or mmdebstrap is missing, CI fails (scripts/test.sh installs them) and a local
+run skips, saying what to install."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ._podman import BASE_IMAGE, CPU_IMAGE, ROOT, Podman
+
+TOOLS = ("podman", "runc", "buildah", "mmdebstrap")
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Podman:
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        _unavailable(
+            f"container tier: {', '.join(missing)} missing (apt-get install podman runc "
+            "buildah mmdebstrap fuse-overlayfs slirp4netns uidmap)"
+        )
+    tool = Podman(tmp_path_factory.mktemp("podman"))
+    tool.ensure_base()
+    assert tool.exists(BASE_IMAGE)
+    return tool
+
+
+@pytest.fixture(scope="session")
+def cpu_image(podman: Podman) -> str:
+    podman.build(ROOT / "containers" / "cpu" / "Containerfile", CPU_IMAGE)
+    return CPU_IMAGE
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    """A suffix for this run's container and volume names."""
+    return secrets.token_hex(3)
+
+
+@pytest.fixture(scope="session")
+def models_volume(
+    podman: Podman, cpu_image: str, model_dir: Path, run_id: str
+) -> Iterator[Callable[[str], str]]:
+    """Makes model cache volumes holding the real weights (`name` -> the volume's name);
+    all removed at the end of the run."""
+    made: list[str] = []
+
+    def make(name: str) -> str:
+        volume = f"speechd-test-{name}-{run_id}"
+        podman.fill_models(volume, model_dir, cpu_image)
+        made.append(volume)
+        return volume
+
+    yield make
+    for volume in made:
+        podman("volume", "rm", "-f", volume, check=False)
+
+
+@pytest.fixture
+def volume(podman: Podman, run_id: str) -> Iterator[Callable[[str], str]]:
+    """Makes empty named volumes for one test, removed after it."""
+    made: list[str] = []
+
+    def make(name: str) -> str:
+        volume = f"speechd-test-{name}-{run_id}"
+        podman.volume(volume)
+        made.append(volume)
+        return volume
+
+    yield make
+    for name in made:
+        podman("volume", "rm", "-f", name, check=False)
