@@ -129,17 +129,19 @@ class Podman:
         *,
         args: dict[str, str] | None = None,
         cache: bool = True,
+        pip: bool = True,
         timeout: float = BUILD_TIMEOUT_S,
     ) -> float:
         """Build `tag` as a user would (`--format docker`: the OCI format has no
-        HEALTHCHECK), with this machine's CA bundle and torch wheels; the seconds it took."""
+        HEALTHCHECK), with this machine's CA bundle and torch wheels where it runs pip (`pip`);
+        the seconds it took."""
         command = ["build", "--format", "docker", "--layers", "-f", str(containerfile), "-t", tag]
         if not cache:
             command.append("--no-cache")
-        ca = ca_bundle()
+        ca = ca_bundle() if pip else None
         if ca is not None:
             command += ["--secret", f"id=pip-cert,src={ca}"]
-        wheels = torch_wheels(torch_version(containerfile))
+        wheels = torch_wheels(torch_version(containerfile)) if pip else None
         if wheels is not None:
             command += ["--build-context", f"torch-wheels={wheels}"]
         for name, value in (args or {}).items():
