@@ -10,7 +10,8 @@ in, so a change to the code rebuilds only the last, small layer.
 `--without-torch` is the torch-free runtime (ONNX Runtime only): kokoro (which needs torch)
 is left out too, and misaki's English extra is listed without spacy-curated-transformers,
 the one package of it that needs torch (speechd's G2P never uses it; speechd/engine/_engine.py
-keeps it from being imported).
+keeps it from being imported); huggingface-hub, which kokoro brought, is listed for the
+weights' first fetch.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ except ModuleNotFoundError:
 
 #: misaki[en]'s own requirements but spacy-curated-transformers (misaki 0.9.4's metadata).
 MISAKI_EN = ("num2words", "spacy", "phonemizer-fork", "espeakng-loader")
+#: What kokoro brought that speechd itself uses: the Hub client (speechd/engine/_files.py).
+FROM_KOKORO = ("huggingface-hub",)
 
 
 def _name(requirement: str) -> str:
@@ -42,6 +45,8 @@ def requirements(pyproject: str, extras: list[str], *, with_torch: bool = True) 
     for requirement in wanted:
         name = _name(requirement)
         if name in dropped:
+            if name == "kokoro" and not with_torch:
+                found.extend(FROM_KOKORO)
             continue
         if not with_torch and name == "misaki":
             found.append(re.sub(r"\[[^\]]*\]", "", requirement, count=1))
