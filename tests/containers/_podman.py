@@ -42,6 +42,7 @@ __all__ = [
     "CPU_IMAGE",
     "CUDA_IMAGE",
     "NATS_IMAGE",
+    "ONNX_IMAGE",
     "ROOT",
     "Container",
     "Podman",
@@ -52,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
 CPU_IMAGE = "localhost/speechd:cpu"  # the name compose.yaml builds and runs
 CUDA_IMAGE = "localhost/speechd:cuda"
+ONNX_IMAGE = "localhost/speechd:onnx"
 ADDON_IMAGE = "localhost/speechd-addon:test"
 NATS_IMAGE = "docker.io/library/nats:2.12"  # compose.yaml's; here a stand-in (`nats_image`)
 #: Any commit name will do: the hub cache's refs/main points at it.

@@ -56,14 +56,15 @@ def run_id() -> str:
 def models_volume(
     podman: Podman, cpu_image: str, model_dir: Path, run_id: str
 ) -> Iterator[Callable[[str], str]]:
-    """Makes model cache volumes holding the real weights (`name` -> the volume's name);
-    all removed at the end of the run."""
+    """Makes model cache volumes holding the real weights (`name` -> the volume's name, the
+    same volume for the same name); all removed at the end of the run."""
     made: list[str] = []
 
     def make(name: str) -> str:
         volume = f"speechd-test-{name}-{run_id}"
-        podman.fill_models(volume, model_dir, cpu_image)
-        made.append(volume)
+        if volume not in made:
+            podman.fill_models(volume, model_dir, cpu_image)
+            made.append(volume)
         return volume
 
     yield make

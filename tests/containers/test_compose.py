@@ -78,6 +78,17 @@ class Compose:
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         return done.stdout
 
+    def down(self) -> None:
+        """Everything the project made gone, its volumes too (whatever profile made it)."""
+        profiles = ["--profile", "box", "--profile", "scale-out", "--profile", "openwebui"]
+        subprocess.run(
+            [*self.command, *profiles, "down", "-v", "-t", "5"],
+            env=self.env,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+
     def containers(self) -> dict[str, str]:
         """The project's running containers: full id -> name."""
         out = self.podman(
@@ -107,13 +118,7 @@ def compose(
     try:
         yield tool
     finally:
-        subprocess.run(
-            [*tool.command, "--profile", "scale-out", "down", "-v", "-t", "5"],
-            env=tool.env,
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
+        tool.down()
 
 
 def _ready_workers(url: str) -> int:

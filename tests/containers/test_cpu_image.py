@@ -1,5 +1,6 @@
 """The cpu image as a user runs it: `podman run` with a store volume and a model cache volume
-that holds the weights, the port published, and everything through that port.
+that holds the weights, the port published, and everything through that port; and the
+torch-free onnx image on the same model cache volume, speaking from the export found there.
 
 The openai SDK's speech is heard back by the offline recogniser; `/readyz` turns ready and the
 image's own HEALTHCHECK passes; SIGTERM (what `podman stop` and `docker stop` send) drains a
@@ -22,7 +23,7 @@ from openai import OpenAI
 from tests.support.speech import recall, transcribe_pcm16
 
 from ._figures import record
-from ._podman import CPU_IMAGE, Container, Podman, wait_ready
+from ._podman import CPU_IMAGE, ONNX_IMAGE, ROOT, Container, Podman, wait_ready
 
 pytestmark = [pytest.mark.container]
 
@@ -184,3 +185,41 @@ def test_sigterm_drains_and_a_restart_on_the_same_volumes_replays_and_finishes(
     finally:
         first.remove()
         podman("rm", "-f", "--ignore", f"speechd-test-drain-{run_id}", check=False)
+
+
+def test_the_torch_free_image_speaks_from_the_export_in_the_cache_volume(
+    served: Container,  # its start left the ONNX export in the cpu volume, if it was not there
+    podman: Podman,
+    models_volume: Callable[[str], str],
+    volume: Callable[[str], str],
+    run_id: str,
+) -> None:
+    seconds = podman.build(ROOT / "containers" / "onnx" / "Containerfile", ONNX_IMAGE)
+    record("onnx", "build (cached layers where there were some)", f"{seconds:.1f} s")
+    record("onnx", "image size", f"{podman.size(ONNX_IMAGE) / 1e9:.2f} GB")
+    record("cpu", "image size", f"{podman.size(CPU_IMAGE) / 1e9:.2f} GB")
+    lacks = "import importlib.util as u, sys; sys.exit(any(map(u.find_spec, sys.argv[1:])))"
+    absent = podman("run", "--rm", "--entrypoint", "python3", ONNX_IMAGE, "-c", lacks,
+                    "torch", "kokoro", "transformers", check=False)  # fmt: skip
+    assert absent.returncode == 0, absent.stderr
+    started = time.monotonic()
+    container = podman.start(
+        f"speechd-test-onnx-{run_id}",
+        ONNX_IMAGE,
+        volumes=[
+            f"{volume('onnx-store')}:/var/lib/speechd",
+            f"{models_volume('cpu')}:/var/cache/speechd",
+        ],
+    )
+    try:
+        wait_ready(container.url, READY_S, container)
+        record("onnx", "run to ready (export in the volume)", f"{time.monotonic() - started:.1f} s")
+        record("onnx", "RSS idle (all processes)", f"{container.rss_bytes() / 2**20:.0f} MiB")
+        client = OpenAI(base_url=container.url + "/v1", api_key="unused", timeout=300)
+        speech = client.audio.speech.create(
+            model="tts-1", voice="af_heart", input=SENTENCE, response_format="wav"
+        )
+        pcm, rate = _pcm(speech.content)
+        assert recall(SENTENCE, transcribe_pcm16(pcm, rate)) >= 0.7  # noise scores near 0
+    finally:
+        container.remove()

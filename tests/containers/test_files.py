@@ -20,7 +20,7 @@ from speechd.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERS = ROOT / "containers"
-VARIANTS = ("cpu", "cuda", "jetson")
+VARIANTS = ("cpu", "onnx", "cuda", "jetson")
 #: The lines every image has, as its users rely on them.
 LAYOUT = (
     "COPY containers/layout.sh /tmp/layout.sh",
