@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from ._figures import record
 from ._podman import BASE_IMAGE, CPU_IMAGE, ROOT, Podman
 
 TOOLS = ("podman", "runc", "buildah", "mmdebstrap")
@@ -35,14 +37,17 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Podman:
             "buildah mmdebstrap fuse-overlayfs slirp4netns uidmap)"
         )
     tool = Podman(tmp_path_factory.mktemp("podman"))
-    tool.ensure_base()
+    started = time.monotonic()
+    if tool.ensure_base():
+        record("base", "made by mmdebstrap", f"{time.monotonic() - started:.1f} s")
     assert tool.exists(BASE_IMAGE)
     return tool
 
 
 @pytest.fixture(scope="session")
 def cpu_image(podman: Podman) -> str:
-    podman.build(ROOT / "containers" / "cpu" / "Containerfile", CPU_IMAGE)
+    seconds = podman.build(ROOT / "containers" / "cpu" / "Containerfile", CPU_IMAGE)
+    record("cpu", "build (cached layers where there were some)", f"{seconds:.1f} s")
     return CPU_IMAGE
 
 
