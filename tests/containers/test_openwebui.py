@@ -20,7 +20,7 @@ import pytest
 from tests.nats_support import free_port
 from tests.support.speech import recall, transcribe_pcm16
 
-from ._podman import Podman, wait_ready
+from ._podman import ROOT, Podman, torch_version, wait_ready
 from .test_compose import Compose
 
 pytestmark = [
@@ -40,6 +40,7 @@ UP_S = 1200.0  # failsafes: Open WebUI's first start migrates its database and l
 STAND_IN = f"""\
 FROM scratch AS torch-wheels
 FROM docker.io/library/debian:bookworm-slim
+ARG TORCH_VERSION={torch_version(ROOT / "containers" / "cpu" / "Containerfile")}
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       python3 python3-pip ca-certificates \\
@@ -48,7 +49,7 @@ RUN --mount=type=secret,id=pip-cert \\
     --mount=type=bind,from=torch-wheels,target=/tmp/torch-wheels \\
     [ ! -s /run/secrets/pip-cert ] || export PIP_CERT=/run/secrets/pip-cert; \\
     pip install --no-cache-dir --break-system-packages --find-links /tmp/torch-wheels \\
-      "torch==$(ls /tmp/torch-wheels | sed -n 's/^torch-\\([^-]*\\)-.*/\\1/p' | head -1)" \\
+      "torch==${{TORCH_VERSION}}+cpu" \\
  && pip install --no-cache-dir --break-system-packages open-webui=={OPENWEBUI_VERSION}
 ENV DATA_DIR=/app/backend/data WEBUI_AUTH=False OFFLINE_MODE=true HF_HUB_OFFLINE=1
 EXPOSE 8080
