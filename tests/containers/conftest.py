@@ -20,6 +20,23 @@ from ._figures import record
 from ._podman import BASE_IMAGE, CPU_IMAGE, ROOT, Podman
 
 TOOLS = ("podman", "runc", "buildah", "mmdebstrap")
+_SPENT: dict[str, tuple[float, str]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each container test's wall time (its setup, builds included, its run and its teardown)
+    among the tier's figures, so the tier's share of CI's time stays known."""
+    if "container" not in report.keywords:
+        return
+    spent, outcome = _SPENT.get(report.nodeid, (0.0, "passed"))
+    if report.when == "call" or not report.passed:
+        outcome = report.outcome
+    _SPENT[report.nodeid] = (spent + report.duration, outcome)
+    if report.when == "teardown":
+        spent, outcome = _SPENT.pop(report.nodeid)
+        if outcome != "skipped":
+            name = report.nodeid.rsplit("/", 1)[-1]
+            record("test", f"{name} ({outcome})", f"{spent:.1f} s")
 
 
 def _unavailable(message: str) -> None:
