@@ -1,23 +1,26 @@
 """The images' figures: size, build time (cold and cached), time from `run` to ready with the
 weights in the model cache volume, and memory idle and serving.
 
-    python -m loadtest.bench_images [--images cpu,cuda] [--no-cold] [--model-dir DIR]
+    python -m loadtest.bench_images [--images cpu,onnx,cuda] [--no-cold] [--model-dir DIR]
 
 Builds each image as the container tier does (tests/containers/_podman.py: podman on runc,
 the base image made by mmdebstrap, this machine's CA bundle and torch wheels), first with
 `--no-cache` (cold: every package fetched again, the base image kept) unless `--no-cold`, then
 again at once (cached: every layer reused); then runs it with a fresh store and a model cache
 volume holding the weights (and their ONNX export, when the weights folder has one) and times
-`podman run` to `/readyz` 200. RSS is every process in the container: idle a few seconds after
+`podman run` to `/readyz` 200. The onnx image needs the export there (it cannot make one):
+it is measured only when the weights folder has one (`speechd-onnx/`, which the model tier's
+first run leaves). RSS is every process in the container: idle a few seconds after
 ready, and the peak while it serves one paragraph through the openai SDK. The load average is
 printed before and after: figures taken on a busy machine say little.
 
 Kokoro-FastAPI's CPU image is not measured: its Dockerfile (docker/cpu/Dockerfile.optimized)
 cannot be built from its repository's files without a registry and GitHub. It starts `FROM
 python:3.12` (Docker Hub; Debian's mirror has no Python 3.12 to make a stand-in from), fetches
-uv from astral.sh, resolves torch from download.pytorch.org through its uv.lock, and fetches
-its weights from GitHub releases; its `COPY --exclude` also needs BuildKit's labs syntax, which
-buildah does not read.
+uv from astral.sh, resolves torch from download.pytorch.org through its uv.lock, fetches its
+weights from GitHub releases and (by default) UniDic's dictionary from its own host, none of
+which this network reaches; and its `COPY --exclude` needs BuildKit's Dockerfile syntax 1.7,
+which buildah 1.28 refuses ("COPY only supports the --chmod, --chown and --from flags").
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from pathlib import Path
 
 from openai import OpenAI
 
-from tests.containers._podman import CPU_IMAGE, CUDA_IMAGE, ROOT, Podman, wait_ready
+from tests.containers._podman import CPU_IMAGE, CUDA_IMAGE, ONNX_IMAGE, ROOT, Podman, wait_ready
 
-IMAGES = {"cpu": CPU_IMAGE, "cuda": CUDA_IMAGE}
+IMAGES = {"cpu": CPU_IMAGE, "onnx": ONNX_IMAGE, "cuda": CUDA_IMAGE}
 PARAGRAPH = (
     "The lighthouse keeper climbed the stairs every evening at dusk. He wiped the great lens "
     "clean, trimmed the wick, and watched the ships pass the rocks below."
@@ -91,7 +94,7 @@ def measure(podman: Podman, name: str, model_dir: Path, cold: bool) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images", default="cpu", help="cpu, cuda or both (cpu)")
+    parser.add_argument("--images", default="cpu,onnx", help="cpu, onnx, cuda (cpu,onnx)")
     parser.add_argument("--no-cold", action="store_true", help="skip the --no-cache build")
     parser.add_argument(
         "--model-dir",
@@ -102,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     names = [n.strip() for n in args.images.split(",") if n.strip()]
     unknown = set(names) - set(IMAGES)
     if unknown:
-        parser.error(f"unknown images: {', '.join(sorted(unknown))} (cpu, cuda)")
+        parser.error(f"unknown images: {', '.join(sorted(unknown))} (cpu, onnx, cuda)")
+    exports = list(Path(args.model_dir).glob("speechd-onnx/*/export.json"))
+    if "onnx" in names and not exports:
+        print(f"onnx: not measured, no ONNX export in {args.model_dir}/speechd-onnx")
+        names.remove("onnx")
     podman = Podman(Path(tempfile.mkdtemp(prefix="speechd-bench-")))
     podman.ensure_base()
     print(f"load average before: {_load()}")
