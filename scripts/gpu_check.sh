@@ -42,7 +42,10 @@ if [ -z "$python" ]; then
     "$python" -m pip install -q --disable-pip-version-check torch  # PyPI's x86_64 torch has CUDA
   fi
   keep="$(mktemp)"
-  "$python" -c 'import torch; print("torch==" + torch.__version__)' > "$keep"
+  # The installed distribution's version, not torch.__version__: PyPI's CUDA wheel says
+  # 2.13.0 in its metadata and 2.13.0+cu130 in torch.__version__, and a constraint on the
+  # latter matches nothing, so pip refused the install (found in the cuda image).
+  "$python" -c 'import importlib.metadata as m; print("torch==" + m.version("torch"))' > "$keep"
   "$python" -m pip install -q --disable-pip-version-check -c "$keep" -e '.[nvml,test]'
   rm -f "$keep"
   # The test extra brings the CPU onnxruntime; both wheels are the module onnxruntime, so on

@@ -2,9 +2,10 @@
 # The whole test run, from a fresh machine: the real Kokoro-82M weights, system packages, a
 # virtual environment, the static checks (ruff, Python 3.10 with vermin, aarch64 wheels for
 # Jetson), the manual (`mkdocs build --strict`: a broken link or anchor in docs/ fails), then
-# every test tier but `gpu`. Extra arguments go to pytest. Idempotent: a second run fetches and
-# builds nothing again (the wheel check is cached for a week). The README's second set-up
-# command; docs/getting-started.md says more.
+# every test tier but `gpu` (the container tier among them: podman and its tools through apt).
+# Extra arguments go to pytest. Idempotent: a second run fetches and builds nothing again (the
+# wheel check is cached for a week; the container tier's base image and layers are kept). The
+# README's second set-up command; docs/getting-started.md says more.
 #
 # The weights for the model tier are decided first (scripts/_weights.sh says how), so a
 # machine that cannot have them stops at once: SPEECHD_TEST_MODEL_DIR, else built offline by
@@ -21,6 +22,12 @@ command -v chromium >/dev/null || need+=(chromium)
 # tests/api/gateway/test_behind_real_proxy.py).
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || need+=(nginx-light)
 command -v caddy >/dev/null || need+=(caddy)
+# The container tier builds and runs the images, compose.yaml and the Home Assistant add-on
+# with podman on runc (tests/containers; mmdebstrap makes the base image, registries aside).
+for tool in podman runc buildah mmdebstrap fuse-overlayfs slirp4netns; do
+  command -v "$tool" >/dev/null || need+=("$tool")
+done
+command -v newuidmap >/dev/null || need+=(uidmap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -42,9 +49,9 @@ if [ -n "$build_weights" ]; then
   .venv/bin/python "$build_weights" "$SPEECHD_TEST_MODEL_DIR" >/dev/null
 fi
 
-.venv/bin/ruff check speechd tests harness loadtest clients scripts
+.venv/bin/ruff check speechd tests harness loadtest clients scripts containers
 # Python 3.10 (JetPack 6) is supported but not installed here: a static minimum-version check.
-.venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients harness loadtest scripts tests || {
+.venv/bin/vermin -q -t=3.10- --violations --no-tips speechd clients harness loadtest scripts tests containers || {
   echo "scripts/test.sh: code above needs a newer Python than 3.10" >&2; exit 1; }
 # Installable on a Jetson without a compiler: every runtime dependency but torch has a wheel
 # for linux aarch64 on CPython 3.10 (JetPack 6) and 3.12 (JetPack 7).

@@ -1,6 +1,6 @@
-"""Test tiers: fast by default; `slow`, `model`, `browser` and `nats` tests are opt-in locally
-(`--run-slow`, `--run-model`, `--run-browser`, `--run-nats`, or `--run-all`, which
-scripts/test.sh and CI use). `gpu` tests run only where CUDA is present.
+"""Test tiers: fast by default; `slow`, `model`, `browser`, `nats` and `container` tests are
+opt-in locally (`--run-slow`, `--run-model`, `--run-browser`, `--run-nats`, `--run-container`,
+or `--run-all`, which scripts/test.sh and CI use). `gpu` tests run only where CUDA is present.
 
 `store_dir` -> `store` (the embedded store in a temp folder, closed after the test) is the
 chain most test packages start from; a package whose tests run on every backend (durable,
@@ -28,7 +28,7 @@ os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(Path.home() / ".cache" / "speechd" / "inductor")
 )
 
-_TIERS = ("slow", "model", "browser", "nats")
+_TIERS = ("slow", "model", "browser", "nats", "container")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -48,6 +48,7 @@ def cast_id(
     input_format: str = "text",
     normalize: bool = True,
     scope: str = "",
+    voices: tuple[str, ...] = (),
 ) -> str:
     """The id of the cast these inputs make (22 url-safe characters).
 
@@ -56,7 +57,9 @@ def cast_id(
     text is read (`input_format`, `normalize`) counts where it is not the default, so ids
     made before those existed stay the same. `scope`: who shares the cast ("" every caller;
     else only callers of that scope, e.g. one API key's: another scope's identical request
-    makes a cast of its own), appended only when set, for the same reason."""
+    makes a cast of its own), appended only when set, for the same reason. `voices`: the
+    voice specs an SSML document's `<voice>` elements resolved to, in order (an alias mapped
+    to another voice reads the same document otherwise), appended only when there are any."""
     stripped = text.strip()
     fields: list[object] = [model, voice, round(float(speed), 3), format, stripped]
     reading = [input_format, normalize, len(text) - len(text.lstrip()) if stripped else 0]
@@ -64,6 +67,8 @@ def cast_id(
         fields.append(reading)
     if scope:
         fields.append(scope)
+    if voices:
+        fields.append(["voices", *voices])
     material = msgspec.msgpack.encode(fields)
     digest = hashlib.blake2b(material, key=secret[:64], digest_size=_ID_BYTES).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()

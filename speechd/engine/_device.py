@@ -70,6 +70,8 @@ def resolve_device(wanted: str, torch: Any) -> str:
         return "cpu"
     available = bool(torch.cuda.is_available())
     if wanted == "auto" and not available:
+        if getattr(getattr(torch, "version", None), "cuda", None):  # a CUDA build, no GPU
+            log.info("device auto: %s; speaking on the CPU", _why_no_cuda(torch))
         return "cpu"
     if not available:
         raise ModelUnavailable(

@@ -142,6 +142,12 @@ class Engine:
         """What besides the policy decides a plan's chunks here: the lexicon in force."""
         return f"lexicon:{self._lexicon.current().digest}" if self._lexicon else ""
 
+    @functools.cached_property
+    def voice_version(self) -> str:
+        """What decides the voices an SSML plan's `<voice>` names resolve to: the voices
+        installed, the aliases and the default voice (`VoiceBook.digest`)."""
+        return self.voices.digest
+
     @property
     def runtime(self) -> str:
         """The runtime's name: "torch" or "onnx"."""
@@ -246,11 +252,20 @@ class Engine:
     ) -> Planner:
         """An incremental planner for `voice`'s language (see `Planner`): fed `text` (all of
         it when `done`), or continuing from a `position` one of these reported (then fed the
-        same text from its beginning). `ssml`: the text is an SSML document (whole);
-        `normalize` False: read as sent (see `Planner`). The deployment's lexicon applies."""
+        same text from its beginning). `ssml`: the text is an SSML document (whole), whose
+        `<voice>` names resolve here as a request's voice does and whose languages get their
+        own G2P; `normalize` False: read as sent (see `Planner`). The deployment's lexicon
+        applies."""
         g2p = self._g2p_for(self.voices.language(voice))
         if self.memory is not None and self.memory.chunk_s > 0:
             policy = (policy or ChunkPolicy()).with_memory(self.memory.chunk_s)
+        reading = {}
+        if ssml:
+            reading = {
+                "voice": self.voices.resolve(voice),
+                "voices": self._voice_named,
+                "g2ps": self._g2p_for,
+            }
         return Planner(
             g2p,
             policy,
@@ -261,7 +276,13 @@ class Engine:
             ssml=ssml,
             normalize=normalize,
             lexicon=self._lexicon.current() if self._lexicon else None,
+            **reading,  # type: ignore[arg-type]
         )
+
+    def _voice_named(self, name: str) -> tuple[str, str]:
+        """The spec and language code of a voice an SSML `<voice>` names (UnknownVoice)."""
+        spec = self.voices.resolve(name)
+        return spec, self.voices.language(spec)
 
     def warm_up(self, voice: str | None = None) -> None:
         """Build the default language's G2P and run one short synthesis, so the first real
@@ -278,7 +299,9 @@ class Engine:
         """Audio for one planned chunk. Same chunk, voice, speed and seed: same PCM on the
         same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
         `rate` scales `speed` (kept within the speed bounds), and its `lead_ms` and
-        `pause_ms` are silence before and after its speech (`with_pauses`)."""
+        `pause_ms` are silence before and after its speech (`with_pauses`). `voice` is the
+        cast's: a chunk planned with another (SSML `<voice>`: `chunk.voice`) is read with
+        that one (`chunk_voice`), here and in `synthesize_batch` alike."""
         request, kept = self._request(chunk, voice, speed, seed)
         output = self._runtime.infer(*request)
         result = self._finish(chunk, voice, kept, output)
@@ -367,7 +390,7 @@ class Engine:
                 f"A chunk holds 1 to {MODEL_MAX_TOKENS} phonemes, got {len(phonemes)}.",
                 param="input",
             )
-        style = self._packs.style(voice, len(phonemes))
+        style = self._packs.style(chunk_voice(chunk, voice), len(phonemes))
         kept = "".join(p for p in phonemes if p in self._vocab)
         speed = chunk_speed(chunk, speed)
         return Request([self._vocab[p] for p in kept], style, float(speed), seed), kept
@@ -424,7 +447,9 @@ class Engine:
         return Synthesis(
             pcm,
             words=words,
-            unit=unit_kind(self.voices.language(voice)),
+            unit=unit_kind(
+                getattr(chunk, "lang", "") or self.voices.language(chunk_voice(chunk, voice))
+            ),
             durations=tuple(durations or ()),
             head=head,
             tokens=kept,
@@ -447,6 +472,11 @@ class Engine:
                 log.info("G2P for %r ready in %.1f s", lang, time.perf_counter() - started)
                 self._g2p[lang] = g2p
             return g2p
+
+
+def chunk_voice(chunk: Chunk, voice: str) -> str:
+    """The voice a chunk is read with: its own (SSML `<voice>`), else the cast's `voice`."""
+    return getattr(chunk, "voice", "") or voice
 
 
 def chunk_speed(chunk: Chunk, speed: float) -> float:

@@ -253,6 +253,10 @@ def load_onnx_runtime(
         on_gpu = CUDA in providers or TENSORRT in providers
         if wants_gpu and not on_gpu and device == "auto":
             graphs, providers = open_on(False)  # the CPU settings, not the GPU ones
+            log.info(
+                "device auto: this ONNX Runtime has a CUDA provider, but it did not start "
+                "(no GPU or driver here?); speaking on the CPU"
+            )
     except ModelUnavailable:
         raise
     except (*_errors(), OSError) as exc:

@@ -14,6 +14,7 @@ the prefix letter of its first (heaviest) voice.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import string
 from collections.abc import Iterable, Mapping
@@ -140,6 +141,13 @@ class VoiceBook:
 
     def __repr__(self) -> str:
         return f"VoiceBook({len(self.installed)} voices, default={self.default_voice!r})"
+
+    @property
+    def digest(self) -> str:
+        """Names what decides how names resolve here (the voices installed, the aliases and
+        their targets, the default voice): equal digests resolve every name alike."""
+        material = repr((self.installed, sorted(self._aliases.items()), self.default_voice))
+        return hashlib.blake2b(material.encode(), digest_size=8).hexdigest()
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):

@@ -39,8 +39,14 @@ from speechd.audio import SAMPLE_RATE, check_format
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
 from speechd.durable import SeqOutOfRange, Store
 from speechd.engine import VoiceBook
-from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
-from speechd.limits import MAX_CAST_CHARS
+from speechd.errors import (
+    InvalidRequest,
+    ModelUnavailable,
+    QueueFull,
+    Unavailable,
+    VoiceUnavailable,
+)
+from speechd.limits import MAX_CAST_CHARS, MAX_VOICE_CHARS
 from speechd.text import LANGUAGES, check_input, voice_language
 
 from ._reader import CastReader, checked_id
@@ -236,16 +242,16 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
-    async def _resolve_voice(self, voice: str | None) -> tuple[str, str]:
-        """The voice spec a cast asking for `voice` (None: the default) is made with, and its
-        language."""
+    async def _resolve_voice(self, voice: str | None) -> tuple[str, str, _Voices]:
+        """The voice spec a cast asking for `voice` (None: the default) is made with, its
+        language, and the voices it was resolved among."""
         voices = self._voices(await self.require_workers())
         resolved = voices.book.resolve(voice or self._default_voice)
         lang = voices.book.language(resolved)
         reason = voices.unspeakable.get(lang)
         if reason is not None:
             raise VoiceUnavailable(reason)
-        return resolved, lang
+        return resolved, lang, voices
 
     # -- making casts -------------------------------------------------------------------
 
@@ -266,7 +272,9 @@ class CastService:
         ready workers: `UnknownVoice`, `VoiceUnavailable` for a language no worker can speak,
         `Unavailable` or `ModelUnavailable` while none is ready), a cast's text as that voice
         would read it (`speechd.text.check_input`: a bad SSML document or pronunciation is
-        refused here, not by the worker), and room in the queue (`QueueFull`) for a cast that
+        refused here, not by the worker; so is an SSML `<voice>` naming no voice, resolved
+        as the request's voice is, and text in a language no worker can speak, both on
+        `input`), and room in the queue (`QueueFull`) for a cast that
         would join it: a live cast, a new cast, or a failed one this request makes again; an
         identical request joining a cast that exists takes no room. Reads the store, writes
         nothing.
@@ -279,16 +287,25 @@ class CastService:
         check_format(request.format)
         speed = check_speed(request.speed)
         reading = input_format(request, text)
-        voice, lang = await self._resolve_voice(request.voice)
+        voice, lang, voices = await self._resolve_voice(request.voice)
         cast_id = None
         unsupported: tuple[str, ...] = ()
         if isinstance(request, CastRequest):
             ssml = reading == "ssml"
-            check = functools.partial(check_input, text, lang=lang, ssml=ssml, speed=speed)
+            check = functools.partial(
+                check_input,
+                text,
+                lang=lang,
+                ssml=ssml,
+                speed=speed,
+                voice=voice,
+                voices=voices.named,
+            )
             # Reading a long SSML document takes milliseconds: off the event loop.
             threaded = ssml and len(text) > _INLINE_CHECK
             found = await asyncio.to_thread(check) if threaded else check()
             unsupported = found.unsupported
+            voices.speaks(found.languages)
             cast_id = casts.cast_id(
                 self._secret,
                 model=MODEL,
@@ -299,6 +316,7 @@ class CastService:
                 input_format=reading,
                 normalize=request.normalize,
                 scope=request.scope,
+                voices=found.voices,
             )
         if cast_id is None or await self._joins_line(cast_id):
             depth = await self.queue_depth()
@@ -400,3 +418,28 @@ class CastService:
 class _Voices(NamedTuple):
     book: VoiceBook
     unspeakable: dict[str, str]
+
+    def named(self, name: str) -> tuple[str, str]:
+        """The spec and language code of a voice an SSML `<voice>` names (UnknownVoice), as
+        a request's `voice` is resolved, and bounded as one is (`MAX_VOICE_CHARS`)."""
+        if len(name) > MAX_VOICE_CHARS:
+            raise InvalidRequest(f"A voice name is at most {MAX_VOICE_CHARS} characters.")
+        spec = self.book.resolve(name)
+        return spec, self.book.language(spec)
+
+    def speaks(self, languages: Sequence[str]) -> None:
+        """VoiceUnavailable (on `input`) for the first of an SSML document's `languages`
+        (the G2Ps its text is read with: `xml:lang`, a `<voice>`'s) no worker can speak:
+        one whose G2P a worker lacks, or one no installed voice speaks (the workers check
+        the G2Ps of their voices' languages only; the two Englishes share theirs)."""
+        spoken = {self.book.language(v) for v in self.book.installed}
+        if spoken & {"a", "b"}:
+            spoken |= {"a", "b"}
+        for lang in languages:
+            reason = self.unspeakable.get(lang)
+            if reason is None and lang not in spoken:
+                reason = f"no {LANGUAGES[lang]} voice is installed here."
+            if reason is not None:
+                refused = VoiceUnavailable(f"The SSML reads text in {LANGUAGES[lang]}: {reason}")
+                refused.param = "input"
+                raise refused

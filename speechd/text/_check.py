@@ -1,14 +1,18 @@
 """What the api checks of a request's text before it makes a cast (no model, no G2P):
 
 * SSML is read whole (`SsmlReader` in check mode: linear, nothing kept but a sample of its
-  text): malformed or refused markup, bounds, a `prosody` rate outside the speed bounds, a
-  phone Kokoro cannot say, an `xml:lang` the voice does not speak, or no text at all, is an
-  `InvalidRequest` on `input`; elements outside the subset are listed (`unsupported`);
+  text in each language): malformed or refused markup, bounds, a `prosody` rate outside the
+  speed bounds, a phone Kokoro cannot say, an `xml:lang` no Kokoro voice speaks, or no text
+  at all, is an `InvalidRequest` on `input`, and so is a `<voice>` naming no voice here (an
+  `UnknownVoice`, on `input`); elements outside the subset are listed (`unsupported`), and
+  so are the voices and languages the text is read with besides the request voice's own
+  (`voices`, `languages`: whoever checks them against what the workers speak);
 * plain text's pronunciation markup (`[word](/phonemes/)`) must hold phones Kokoro can say;
-* the text's script must be one the voice's language reads: Japanese text sent to an
-  English voice would come out as silence or garbage, so it gets an answer that says so.
-  Only the first `SAMPLE_CHARS` characters are looked at, and only a text whose letters are
-  nearly all in scripts the voice does not read is refused (a few foreign words are fine).
+* the text's script must be one its language's G2P reads: Japanese text sent to an English
+  voice would come out as silence or garbage, so it gets an answer that says so. Only the
+  first `SAMPLE_CHARS` characters (of each language's text, in SSML) are looked at, and only
+  a text whose letters are nearly all in scripts the language does not read is refused (a
+  few foreign words are fine).
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
-from speechd.errors import InvalidRequest
+from speechd.errors import InvalidRequest, UnknownVoice
 
 from ._chunks import MAX_SPEED, MIN_SPEED
 from ._languages import LANGUAGES
 from ._phonemes import unsayable
-from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader
+from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader, VoiceResolver
 
 __all__ = ["InputCheck", "check_input"]
 
@@ -53,27 +57,30 @@ _MARKUP = re.compile(r"\[[^\[\]\n]{1,100}\]\(/([^/\n()]{1,200})/\)")
 
 class InputCheck(NamedTuple):
     """What a request's text asks that the api reports: SSML elements (and attribute or
-    `say-as` kinds) outside the subset, each once, in order of appearance."""
+    `say-as` kinds) outside the subset, each once, in order of appearance; and, for SSML,
+    the voices its text is read with other than the request's (specs: `<voice>`) and the
+    language codes of the G2Ps that read it other than the request voice's, in order of
+    first use."""
 
     unsupported: tuple[str, ...] = ()
+    voices: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
 
 
-def check_input(text: str, *, lang: str, ssml: bool, speed: float = 1.0) -> InputCheck:
+def check_input(
+    text: str,
+    *,
+    lang: str,
+    ssml: bool,
+    speed: float = 1.0,
+    voice: str = "",
+    voices: VoiceResolver | None = None,
+) -> InputCheck:
     """Check a request's text for a voice of language `lang` (see the module docstring);
-    InvalidRequest (param `input`) when it cannot be spoken as asked."""
-    unsupported: tuple[str, ...] = ()
-    if ssml:
-        bounds = (MIN_SPEED, MAX_SPEED)
-        reader = SsmlReader(text, lang, speed=speed, speed_bounds=bounds, keep=False)
-        try:
-            reader.read_all()
-        except SsmlError as exc:
-            raise InvalidRequest(f"The SSML cannot be read: {exc}", param="input") from exc
-        if not reader.speakable:
-            raise InvalidRequest("The SSML holds no text to speak.", param="input")
-        sample = reader.sample
-        unsupported = tuple(reader.unsupported)
-    else:
+    InvalidRequest (param `input`) when it cannot be spoken as asked. For SSML, `voice` is
+    the request's voice spec and `voices` resolves the names `<voice>` elements give (None:
+    `<voice>` is read as its text, as an element outside the subset)."""
+    if not ssml:
         sample = text[:SAMPLE_CHARS]
         if "](/" in text:
             for m in _MARKUP.finditer(text):
@@ -84,8 +91,31 @@ def check_input(text: str, *, lang: str, ssml: bool, speed: float = 1.0) -> Inpu
                         " which Kokoro cannot say.",
                         param="input",
                     )
-    _check_script(sample, lang)
-    return InputCheck(unsupported)
+        _check_script(sample, lang)
+        return InputCheck()
+    bounds = (MIN_SPEED, MAX_SPEED)
+    reader = SsmlReader(
+        text, lang, speed=speed, speed_bounds=bounds, keep=False, voice=voice, voices=voices
+    )
+    try:
+        reader.read_all()
+    except SsmlError as exc:
+        message = f"The SSML cannot be read: {exc}"
+        cause = exc.__cause__
+        if isinstance(cause, UnknownVoice):  # a `<voice>` naming no voice: said as such
+            unknown = UnknownVoice(cause.voice, cause.available)
+            unknown.message, unknown.param = message, "input"
+            raise unknown from exc
+        raise InvalidRequest(message, param="input") from exc
+    if not reader.speakable:
+        raise InvalidRequest("The SSML holds no text to speak.", param="input")
+    for language, sample in reader.samples.items():
+        _check_script(sample, language)
+    return InputCheck(
+        tuple(reader.unsupported),
+        tuple(v for v in reader.voices_used if v != voice),
+        tuple(code for code in reader.languages if code != lang),
+    )
 
 
 def _check_script(sample: str, lang: str) -> None:

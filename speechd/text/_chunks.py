@@ -60,7 +60,11 @@ class Chunk(msgspec.Struct, frozen=True):
 
     From the front end's markup (SSML): `rate` multiplies the cast's speed for this chunk
     (`prosody rate`); `pause_ms` is silence after its speech and `lead_ms` silence before it
-    (`break`: a chunk never spans one, so a pause is always between two chunks' speech)."""
+    (`break`: a chunk never spans one, so a pause is always between two chunks' speech);
+    `voice` is the voice it is read with (`<voice>`: a spec; "" the plan's own, the cast's
+    voice), and a chunk never spans a change of voice; `lang` the language code of the G2P
+    that read its first word (`xml:lang`, or a `<voice>` of another language; "" the
+    plan's own)."""
 
     index: int
     text: str
@@ -69,6 +73,8 @@ class Chunk(msgspec.Struct, frozen=True):
     rate: float = 1.0
     pause_ms: int = 0
     lead_ms: int = 0
+    voice: str = ""
+    lang: str = ""
 
     @property
     def tokens(self) -> int:
@@ -261,7 +267,7 @@ class Boundary(IntEnum):
     COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
     CLAUSE = 3  # ; :
     SENTENCE = 4  # . ! ? … before a capital, or the end of a block
-    BREAK = 5  # a pause or a change of rate (markup): no chunk spans it
+    BREAK = 5  # a pause or a change of rate or voice (markup): no chunk spans it
 
 
 @dataclass(slots=True)
@@ -285,6 +291,10 @@ class Unit:
     mark: str = ""
     #: The speed factor its text is read at (`prosody rate`): chunks never mix two.
     rate: float = 1.0
+    #: The voice it is read with (a spec; "": the plan's own): chunks never mix two.
+    voice: str = ""
+    #: The language code of the G2P that read it ("": the plan's own).
+    lang: str = ""
 
 
 _CLOSERS: Final = "\"')]}\u201d\u2019\u00bb"
@@ -321,15 +331,16 @@ def _boundary(unit: Unit, following: Unit | None, end: Boundary = Boundary.SENTE
 
 def _hard_boundary(window: Sequence[Unit]) -> int | None:
     """The units before the first hard boundary in `window` (a pause after speech, or a
-    unit read at another rate than the first spoken one); None: there is none."""
-    rate = None
+    unit read at another rate or with another voice than the first spoken one); None:
+    there is none."""
+    reading: tuple[float, str] | None = None
     for i, unit in enumerate(window):
         if unit.phonemes.strip():
-            if rate is None:
-                rate = unit.rate
-            elif unit.rate != rate:
+            if reading is None:
+                reading = (unit.rate, unit.voice)
+            elif (unit.rate, unit.voice) != reading:
                 return i
-        elif unit.pause_ms and rate is not None:
+        elif unit.pause_ms and reading is not None:
             return i
     return None
 
@@ -520,7 +531,8 @@ class Chunker:
             truncated = _truncate(phonemes, policy.limit_tokens, quiet=self._truncated)
             self._truncated |= truncated != phonemes  # said once per plan, not per chunk
             phonemes = truncated
-            rate = next((u.rate for u in taken if u.phonemes.strip()), 1.0)
+            first = next((u for u in taken if u.phonemes.strip()), None)
+            rate = first.rate if first is not None else 1.0
             lead_ms, self._lead_ms = self._lead_ms, 0
             chunk = Chunk(
                 index=self.index,
@@ -530,6 +542,8 @@ class Chunker:
                 rate=rate,
                 pause_ms=pause_ms,
                 lead_ms=lead_ms,
+                voice=first.voice if first is not None else "",
+                lang=first.lang if first is not None else "",
             )
             self.buffered_s = policy.after(self.index, self.buffered_s, len(phonemes))
             self.index += 1

@@ -5,8 +5,9 @@ The planner plans *planner text*: for plain text that is the input itself; for S
 what `SsmlReader` makes of the document (`Document.read`, one bounded piece per planning
 step), with one `SENTINEL` per event. `Document` keeps, for every character of planner text
 made and not yet planned, the SSML it came from (`source`), the events its sentinels stand
-for (`event`), and the `prosody` rate in force (`rate_at`, from the rate events: a position
-resumed in the middle of a document knows it without the events before it).
+for (`event`), and how the text is read where (`reading_at`: the `prosody` rate, the voice and
+the language in force, from the events that change them; a position resumed in the middle
+of a document knows it, as the document is always read from its start).
 
 `place_units` gives each unit the G2P made of a segment its `source`: misaki gives one unit
 per word (a phrase G2P one per phrase), each the words of the segment between two spaces in
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 
 from ._chunks import Unit
 from ._mapped import Mapped
-from ._ssml import SENTINEL, Event, SsmlReader
+from ._ssml import SENTINEL, Event, Reading, SsmlReader, VoiceResolver
 
 __all__ = ["Document", "place_units"]
 
@@ -38,16 +39,21 @@ READ_CHARS = 4096
 class Document:
     """An SSML input as the planner reads it (see the module docstring)."""
 
-    def __init__(self, ssml: str, lang: str) -> None:
+    def __init__(
+        self, ssml: str, lang: str, *, voice: str = "", voices: VoiceResolver | None = None
+    ) -> None:
         # The api checked the rates against the request's speed; the engine clamps.
-        self._reader = SsmlReader(ssml, lang, speed_bounds=(0.0, math.inf))
+        self._reader = SsmlReader(
+            ssml, lang, speed_bounds=(0.0, math.inf), voice=voice, voices=voices
+        )
         self._begins = array("q")
         self._ends = array("q")
         self._base = 0  # the planner offset of _begins[0]
         self._made = 0  # planner text made so far
         self._events: dict[int, Event] = {}
-        self._rate_at: list[int] = [0]  # planner offsets where a rate starts, and the rates
-        self._rates: list[float] = [1.0]
+        # Planner offsets where a reading starts, and the readings (at most one per element).
+        self._reading_at: list[int] = [0]
+        self._readings: list[Reading] = [Reading()]
 
     @property
     def done(self) -> bool:
@@ -70,9 +76,16 @@ class Document:
                 at = piece.text.index(SENTINEL, at + 1)
                 offset = self._made + at
                 self._events[offset] = event
-                if event.rate is not None:
-                    self._rate_at.append(offset + 1)
-                    self._rates.append(event.rate)
+                if event.rate is not None or event.voice is not None or event.lang is not None:
+                    was = self._readings[-1]
+                    self._reading_at.append(offset + 1)
+                    self._readings.append(
+                        Reading(
+                            was.rate if event.rate is None else event.rate,
+                            was.voice if event.voice is None else event.voice,
+                            was.lang if event.lang is None else event.lang,
+                        )
+                    )
         self._made += len(piece)
         return piece.text
 
@@ -80,9 +93,13 @@ class Document:
         """What the sentinel at planner offset `offset` stands for."""
         return self._events.pop(offset, Event())
 
+    def reading_at(self, offset: int) -> Reading:
+        """How the planner text at `offset` is read: its rate, voice and language."""
+        return self._readings[bisect.bisect_right(self._reading_at, offset) - 1]
+
     def rate_at(self, offset: int) -> float:
         """The speed factor of the planner text at `offset`."""
-        return self._rates[bisect.bisect_right(self._rate_at, offset) - 1]
+        return self.reading_at(offset).rate
 
     def source(self, a: int, b: int) -> tuple[int, int]:
         """Where planner text [a, b) is in the SSML, [begin, end)."""

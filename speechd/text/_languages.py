@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["LANGUAGES", "missing_languages", "voice_language"]
+__all__ = ["LANGUAGES", "missing_languages", "tag_language", "voice_language"]
 
 #: A voice's language is the first letter of its name, as in hexgrad/Kokoro-82M.
 LANGUAGES: Final = MappingProxyType(
@@ -37,6 +37,13 @@ LANGUAGES: Final = MappingProxyType(
 )
 
 _ESPEAK_LANGUAGES: Final = frozenset("efhip")
+#: A BCP 47 tag's primary language -> the language code whose G2P reads it (English by
+#: region: `tag_language`).
+_TAGS: Final = MappingProxyType(
+    {"es": "e", "fr": "f", "hi": "h", "it": "i", "pt": "p", "ja": "j", "zh": "z", "cmn": "z"}
+)
+#: English regions read with British English's G2P; any other region is American English.
+_BRITISH: Final = frozenset({"gb", "uk"})
 
 
 def voice_language(voice: str) -> str:
@@ -44,6 +51,22 @@ def voice_language(voice: str) -> str:
     no language code (as `VoiceBook.language` reads a spec's first voice)."""
     letter = voice[:1].lower()
     return letter if letter in LANGUAGES else "a"
+
+
+def tag_language(tag: str, voice: str) -> str | None:
+    """The language code of an `xml:lang` tag (`en-GB` b, `en-US` a, `fr-FR` f, `pt-BR` p,
+    ...), for text read by a voice of language code `voice`: a tag of English without a
+    region (`en`) is the voice's English when it speaks one, else American English. None:
+    no Kokoro voice's language (`de`, a malformed tag). Reads at most the tag's first two
+    subtags."""
+    parts = tag.replace("_", "-").split("-", 2)
+    primary = parts[0].lower()
+    if primary == "en":
+        region = parts[1].lower() if len(parts) > 1 else ""
+        if region in _BRITISH:
+            return "b"
+        return voice if not region and voice in ("a", "b") else "a"
+    return _TAGS.get(primary)
 
 
 def _english() -> None:

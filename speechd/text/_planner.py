@@ -23,8 +23,11 @@ its text), the units of it already in chunks, and the chunker's `index` and `buf
 **SSML** (`ssml=True`, a closed text): the planner plans what `_document.Document` makes of
 the document, a bounded piece per step as the plan needs it; slices are cut at each event's
 sentinel, and an event is a slice of its own whose unit (a pause, a mark) goes to the chunker
-between the units around it. Positions count in that text, which the same document always
-makes the same. `normalize=False` reads text with `read_raw_slice` (no normalisation); a
+between the units around it. A slice is normalised and read by the G2P of its language
+(`xml:lang`, or a `<voice>` of another language: `g2ps` gives each language's; the
+planner's own `g2p` reads the rest), and its units carry the voice they are read with
+(`<voice>`, resolved by `voices`). Positions count in that text, which the same document
+always makes the same. `normalize=False` reads text with `read_raw_slice` (no normalisation); a
 `lexicon` rewrites each normalised piece before G2P. Every unit carries its `source`.
 
 **Live text.** `feed` pieces, then `close`. Slices end only where what has arrived allows (a
@@ -44,7 +47,7 @@ import enum
 import re
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final, NamedTuple
 
 import msgspec
@@ -66,7 +69,7 @@ from ._segments import (
     segments,
 )
 from ._slices import SLICE_CHARS, Cut, closing, find_cut, last_alnum
-from ._ssml import SENTINEL
+from ._ssml import SENTINEL, VoiceResolver
 
 __all__ = ["PlanStatus", "PlanStep", "Planner"]
 
@@ -97,7 +100,11 @@ class PlanStep(NamedTuple):
 
 
 class Planner:
-    """Plans one text for one G2P and policy; not thread-safe (one engine thread owns it)."""
+    """Plans one text for one G2P and policy; not thread-safe (one engine thread owns it).
+
+    For SSML: `voice` is the cast's voice spec, `voices` resolves the names `<voice>`
+    elements give (None: `<voice>` is read as its text), and `g2ps` gives the G2P of a
+    language other than `g2p`'s (None: `g2p` reads every language)."""
 
     def __init__(
         self,
@@ -112,15 +119,19 @@ class Planner:
         ssml: bool = False,
         normalize: bool = True,
         lexicon: Lexicon | None = None,
+        voice: str = "",
+        voices: VoiceResolver | None = None,
+        g2ps: Callable[[str], G2P] | None = None,
     ) -> None:
         self._g2p = g2p
+        self._g2ps = g2ps
         self._normalize = normalize
         self._lexicon = lexicon
         self._doc: Document | None = None
         if ssml:
             if not done:
                 raise ValueError("SSML is planned whole: a live text is plain")
-            self._doc = Document(text, g2p.lang)
+            self._doc = Document(text, g2p.lang, voice=voice, voices=voices)
             text, done = "", False  # the document's text comes as the plan needs it
         self._lang = g2p.lang
         self._policy = policy or ChunkPolicy()
@@ -402,8 +413,9 @@ class Planner:
             return True
         if self._normalize:
             inside = kind < Cut.BLOCK
+            lang = (doc.reading_at(cursor).lang if doc is not None else "") or self._lang
             pieces, carry = read_slice(
-                buf, lo, hi, self._carry, self._lang, inside=inside, origin=self._base
+                buf, lo, hi, self._carry, lang, inside=inside, origin=self._base
             )
         else:
             pieces = read_raw_slice(buf, lo, hi, inside=kind < Cut.BLOCK, origin=self._base)
@@ -446,7 +458,7 @@ class Planner:
         sl = segment.slice
         if segment.opens:
             sl.first_unit = self._made
-        units = segment_units(segment, text, self._g2p, self._doc)
+        units = segment_units(segment, text, self._g2p_of(sl), self._doc)
         for unit in units:
             if self._skip:
                 self._skip -= 1
@@ -458,6 +470,13 @@ class Planner:
         if segment.closes:
             sl.complete = True
         return True
+
+    def _g2p_of(self, sl: Slice) -> G2P:
+        """The G2P that reads slice `sl`: its language's."""
+        lang = self._doc.reading_at(sl.start).lang if self._doc is not None else ""
+        if not lang or lang == self._g2p.lang or self._g2ps is None:
+            return self._g2p
+        return self._g2ps(lang)
 
     def _exhausted(self) -> bool:
         return self._closed and self._cursor >= self._received and not self._segments

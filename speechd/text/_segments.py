@@ -5,8 +5,9 @@ ends); its normalised pieces are cut into *segments* (`segments`), one G2P call 
 `_g2p.segment_spans`'s size, the lexicon applied first, each knowing whether it ends its
 block and whether a closing `.` waits on the text after it. An SSML event's sentinel is a
 slice of its own with one segment that makes its unit (`event_segment`). `segment_units`
-makes a segment's units: the G2P's (each given its `source` and the slice's `rate`), or the
-event's (a pause or a mark; a change of rate makes none). The planner keeps the slices to
+makes a segment's units: the G2P's (each given its `source` and how the slice is read: its
+rate, voice and language), or the event's (a pause or a mark; a change of how the text is
+read makes none). The planner keeps the slices to
 count which of their units are in chunks, for its positions (`Position`: where a plan
 stands, which a planner of the same text continues from).
 """
@@ -128,9 +129,10 @@ def segment_units(segment: Segment, text: Mapped, g2p: G2P, doc: Document | None
         return _event_units(segment.event)
     units = g2p.units(text.text) if text.text else []
     place_units(units, text, doc)
-    rate = doc.rate_at(segment.slice.start) if doc is not None else 1.0
-    for unit in units:
-        unit.rate = rate
+    if doc is not None:
+        rate, voice, lang = doc.reading_at(segment.slice.start)
+        for unit in units:
+            unit.rate, unit.voice, unit.lang = rate, voice, lang
     if units:
         last = units[-1]
         if not last.text.endswith((" ", "\n")):
@@ -141,7 +143,8 @@ def segment_units(segment: Segment, text: Mapped, g2p: G2P, doc: Document | None
 
 
 def _event_units(event: Event) -> list[Unit]:
-    """The unit an event's slice makes: a pause or a mark (a change of rate makes none)."""
+    """The unit an event's slice makes: a pause or a mark (a change of how the text is read
+    makes none)."""
     if event.pause_ms:
         return [Unit("", "", source=event.source, pause_ms=event.pause_ms)]
     if event.mark:

@@ -2,9 +2,15 @@
 
 The subset (anything else is spoken as its text and named in `unsupported`):
 
-    speak           the root; `xml:lang` must be the voice's language
+    speak           the root
     p               a paragraph: a block, as a blank line is in plain text
     s               a sentence: closed with a full stop where it has no closing punctuation
+    voice           `name`: the text is read with that voice (a name, an alias or a blend, as
+                    a request's `voice`; an unknown one is an error naming it), in the
+                    voice's language unless an `xml:lang` says otherwise; no `name` is an
+                    error (voices are chosen by name: `gender`, `age`, `variant` are named
+                    in `unsupported`)
+    lang            `xml:lang`: the text's language
     break           `time` (`500ms`, `2s`, at most 10 s) or `strength` (none .. x-strong):
                     a pause, a planner unit of its own (real silence between two chunks)
     sub             `alias` is read in place of the element's text
@@ -19,26 +25,40 @@ The subset (anything else is spoken as its text and named in `unsupported`):
                     as written); other languages read it as plain text
     mark            `name`: a named point, reported among the timed words
 
+`xml:lang` (on `speak`, `voice`, `p`, `s`, `lang`) says which language's G2P reads the text
+(`_languages.tag_language`); the voice in force says how it sounds. Inside a `voice`, the
+text is in the voice's language unless its own or an inner `xml:lang` says otherwise; a
+language no Kokoro voice speaks is an error.
+
 The reader never expands anything: `_xml` refuses a DTD, every entity but XML's five escapes
 and character references, and processing instructions but the XML declaration, and bounds
 names and attributes. This module bounds the rest as the document is read, before anything
 is built on it: nesting depth (`MAX_DEPTH`), elements (`MAX_ELEMENTS`), the text of `say-as`
-and `phoneme` (`MAX_CONTENT`), a break's length. Reading is linear in the document: each
+and `phoneme` (`MAX_CONTENT`), a break's length, the distinct names `<voice>` gives
+(`MAX_VOICES`, counted before a new one is resolved; a name's length is the resolver's to
+bound, as a request's voice is). Reading is linear in the document: each
 token is read once and the position only moves forward.
 
 What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
 text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`
 and `emphasis` as misaki markup) mapped character by character to the SSML it came from, and
-one `SENTINEL` character per event (a pause, a mark, a change of rate) with the event beside
-it. The planner cuts its slices at sentinels, so no normaliser rule ever sees one.
+one `SENTINEL` character per event (a pause, a mark, a change of how the text is read: its
+rate, voice or language) with the event beside it. The planner cuts its slices at sentinels,
+so no normaliser rule ever sees one. A change of reading is written just before the first
+text read the new way (not where its tag is), so a sentence's closing `.` and a paragraph's
+end stay with the text before it, and changes with no text between them make one event.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
+from speechd.errors import InvalidRequest
+
 from ._chunks import MAX_SPEED, MIN_SPEED
+from ._languages import tag_language
 from ._mapped import Mapped
 from ._phonemes import ipa_to_kokoro, unsayable
 from ._sayas import INTERPRETATIONS, say_as
@@ -48,10 +68,12 @@ __all__ = [
     "MAX_BREAK_MS",
     "MAX_DEPTH",
     "MAX_ELEMENTS",
+    "MAX_VOICES",
     "SENTINEL",
     "Event",
     "SsmlError",
     "SsmlReader",
+    "VoiceResolver",
     "looks_like_ssml",
 ]
 
@@ -62,6 +84,9 @@ MAX_DEPTH: Final = 32
 #: The most elements a document holds (a 200,000-character chapter with a `<s>` per sentence
 #: and a break in each has a few thousand).
 MAX_ELEMENTS: Final = 5_000
+#: The most distinct names the `<voice>` elements of one document give (each is resolved,
+#: and may be a blend whose packs the worker averages).
+MAX_VOICES: Final = 16
 #: The most text a `say-as` or `phoneme` holds (misaki's markup takes 100 for a word).
 MAX_CONTENT: Final = 100
 MAX_BREAK_MS: Final = 10_000
@@ -72,9 +97,14 @@ _BREAKS: Final = {"none": 0, "x-weak": 100, "weak": 250, "medium": 500, "strong"
 _RATES: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25,
                  "x-fast": 1.5}  # fmt: skip
 _STRESS: Final = {"strong": "+2", "moderate": "+1", "reduced": "-1", "none": ""}
-#: BCP 47 primary language -> the voice letters that speak it.
-LANGS: Final = {"en": "ab", "es": "e", "fr": "f", "hi": "h", "it": "i", "pt": "p", "ja": "j",
-                "zh": "z", "cmn": "z"}  # fmt: skip
+#: The attributes of `voice` that choose a voice otherwise than by name (not supported).
+_VOICE_TRAITS: Final = ("gender", "age", "variant", "languages")
+#: Elements an `xml:lang` changes the language of (elsewhere it is ignored, as before).
+_LANG_ELEMENTS: Final = frozenset({"speak", "voice", "p", "s", "lang"})
+
+#: A voice name (or alias, or blend) as the document writes it -> its spec and language code;
+#: raises InvalidRequest (UnknownVoice) for a name that is no voice here.
+VoiceResolver = Callable[[str], tuple[str, str]]
 
 _SPACE = re.compile(r"\s+")
 #: Whitespace that collapsing changes (a single space stays as it is).
@@ -92,12 +122,25 @@ _TERMINAL: Final = frozenset(".!?\u2026:;\"')]\u201d\u2019\u00bb")
 
 
 class Event(NamedTuple):
-    """What a `SENTINEL` stands for: a pause, a mark, or the rate from here on."""
+    """What a `SENTINEL` stands for: a pause, a mark, or how the text is read from here on
+    (each of `rate`, `voice`, `lang` None where it does not change; `voice` "" is the
+    document's own voice, `lang` "" its own language: those the reader was opened with)."""
 
     pause_ms: int = 0
     mark: str = ""
     rate: float | None = None
     source: tuple[int, int] = (-1, -1)
+    voice: str | None = None
+    lang: str | None = None
+
+
+class Reading(NamedTuple):
+    """How a stretch of the document is read: its rate, its voice (a spec; "" the
+    document's own) and the language code of its G2P ("" the document's own)."""
+
+    rate: float = 1.0
+    voice: str = ""
+    lang: str = ""
 
 
 class _Open(NamedTuple):
@@ -107,6 +150,9 @@ class _Open(NamedTuple):
     rate: float
     stress: str
     attrs: dict[str, str]
+    voice: str  # the voice in force (a spec; the document's own voice: the reader's `voice`)
+    voice_lang: str  # that voice's language code
+    lang: str  # the text's language code
 
 
 def looks_like_ssml(text: str) -> bool:
@@ -120,7 +166,9 @@ class SsmlReader(XmlReader):
     """One SSML document, read a bounded piece at a time (`read`) into the planner's text.
 
     `lang`: the voice's language letter; `speed`: the request's, which `prosody rate` scales
-    (the product must stay within `speed_bounds`). Raises `SsmlError` where the document
+    (the product must stay within `speed_bounds`); `voice`: the request's voice spec, and
+    `voices` what resolves the names `<voice>` gives (None: `<voice>` is not read, but
+    spoken as its text and named in `unsupported`). Raises `SsmlError` where the document
     breaks a rule, at the point it is read."""
 
     def __init__(
@@ -131,14 +179,25 @@ class SsmlReader(XmlReader):
         speed: float = 1.0,
         speed_bounds: tuple[float, float] = (MIN_SPEED, MAX_SPEED),
         keep: bool = True,
+        voice: str = "",
+        voices: VoiceResolver | None = None,
     ) -> None:
         super().__init__(text)
-        # False: check only (the api): the text made is not kept, but its first
-        # `SAMPLE_CHARS` (`sample`), and whether any of it is speakable.
+        # False: check only (the api): the text made is not kept, but the first
+        # `SAMPLE_CHARS` of each language's (`samples`), and whether any of it is speakable.
         self._keep = keep
-        self.sample = ""
+        self.samples: dict[str, str] = {}
         self.speakable = False
         self._lang = lang
+        self._voice = voice
+        self._voices = voices
+        self._resolved: dict[str, tuple[str, str]] = {}  # name -> (spec, language code)
+        #: What text was read with, in order of first use: the voices (specs; the
+        #: request's own included when some text is read with it) and the language codes
+        #: of their G2Ps.
+        self.voices_used: dict[str, None] = {}
+        self.languages: dict[str, None] = {}
+        self._reading = Reading()  # how the planner text made so far ends being read
         self._speed = speed
         self._bounds = speed_bounds
         self._stack: list[_Open] = []
@@ -202,12 +261,20 @@ class SsmlReader(XmlReader):
         if self._elements > MAX_ELEMENTS:
             raise self._fail(f"The document has more than {MAX_ELEMENTS} elements", start)
         self._state = 1
-        lang = attrs.get("xml:lang")
-        if lang is not None:
-            self._check_lang(lang, start)
         top = self._stack[-1] if self._stack else None
         rate = top.rate if top else 1.0
         stress = top.stress if top else ""
+        voice = top.voice if top else self._voice
+        voice_lang = top.voice_lang if top else self._lang
+        lang = top.lang if top else self._lang
+        if name == "voice" and self._voices is not None:
+            voice, voice_lang = self._voice_named(attrs, start)
+            lang = voice_lang
+        tag = attrs.get("xml:lang")
+        if tag is not None and name in _LANG_ELEMENTS:
+            lang = self._tag_lang(tag, voice_lang, start)
+        if lang not in ("a", "b"):
+            stress = ""  # misaki's stress markup is English's
         span = (start, self._pos)
         if name in ("speak", "p"):
             self._block(start)
@@ -228,12 +295,16 @@ class SsmlReader(XmlReader):
             level = attrs.get("level", "moderate")
             if level not in _STRESS:
                 raise self._fail(f"<emphasis level=\"{level}\"> is not a level", start)
-            stress = _STRESS[level] if self._lang in ("a", "b") else ""
+            stress = _STRESS[level] if lang in ("a", "b") else ""
         elif name in _TEXT_ONLY:
             self._check_text_only(name, attrs, start)
-        elif name not in ("lang",) or lang is None:
+        elif name == "voice" and self._voices is not None:
+            for trait in _VOICE_TRAITS:
+                if trait in attrs:
+                    self._unsupported(f"voice {trait}")
+        elif name != "lang" or tag is None:
             self._unsupported(name)
-        opened = _Open(name, start, self._pos, rate, stress, attrs)
+        opened = _Open(name, start, self._pos, rate, stress, attrs, voice, voice_lang, lang)
         if empty:
             self._end(opened, self._pos, self._pos)
             return
@@ -263,10 +334,6 @@ class SsmlReader(XmlReader):
             self._block(lt)
         elif name == "s":
             self._sentence(lt, closing=True)
-        if name == "prosody":
-            outer = self._stack[-1].rate if self._stack else 1.0
-            if outer != opened.rate:
-                self._event(Event(rate=outer, source=(lt, gt)))
         if name == "speak" and not self._stack:
             self._state = 2
 
@@ -278,14 +345,14 @@ class SsmlReader(XmlReader):
             self._emit(where.at(attrs["alias"], 0, len(where)))
         elif name == "say-as":
             kind = attrs["interpret-as"]
-            spoken = say_as(kind, attrs.get("format", ""), content, self._lang)
+            spoken = say_as(kind, attrs.get("format", ""), content, opened.lang)
             if spoken is None:
                 self._unsupported(f"say-as {kind}")
                 spoken = content
             self._emit(spoken)
         else:  # phoneme
             word = re.sub(r"[\[\]()/\s]+", " ", content.text).strip() or "_"
-            phonemes = ipa_to_kokoro(attrs["ph"], self._lang)
+            phonemes = ipa_to_kokoro(attrs["ph"], opened.lang)
             bad = unsayable(phonemes.replace(" ", ""))
             if bad is not None or not phonemes.strip() or len(phonemes) > 200 or "/" in phonemes:
                 what = f"'{bad}' (U+{ord(bad):04X})" if bad else "these phonemes"
@@ -304,20 +371,33 @@ class SsmlReader(XmlReader):
         if name == "say-as" and attrs["interpret-as"] not in INTERPRETATIONS:
             self._unsupported(f"say-as {attrs['interpret-as']}")
 
-    def _check_lang(self, tag: str, at: int) -> None:
-        primary = tag.split("-")[0].split("_")[0].lower()
-        letters = LANGS.get(primary)
-        if letters is None:
-            raise self._fail(f"xml:lang=\"{tag}\": no Kokoro voice speaks that language", at)
-        if self._lang not in letters:
-            from ._languages import LANGUAGES
+    def _tag_lang(self, tag: str, voice_lang: str, at: int) -> str:
+        """The language code an `xml:lang` asks for, read by a voice of `voice_lang`."""
+        lang = tag_language(tag, voice_lang)
+        if lang is None:
+            raise self._fail(f'xml:lang="{tag[:40]}": no Kokoro voice speaks that language', at)
+        return lang
 
+    def _voice_named(self, attrs: dict[str, str], at: int) -> tuple[str, str]:
+        """The voice spec and language code a `<voice>` names (resolved once per name)."""
+        name = attrs.get("name", "").strip()
+        if not name:
             raise self._fail(
-                f"xml:lang=\"{tag}\" asks for {LANGUAGES[letters[0]]}, but the voice speaks "
-                f"{LANGUAGES.get(self._lang, self._lang)}: choose a voice whose name starts "
-                f"with '{letters[0]}'",
+                "<voice> needs a name (voices are chosen by name; gender, age and variant "
+                "are not supported)",
                 at,
             )
+        found = self._resolved.get(name)
+        if found is None:
+            if len(self._resolved) >= MAX_VOICES:
+                raise self._fail(f"The document names more than {MAX_VOICES} voices", at)
+            assert self._voices is not None
+            try:
+                found = self._voices(name)
+            except InvalidRequest as exc:
+                raise self._fail(f'<voice name="{name[:80]}">: {exc.message}', at) from exc
+            self._resolved[name] = found
+        return found
 
     def _pause(self, attrs: dict[str, str], span: tuple[int, int]) -> None:
         if "time" in attrs:
@@ -355,8 +435,6 @@ class SsmlReader(XmlReader):
                 f"<prosody rate=\"{value}\"> makes the speed {speed:.2f}, outside {low} to {high}",
                 at,
             )
-        if new != rate:
-            self._event(Event(rate=new, source=(at, self._pos)))
         return new
 
     def _unsupported(self, name: str) -> None:
@@ -397,14 +475,53 @@ class SsmlReader(XmlReader):
             text = text.lstrip()
         if not text.text:
             return
+        top = self._stack[-1] if self._stack else None
+        if top is not None and not text.text.isspace():  # a space goes with what it follows
+            text = self._read_as(top, text)
         self._tail = text.text[-1]
         if self._keep:
             self._out.append(text)
             return
-        if len(self.sample) < SAMPLE_CHARS:
-            self.sample += text.text[: SAMPLE_CHARS - len(self.sample)]
+        lang = top.lang if top is not None else self._lang
+        sample = self.samples.get(lang, "")
+        if len(sample) < SAMPLE_CHARS:
+            self.samples[lang] = sample + text.text[: SAMPLE_CHARS - len(sample)]
         if not self.speakable:
             self.speakable = any(c.isalnum() for c in text.text)
+
+    def _read_as(self, top: _Open, text: Mapped) -> Mapped:
+        """Before `text` (read as `top` says): an event where that is not how the text
+        before it is read (after the space it starts with, which goes with what it
+        follows), and the voice and language it is read with counted as used. The text
+        left to emit."""
+        reading = Reading(
+            top.rate,
+            "" if top.voice == self._voice else top.voice,
+            "" if top.lang == self._lang else top.lang,
+        )
+        was = self._reading
+        if reading != was:
+            self._reading = reading
+            lead = len(text.text) - len(text.text.lstrip())
+            if lead:
+                if self._keep:
+                    self._out.append(text[:lead])
+                text = text[lead:]
+            at = text.point(0)
+            self._event(
+                Event(
+                    rate=reading.rate if reading.rate != was.rate else None,
+                    voice=reading.voice if reading.voice != was.voice else None,
+                    lang=reading.lang if reading.lang != was.lang else None,
+                    source=(at, at),
+                )
+            )
+        if (top.voice not in self.voices_used or top.lang not in self.languages) and any(
+            c.isalnum() for c in text.text
+        ):
+            self.voices_used.setdefault(top.voice)
+            self.languages.setdefault(top.lang)
+        return text
 
     def _sentence(self, at: int, *, closing: bool) -> None:
         """A sentence's edge (`s`): its text apart from the text around it, and, at its end,

@@ -119,7 +119,8 @@ class Plans:
         if (latest.model, latest.encoder) != (model_fingerprint(self._engine), fresh.fingerprint):
             return None
         timing = PlanTiming(latest.rtf, latest.overhead_s, latest.max_chunk_s)
-        if plan_fingerprint(self._engine, self.policy(recipe, timing)) != latest.plan:
+        ssml = recipe.input_format == "ssml"
+        if plan_fingerprint(self._engine, self.policy(recipe, timing), ssml=ssml) != latest.plan:
             return None
         final = head.final
         point = await resume_point(self._store, cast_id, head)

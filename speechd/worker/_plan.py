@@ -44,6 +44,9 @@ __all__ = ["PLANNER", "CastPlan", "Planned", "model_fingerprint", "open_plan", "
 
 PLANNER = "incremental/1"
 """How the worker plans and what its positions mean: bump it when either changes."""
+SSML_PLANNER = "ssml/2"
+"""How an SSML document is planned beyond that (2: `<voice>` and `xml:lang` choose each
+chunk's voice and each slice's G2P): bump it when that changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +170,16 @@ class CastPlan:
             self.done = True
 
 
-def plan_fingerprint(engine: EngineLike, policy: ChunkPolicyLike) -> str:
+def plan_fingerprint(engine: EngineLike, policy: ChunkPolicyLike, *, ssml: bool = False) -> str:
     """What decides a cast's chunks: the planner's version and the exact chunk policy it is
-    planned with (timed for the cast and at its speed)."""
+    planned with (timed for the cast and at its speed); for an SSML document, also how it
+    is planned (`SSML_PLANNER`) and how the voices its `<voice>` elements name resolve
+    (`Engine.voice_version`: a voice map changed between two attempts would read the rest
+    with other voices, so the new attempt starts over)."""
     planner = getattr(engine, "plan_version", "")
     text = f"{PLANNER}|{planner}|{policy!r}"
+    if ssml:
+        text += f"|{SSML_PLANNER}|{getattr(engine, 'voice_version', '')}"
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -203,4 +211,4 @@ def open_plan(
     planner = engine.planner(
         voice, policy, text=text, done=not live, position=position, **reading
     )
-    return CastPlan(planner, plan_fingerprint(engine, policy), live=live)
+    return CastPlan(planner, plan_fingerprint(engine, policy, ssml=ssml), live=live)

@@ -133,3 +133,14 @@ def test_settings_take_the_idle_unload_and_the_memory_budget_from_flags_and_env(
         load_settings({}, {"SPEECHD_MAX_DEVICE_MEMORY": "plenty"})
     with pytest.raises(SettingsError, match="is not a duration"):
         load_settings({"idle_unload": "soon"}, {})
+
+
+def test_auto_on_a_cuda_build_without_a_gpu_says_why_it_speaks_on_the_cpu(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cuda image on a machine without a GPU: `auto` falls back, and the log says so."""
+    with caplog.at_level("INFO", logger="speechd.engine"):
+        assert resolve_device("auto", _torch(devices=0)) == "cpu"
+        assert resolve_device("auto", _torch(devices=0, built=None)) == "cpu"  # a CPU build
+    (said,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("device auto")]
+    assert "sees no CUDA device" in said and said.endswith("speaking on the CPU")

@@ -364,6 +364,35 @@ def test_auto_device_stays_on_the_cpu_when_the_cuda_provider_does_not_start(
         _onnx.load_onnx_runtime(export, "cuda", None, trt_cache=tmp_path)
 
 
+def test_auto_device_on_the_cpu_says_the_cuda_provider_did_not_start(
+    tiny_model_dir: Path,
+    tiny_onnx_engine: object,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """onnxruntime-gpu (the cuda image) on a machine without a GPU: the log says why the
+    worker speaks on the CPU, in its own words beside ONNX Runtime's."""
+    import onnxruntime
+
+    class CpuOnly(_Session):
+        def get_providers(self) -> list[str]:
+            return ["CPUExecutionProvider"]
+
+    monkeypatch.setattr(
+        onnxruntime,
+        "get_available_providers",
+        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"],
+    )
+    monkeypatch.setattr(onnxruntime, "InferenceSession", CpuOnly)
+    export = export_tiny(tiny_model_dir)
+    with caplog.at_level("INFO", logger="speechd.engine"):
+        assert _onnx.load_onnx_runtime(export, "auto", None, trt_cache=tmp_path).device == "cpu"
+        assert _onnx.load_onnx_runtime(export, "cpu", None, trt_cache=tmp_path).device == "cpu"
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("device auto")]
+    assert len(said) == 1 and "did not start" in said[0] and "speaking on the CPU" in said[0]
+
+
 # ------------------------------------------------------------------ the real export step
 
 

@@ -117,7 +117,6 @@ def test_elements_outside_the_subset_are_spoken_and_named_once() -> None:
         ('<speak><phoneme ph="ǂ">x</phoneme></speak>', r"U\+01C2"),
         ('<speak><prosody rate="500%">x</prosody></speak>', "outside"),
         ('<speak><prosody rate="quick">x</prosody></speak>', "not a rate"),
-        ('<speak xml:lang="fr-FR">Bonjour</speak>', "French"),
         ('<speak><s xml:lang="de">Hallo</s></speak>', "no Kokoro voice"),
         ('<speak><say-as interpret-as="digits">' + "1" * 101 + "</say-as></speak>", "100"),
     ],

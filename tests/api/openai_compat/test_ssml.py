@@ -24,11 +24,11 @@ SSML = '<speak>Hello <break time="1s"/> there, <audio src="x">friend</audio>.</s
 async def test_ssml_is_read_and_unsupported_elements_are_named_once(
     client: AsyncTestClient, store: Store
 ) -> None:
-    more = '<audio src="y"/><voice name="v">x</voice></speak>'
+    more = '<audio src="y"/><voice name="am_adam" gender="male">x</voice></speak>'
     body = {"input": SSML.replace("</speak>", more)}
     made = await client.post("/v1/casts", json=body)
     assert made.status_code == 201, made.text
-    assert made.headers["x-ssml-unsupported"] == "audio, voice"
+    assert made.headers["x-ssml-unsupported"] == "audio, voice gender"
     recipe = await read_recipe(store, made.json()["id"])
     assert (recipe.input_format, recipe.normalize) == ("ssml", True)
     plain = await client.post("/v1/casts", json={"input": "Hello there."})
@@ -64,7 +64,7 @@ async def test_how_a_text_is_read_is_part_of_the_cast(client: AsyncTestClient) -
         ('<speak><break time="1h"/></speak>', "500ms or 2s"),
         ('<speak><phoneme alphabet="ipa" ph="\u01c2">x</phoneme></speak>', "U+01C2"),
         ('<speak><prosody rate="2000%">Hi</prosody></speak>', "outside 0.25 to 4.0"),
-        ('<speak xml:lang="ja-JP">Hi</speak>', "Japanese"),
+        ('<speak xml:lang="ja-JP">Hello there, how are you today?</speak>', "Japanese"),
         ("<speak><break/></speak>", "no text"),
     ],
 )

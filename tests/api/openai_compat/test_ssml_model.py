@@ -1,7 +1,8 @@
 """The text front end on the real model, through HTTP (`speechd serve`): a break is silence
 of its length in the audio, tags are never read aloud (an offline recogniser says so), `sub`
 and `say-as` change what is heard, `prosody` changes how long it takes, a lexicon entry
-changes what is heard, and every word points back at the text as sent."""
+changes what is heard, a `<voice>` is read with its voice, and every word points back at
+the text as sent."""
 
 from __future__ import annotations
 
@@ -134,3 +135,54 @@ def test_words_point_back_at_the_text_as_sent(served: LiveServer, tmp_path: Path
     assert found["World"] == found["Wide"] == found["Web"] == ["WWW"]
     assert found["<here>"] == ['<mark name="here"/>'] and found["since"] == ["since"]
     assert found["January"] == ["01/02/2024"]
+
+
+def median_pitch_hz(pcm: npt.NDArray[np.float32]) -> float:
+    """The median fundamental frequency of `pcm`'s voiced 40 ms frames (autocorrelation,
+    60-400 Hz)."""
+    size, low, high = 960, RATE // 400, RATE // 60
+    found = []
+    for start in range(0, len(pcm) - size, size // 2):
+        frame = pcm[start : start + size] - pcm[start : start + size].mean()
+        if np.sqrt(np.mean(frame**2)) < 0.02:
+            continue  # silence or a quiet consonant
+        corr = np.correlate(frame, frame, "full")[size - 1 :]
+        lag = low + int(np.argmax(corr[low:high]))
+        if corr[lag] > 0.5 * corr[0]:
+            found.append(RATE / lag)
+    assert len(found) > 10, len(found)
+    return float(np.median(found))
+
+
+def halves(pcm: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], ...]:
+    """The audio before and after its longest silence (the break between the two)."""
+    frames = pcm[: len(pcm) // 240 * 240].reshape(-1, 240)
+    quiet = np.sqrt(np.mean(frames**2, axis=1)) < np.abs(pcm).max() * 0.01
+    runs, at = [], 0  # (length, first frame) of each quiet run
+    for q, group in itertools.groupby(quiet):
+        length = len(list(group))
+        if q:
+            runs.append((length, at))
+        at += length
+    length, first = max(runs)
+    return pcm[: first * 240], pcm[(first + length) * 240 :]
+
+
+def test_a_voice_element_is_read_with_its_voice(served: LiveServer) -> None:
+    line = "Hello there, my friend, how are you today?"
+    one = speech(served, f'<speak>{line} <break time="1s"/> {line}</speak>', voice="af_heart")
+    two = speech(
+        served,
+        f'<speak>{line} <break time="1s"/> <voice name="am_adam">{line}</voice></speak>',
+        voice="af_heart",
+    )
+    same = [median_pitch_hz(half) for half in halves(one)]
+    heart, adam = (median_pitch_hz(half) for half in halves(two))
+    assert same[0] == pytest.approx(same[1], rel=0.1), same  # one voice: one pitch
+    assert heart == pytest.approx(same[0], rel=0.1), (heart, same)
+    assert adam < 0.8 * heart, (heart, adam)  # a man's voice, lower
+    heard = heard_words(two, RATE)
+    assert heard.count("friend") + heard.count("today") >= 2, heard
+    ssml = f'<speak>{line} <voice name="am_adam">{line}</voice></speak>'
+    found = check_sources(ssml, made_words(served, ssml))
+    assert found["friend"] == ["friend", "friend"] and found["today?"] == ["today", "today"]
