@@ -187,6 +187,12 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--cache-dir", help="for ONNX exports of a read-only model folder (~/.cache/speechd)"
     )
     group.add_argument(
+        "--graph",
+        choices=["auto", "float", "fused", "int8"],
+        help="ONNX Runtime's decoder graph on a CPU: float, fused (float, rewritten), int8, or "
+        "auto: the fastest within its quality bound, measured once per machine (auto)",
+    )
+    group.add_argument(
         "--lexicon",
         help="pronunciation lexicon file (word = /phonemes/ or respelling), reloaded on change",
     )

@@ -115,6 +115,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
+    graph: Literal["auto", "float", "fused", "int8"] = "auto"
+    """ONNX Runtime's decoder graph on a CPU (`speechd.engine.EngineConfig.graph`): float,
+    fused, int8, or auto (the fastest within its quality bound, measured once per machine)."""
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
@@ -167,6 +170,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         engine=settings.engine,
         onnx_model=settings.onnx_model,
         cache_dir=settings.cache_dir,
+        graph=settings.graph,
         lexicon=settings.lexicon,
         max_device_memory=settings.max_device_memory,
     )

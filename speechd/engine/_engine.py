@@ -142,6 +142,12 @@ class Engine:
         return self._runtime.device
 
     @property
+    def graph(self) -> str:
+        """The decoder graph ONNX Runtime speaks with ("float", "fused", "int8": see
+        `EngineConfig.graph`); "" on torch."""
+        return str(getattr(self._runtime, "graph", ""))
+
+    @property
     def detail(self) -> str:
         """The runtime's own description (version, providers, threads)."""
         return self._runtime.detail

@@ -71,6 +71,9 @@ class ResidentRuntime:
         self._trimmer = HeapTrimmer()
         self.name = runtime.name
         self.fingerprint = runtime.fingerprint
+        self.graph: str = getattr(runtime, "graph", "")
+        """The decoder graph the runtime speaks with (ONNX Runtime's `graph`; "" for
+        torch)."""
         self.device = runtime.device
         self.detail = runtime.detail
         self.fallback = ""
