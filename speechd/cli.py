@@ -189,8 +189,9 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--graph",
         choices=["auto", "float", "fused", "int8"],
-        help="ONNX Runtime's decoder graph on a CPU: float, fused (float, rewritten), int8, or "
-        "auto: the fastest within its quality bound, measured once per machine (auto)",
+        help="the decoder: float, fused (float, rewritten), int8 (ONNX Runtime on a CPU), or "
+        "auto: ONNX Runtime's fastest within its quality bound, measured once per machine; "
+        "torch's fused (auto)",
     )
     group.add_argument(
         "--lexicon",

@@ -116,8 +116,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
     graph: Literal["auto", "float", "fused", "int8"] = "auto"
-    """ONNX Runtime's decoder graph on a CPU (`speechd.engine.EngineConfig.graph`): float,
-    fused, int8, or auto (the fastest within its quality bound, measured once per machine)."""
+    """The decoder (`speechd.engine.EngineConfig.graph`): float, fused, int8 (ONNX Runtime on a
+    CPU), or auto (ONNX Runtime's fastest within its quality bound, measured once per
+    machine; torch's fused)."""
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""

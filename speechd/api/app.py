@@ -88,8 +88,8 @@ async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
 def _device(worker: schema.WorkerNotice) -> dict[str, str | int]:
     """A ready worker's device as /readyz shows it: where its model is, why it speaks on the
     CPU when it left the device it was asked for, the most chunks it renders in one pass
-    (`--max-batch`, or what auto measured there) and the decoder graph ONNX Runtime speaks
-    with (`--graph`, or what auto measured there)."""
+    (`--max-batch`, or what auto measured there) and the decoder it speaks with (`--graph`,
+    or what auto chose there)."""
     shown: dict[str, str | int] = {"device": worker.device, "name": worker.device_name}
     shown["state"] = worker.state or "resident"
     if worker.fallback:

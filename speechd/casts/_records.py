@@ -354,8 +354,8 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     name its first item and `batch` the others (`[cast, chunk]` each): a death in flight is
     counted against every one of them. `max_batch` is the most items a batch holds there
     (`--max-batch`, or what `auto` measured; 1: no batches; 0: not said). `graph` is the
-    decoder graph ONNX Runtime speaks with on a CPU (`--graph`, or what `auto` measured:
-    "float", "fused", "int8"; "": torch, or not said).
+    decoder it speaks with (`--graph`, or what `auto` chose: "float", "fused", or "int8"
+    on ONNX Runtime on a CPU; "": not said).
     """
 
     kind: str

@@ -85,8 +85,10 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     export's, the default here), "fused" (float, rewritten), "int8" (its Snake convolutions
     in 8 bits), or "auto": the fastest of those on this machine within their quality bounds,
     measured once (`speechd.engine._graph_choice`; the variants are built first, once, a few
-    minutes). The server's default is "auto" (`--graph`). The torch engine, and ONNX Runtime
-    on a GPU, have the float graph only.
+    minutes). The server's default is "auto" (`--graph`). ONNX Runtime on a GPU speaks with
+    the float graph; torch with kokoro's modules as they are ("float") or with the same float
+    rewrites written as modules ("fused", which "auto" takes; `speechd.engine._torch_fused`),
+    and has no int8.
 
     `max_device_memory` caps the bytes the worker holds on its device (None: no cap): chunks
     are planned to fit (`MemoryBudget`), and torch's allocator (or ONNX Runtime's CUDA

@@ -143,8 +143,8 @@ class Engine:
 
     @property
     def graph(self) -> str:
-        """The decoder graph ONNX Runtime speaks with ("float", "fused", "int8": see
-        `EngineConfig.graph`); "" on torch."""
+        """The decoder the runtime speaks with ("float", "fused", or "int8" on ONNX Runtime on
+        a CPU: see `EngineConfig.graph`); "" for a runtime that does not say."""
         return str(getattr(self._runtime, "graph", ""))
 
     @property

@@ -198,7 +198,7 @@ def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
     from ._torch import load_torch_runtime
 
     if config.engine == "torch":
-        return load_torch_runtime(folder, config.device, config.threads)
+        return load_torch_runtime(folder, config.device, config.threads, config.graph)
     if config.engine == "onnx":
         return _load_onnx(config, folder)
     reason = _onnx_unsuitable(config)
@@ -211,7 +211,7 @@ def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
     else:
         log.info("engine auto: %s; using torch", reason)
     try:
-        return load_torch_runtime(folder, config.device, config.threads)
+        return load_torch_runtime(folder, config.device, config.threads, config.graph)
     except ModelUnavailable as exc:
         raise ModelUnavailable(f"{exc.message} (ONNX Runtime: {reason})") from exc
 

@@ -72,8 +72,7 @@ class ResidentRuntime:
         self.name = runtime.name
         self.fingerprint = runtime.fingerprint
         self.graph: str = getattr(runtime, "graph", "")
-        """The decoder graph the runtime speaks with (ONNX Runtime's `graph`; "" for
-        torch)."""
+        """The decoder the runtime speaks with (its `graph`; "" for one that does not say)."""
         self.device = runtime.device
         self.detail = runtime.detail
         self.fallback = ""

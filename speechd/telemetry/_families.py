@@ -60,7 +60,7 @@ class WorkerReadings:
     max_batch: int = 0
     """The most chunks it renders in one pass (`--max-batch`, or auto's choice; 0: unknown)."""
     graph: str = ""
-    """The decoder graph ONNX Runtime speaks with ("float", "fused", "int8"; "": torch)."""
+    """The decoder it speaks with ("float", "fused", "int8"; "": not said)."""
 
 
 _Value = Callable[[Readings], float | int | None]
@@ -138,13 +138,13 @@ def telemetry_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
 
 
 def _graph_family(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
-    """The decoder graph each ONNX Runtime worker speaks with (none for torch)."""
+    """The decoder each worker speaks with (none where it does not say)."""
     from prometheus_client.core import GaugeMetricFamily
 
     graph = GaugeMetricFamily(
         "speechd_worker_graph_info",
-        "The decoder graph the worker's ONNX Runtime speaks with on a CPU (--graph, or what "
-        "auto measured at load): float, fused (float, rewritten) or int8.",
+        "The decoder the worker speaks with (--graph, or what auto chose at load): float, "
+        "fused (float, rewritten) or int8 (ONNX Runtime on a CPU).",
         labels=["worker", "graph"],
     )
     for w in workers:
