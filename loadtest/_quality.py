@@ -68,18 +68,19 @@ class Quality:
     """Chunks whose durations are the reference's, of `chunks`."""
     chunks: int
     distance_db: tuple[float, ...]
-    """Each chunk's log-spectral distance from the reference's (inf: other durations)."""
+    """The log-spectral distance from the reference's of each chunk timed as the reference
+    timed it (the others' audio is not the same length: they count in `same_durations`)."""
     recall: float
     """Words the recogniser read back, over every chunk."""
     reference_recall: float
 
     @property
     def mean_db(self) -> float:
-        return float(np.mean(self.distance_db))
+        return float(np.mean(self.distance_db)) if self.distance_db else float("nan")
 
     @property
     def max_db(self) -> float:
-        return float(np.max(self.distance_db))
+        return float(np.max(self.distance_db)) if self.distance_db else float("nan")
 
 
 def compare(got: Sequence[Rendering], reference: Sequence[Rendering]) -> Quality:
@@ -95,8 +96,6 @@ def compare(got: Sequence[Rendering], reference: Sequence[Rendering]) -> Quality
         if mine.durations == theirs.durations and len(mine.pcm) == len(theirs.pcm):
             same += 1
             distances.append(log_spectral_distance(mine.pcm, theirs.pcm))
-        else:
-            distances.append(float("inf"))
         for rendering, into in ((mine, heard), (theirs, expected)):
             pcm16 = (np.clip(rendering.pcm, -1, 1) * 32767).astype("<i2").tobytes()
             into.append(recall(rendering.text, transcribe_pcm16(pcm16, 24_000)))

@@ -176,7 +176,7 @@ def build(export: Path, model_root: Path, out: Path) -> dict[str, Any]:
     from ._quantise import quantised_variant, session_runner
 
     began = time.perf_counter()
-    calibrate, check = _feeds(export, model_root)
+    calibrate, check = decoder_feeds(export, model_root)
     float_graph = session_runner(str(export / BACK))
     reference = [float_graph(feed) for feed in check]
     del float_graph
@@ -219,7 +219,9 @@ def _save(data: bytes, out: Path, name: str, distance: float) -> dict[str, Any]:
     return {"file": FILES[name], "id": digest, "distance_db": round(distance, 3)}
 
 
-def _feeds(export: Path, model_root: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def decoder_feeds(
+    export: Path, model_root: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The decoder's inputs for the calibration and the check lines: each line's phonemes
     through the export's front, with its voice's style, its frames and its seeded noise."""
     import numpy as np

@@ -1,10 +1,17 @@
-"""Every decoder graph a worker on this CPU can speak with (`--graph`: float, fused, int8), on
-the real weights (tier `model`), against torch's float32: the same durations on every chunk
-(word timings are read off them), each chunk's log-spectral distance within its bound (1.0 dB
-for float graphs, 2.5 dB for int8) and the recogniser's recall within 0.02 of torch's, on the
-fixed texts and voices `loadtest.bench_engine` prints the same figures for
-(`loadtest._quality`). The variants are built once into the model folder's export (a few
-minutes on 2 cores); `auto`'s choice is one of them."""
+"""Every decoder a worker on this CPU can speak with (`--graph`: float, fused, int8 on ONNX
+Runtime; fused on torch), on the real weights (tier `model`), on the fixed texts and voices
+`loadtest.bench_engine` prints the same figures for (`loadtest._quality`):
+
+- every ONNX Runtime graph times speech exactly as the float graph does, chunk for chunk
+  (word timings are read off the durations; only the decoder differs between graphs);
+- against torch's float32: each chunk's log-spectral distance within its bound (1.0 dB for a
+  float graph, 2.5 dB for int8) and the recogniser's recall within 0.02 of torch's.
+
+Torch and ONNX Runtime themselves do not always round a duration alike: a token whose
+predicted length sits at half a frame may get one frame more on one of them (1 of these 12
+chunks on ONNX Runtime 1.32, measured); that is the float graph's, before any variant, and
+those chunks are left out of the distance (their audio is not the same length). The variants
+are built once into the model folder's export (a few minutes on 2 cores)."""
 
 from __future__ import annotations
 
@@ -22,30 +29,47 @@ pytestmark = pytest.mark.model
 BOUND_DB = {"float": 1.0, "fused": 1.0, "int8": 2.5}
 
 
-@pytest.fixture(scope="module")
-def reference(model_dir: Path) -> list[Rendering]:
-    engine = load_engine(EngineConfig(model_dir=str(model_dir), device="cpu", engine="torch"))
-    rendered = render(engine)
-    del engine
+def _render(model_dir: Path, engine: str, graph: str) -> list[Rendering]:
+    config = EngineConfig(model_dir=str(model_dir), device="cpu", engine=engine, graph=graph)  # type: ignore[arg-type]
+    loaded = load_engine(config)
+    assert loaded.graph == graph
+    rendered = render(loaded)
+    del loaded
     gc.collect()
     return rendered
 
 
-@pytest.mark.parametrize("graph", ["float", "fused", "int8"])
-def test_every_graph_that_can_be_chosen_times_speech_as_torch_and_keeps_its_bound(
-    graph: str, model_dir: Path, reference: list[Rendering]
+@pytest.fixture(scope="module")
+def torch_float(model_dir: Path) -> list[Rendering]:
+    return _render(model_dir, "torch", "float")
+
+
+@pytest.fixture(scope="module")
+def onnx_float(model_dir: Path) -> list[Rendering]:
+    return _render(model_dir, "onnx", "float")
+
+
+@pytest.mark.parametrize(
+    ("engine", "graph"),
+    [("onnx", "float"), ("onnx", "fused"), ("onnx", "int8"), ("torch", "fused")],
+)
+def test_every_decoder_that_can_be_chosen_keeps_the_timings_and_its_bound(
+    engine: str,
+    graph: str,
+    model_dir: Path,
+    torch_float: list[Rendering],
+    onnx_float: list[Rendering],
 ) -> None:
-    config = EngineConfig(model_dir=str(model_dir), device="cpu", engine="onnx", graph=graph)
     try:
-        engine = load_engine(config)
+        got = _render(model_dir, engine, graph)
     except ModelUnavailable as exc:
         if graph == "int8" and "no int8 graph" in exc.message:
             pytest.skip(f"no int8 graph was made on this machine: {exc.message}")
         raise
-    assert engine.graph == graph
-    assert engine.fingerprint.endswith("onnx") == (graph == "float")
-    quality = compare(render(engine), reference)
-    assert quality.same_durations == quality.chunks
+    same_runtime = onnx_float if engine == "onnx" else torch_float
+    assert [r.durations for r in got] == [r.durations for r in same_runtime]
+    quality = compare(got, torch_float)
+    assert quality.same_durations >= quality.chunks - 1, quality  # see the module's docstring
     assert quality.max_db <= BOUND_DB[graph], quality.distance_db
     assert quality.recall >= quality.reference_recall - 0.02, quality
 
