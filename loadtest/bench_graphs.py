@@ -3,7 +3,12 @@ int8) under speechd's settings and under each alternative, on the same real chun
 CPU time side by side (printed figures, not a test).
 
     python -m loadtest.bench_graphs --model-dir ~/.cache/speechd/kokoro-82m [--rounds 3]
-        [--threads N]
+        [--threads N] [--steps]
+
+--steps prints instead each float rewrite's own figure (`speechd.engine._graph_rewrites`):
+the float graph, then the steps applied one after another, each graph's wall and CPU time
+under speechd's settings against the float graph's in the same run, its distance from the
+float graph's audio (dB), and the sites each step rewrote.
 
 speechd opens its sessions with ONNX Runtime's own graph optimisation (all levels), its
 memory arena, memory patterns off (every chunk has a new shape), one inter-op thread and
@@ -13,7 +18,8 @@ the intra-op threads pinned to cores, the extended and basic optimisation levels
 denormals flushed to zero. Each setting's decoder runs the check lines of the int8
 calibration set (`speechd.engine._calibration.CHECK`, through the export's front), in
 rounds interleaved across settings (the fastest round counts, so a neighbour's burst
-costs every setting alike); each line is the decoder's whole chunk, as the worker runs it.
+costs every setting alike), one session open at a time (each is opened, run once untimed,
+timed, and let go); each line is the decoder's whole chunk, as the worker runs it.
 Printed: per graph and setting, wall seconds, CPU seconds (spinning burns CPU a loaded
 machine's other processes could have had), the ratio to speechd's settings in the same
 run, and the load average before and after. The graphs are those the worker built
@@ -49,11 +55,11 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def session(path: Path, threads: int | None, **setting: Any) -> Any:
+def session(path: Path, default_threads: int | None, **setting: Any) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    count = setting.get("threads", threads) or 0
+    count = setting.get("threads", default_threads) or 0
     options.intra_op_num_threads = count
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -89,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--threads", type=int, help="speechd's --threads (default: ORT's)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", action="store_true", help="each float rewrite's figure")
     args = parser.parse_args(argv)
     folder = open_model_folder(args.model_dir)
     export = find_export(folder, args.cache_dir)
@@ -107,20 +114,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(feeds)} chunks per run, load average {before:.1f}",
         flush=True,
     )
+    if args.steps:
+        steps(export / "back.onnx", feeds, args)
+        print(f"\nload average before {before:.1f}, at the end {os.getloadavg()[0]:.1f}")
+        return 0
     for name, graph in graphs.items():
-        sessions = {label: session(graph.path, args.threads, **s) for label, s in SETTINGS.items()}
-        for s in sessions.values():
-            s.run(None, feeds[0])  # untimed: the first run's allocations
-        wall = dict.fromkeys(sessions, float("inf"))
-        cpu = dict.fromkeys(sessions, float("inf"))
+        wall = dict.fromkeys(SETTINGS, float("inf"))
+        cpu = dict.fromkeys(SETTINGS, float("inf"))
         for _ in range(args.rounds):
-            for label, s in sessions.items():
+            for label, setting in SETTINGS.items():
+                # One session at a time (each holds its own ~250 MB of weights).
+                s = session(graph.path, args.threads, **setting)
+                s.run(None, feeds[0])  # untimed: the first run's allocations
                 began, used = time.perf_counter(), time.process_time()
                 for feed in feeds:
                     s.run(None, feed)
                 wall[label] = min(wall[label], time.perf_counter() - began)
                 cpu[label] = min(cpu[label], time.process_time() - used)
-        del sessions
+                del s
         print(f"\n{name} graph ({graph.path.name})")
         print(f"   {'setting':<13} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}")
         for label in SETTINGS:
@@ -130,6 +141,50 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     print(f"\nload average before {before:.1f}, at the end {os.getloadavg()[0]:.1f}")
     return 0
+
+
+def steps(back: Path, feeds: Sequence[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The float graph, then each rewrite step on top of the ones before (see --steps)."""
+    import tempfile
+
+    import onnx
+
+    from speechd.engine._graph_rewrites import STEPS, optimise
+    from speechd.engine._quality import log_spectral_distance
+
+    model = onnx.load(str(back))
+    with tempfile.TemporaryDirectory(prefix="speechd-steps-") as scratch:
+        graphs, sites = [("float graph", back)], {}
+        for name, _ in STEPS:
+            sites[name] = optimise(model, [name]).sites[name]
+            path = Path(scratch) / f"{name}.onnx"
+            onnx.save(model, str(path))
+            graphs.append((f"+ {name}", path))
+        del model
+        wall = dict.fromkeys((label for label, _ in graphs), float("inf"))
+        cpu = dict.fromkeys(wall, float("inf"))
+        audio: dict[str, list[Any]] = {}
+        for _ in range(args.rounds):
+            for label, path in graphs:
+                s = session(path, args.threads)
+                s.run(None, feeds[0])
+                began, used = time.perf_counter(), time.process_time()
+                audio[label] = [s.run(None, feed)[0] for feed in feeds]
+                wall[label] = min(wall[label], time.perf_counter() - began)
+                cpu[label] = min(cpu[label], time.process_time() - used)
+                del s
+    base = "float graph"
+    head = f"{'graph':<22} {'sites':>5} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}"
+    print(f"\n   {head} {'dB':>5}")
+    for label, _ in graphs:
+        distance = max(
+            log_spectral_distance(a, b) for a, b in zip(audio[label], audio[base], strict=True)
+        )
+        count = sites.get(label[2:], "")
+        print(
+            f"   {label:<22} {count:>5} {wall[label]:>7.2f} {wall[label] / wall[base]:>5.2f}x "
+            f"{cpu[label]:>7.2f} {cpu[label] / cpu[base]:>5.2f}x {distance:>5.2f}"
+        )
 
 
 if __name__ == "__main__":
