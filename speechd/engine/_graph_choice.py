@@ -35,7 +35,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import numpy as np
 
-from speechd.errors import ModelUnavailable
+from speechd.errors import CastFailed, ModelUnavailable
 
 from ._quality import log_spectral_distance
 from ._runtime import Inference, Request
@@ -78,19 +78,19 @@ def measure_graphs(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Measured]:
     """Each graph of `variants` on `request`, in `GRAPHS` order, the float graph again last
-    (see the module); the runtime is left on the float graph."""
+    (see the module); the runtime is left on the float graph. A variant that cannot be
+    opened or run here is left out (logged): it is not chosen. The float graph failing is
+    the model failing: its error is raised."""
     reference: Inference | None = None
     measured: dict[str, Measured] = {}
     for name in [*(g for g in GRAPHS if g in variants), "float"]:
-        runtime.use_graph(variants[name])
-        runtime.infer(*request)  # untimed: the session's first run
-        runs: list[float] = []
-        out = None
-        for _ in range(PROBE_RUNS):
-            began = clock()
-            out = runtime.infer(*request)
-            runs.append(clock() - began)
-        assert out is not None
+        try:
+            runs, out = _timed(runtime, variants[name], request, clock)
+        except (ModelUnavailable, CastFailed) as exc:
+            if name == "float":
+                raise
+            log.warning("the %s graph cannot run here (%s): not chosen", name, exc.message)
+            continue
         if reference is None:
             reference = out
         same = out.durations is not None and np.array_equal(out.durations, reference.durations)
@@ -100,6 +100,19 @@ def measure_graphs(
             cost = min(cost, measured[name].cost_s)
         measured[name] = Measured(cost, distance, same)
     return measured
+
+
+def _timed(
+    runtime: GraphRuntime, variant: Variant, request: Request, clock: Callable[[], float]
+) -> tuple[list[float], Inference]:
+    runtime.use_graph(variant)
+    out = runtime.infer(*request)  # untimed: the session's first run
+    runs: list[float] = []
+    for _ in range(PROBE_RUNS):
+        began = clock()
+        out = runtime.infer(*request)
+        runs.append(clock() - began)
+    return runs, out
 
 
 def choose_graph(measured: Mapping[str, Measured]) -> str:
@@ -166,9 +179,13 @@ def pick_graph(
     key = machine_key(threads)
     kept = _kept(store, key)
     if kept in variants:
-        runtime.use_graph(variants[kept])
-        log.info("graph %s (measured before on this machine; %s)", kept, store)
-        return kept
+        try:
+            runtime.use_graph(variants[kept])
+        except ModelUnavailable as exc:
+            log.warning("the %s graph kept for this machine cannot open (%s)", kept, exc.message)
+        else:
+            log.info("graph %s (measured before on this machine; %s)", kept, store)
+            return kept
     measured = measure_graphs(runtime, variants, request, clock)
     chosen = choose_graph(measured)
     runtime.use_graph(variants[chosen])
