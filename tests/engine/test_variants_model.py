@@ -69,6 +69,7 @@ def test_every_decoder_that_can_be_chosen_keeps_the_timings_and_its_bound(
     same_runtime = onnx_float if engine == "onnx" else torch_float
     assert [r.durations for r in got] == [r.durations for r in same_runtime]
     quality = compare(got, torch_float)
+    print(f"{engine} {graph}: {quality}")  # the figures, for -rA
     assert quality.same_durations >= quality.chunks - 1, quality  # see the module's docstring
     assert quality.max_db <= BOUND_DB[graph], quality.distance_db
     assert quality.recall >= quality.reference_recall - 0.02, quality
