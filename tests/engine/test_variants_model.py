@@ -1,17 +1,13 @@
 """Every decoder a worker on this CPU can speak with (`--graph`: float, fused, int8 on ONNX
 Runtime; fused on torch), on the real weights (tier `model`), on the fixed texts and voices
-`loadtest.bench_engine` prints the same figures for (`loadtest._quality`):
-
-- every ONNX Runtime graph times speech exactly as the float graph does, chunk for chunk
-  (word timings are read off the durations; only the decoder differs between graphs);
-- against torch's float32: each chunk's log-spectral distance within its bound (1.0 dB for a
-  float graph, 2.5 dB for int8) and the recogniser's recall within 0.02 of torch's.
-
-Torch and ONNX Runtime themselves do not always round a duration alike: a token whose
-predicted length sits at half a frame may get one frame more on one of them (1 of these 12
-chunks on ONNX Runtime 1.32, measured); that is the float graph's, before any variant, and
-those chunks are left out of the distance (their audio is not the same length). The variants
-are built once into the model folder's export (a few minutes on 2 cores)."""
+`loadtest.bench_engine` prints the same figures for (`loadtest._quality`), against torch's
+float32: the same durations on every chunk (word timings are read off them; every ONNX
+Runtime graph's are the float graph's, chunk for chunk: only the decoder differs), each
+chunk's log-spectral distance within its bound (1.0 dB for a float graph, 2.5 dB for int8)
+and the recogniser's recall within 0.02 of torch's. Measured (ONNX Runtime 1.32, 12
+chunks): float and fused 0.27 dB mean, 0.35 largest; int8 1.43 and 1.57; torch's fused
+decoder 0.05 and 0.09 from its own float; recall 0.96 on every one. The variants are built
+once into the model folder's export (a few minutes on 2 cores)."""
 
 from __future__ import annotations
 
@@ -70,7 +66,7 @@ def test_every_decoder_that_can_be_chosen_keeps_the_timings_and_its_bound(
     assert [r.durations for r in got] == [r.durations for r in same_runtime]
     quality = compare(got, torch_float)
     print(f"{engine} {graph}: {quality}")  # the figures, for -rA
-    assert quality.same_durations >= quality.chunks - 1, quality  # see the module's docstring
+    assert quality.same_durations == quality.chunks, quality
     assert quality.max_db <= BOUND_DB[graph], quality.distance_db
     assert quality.recall >= quality.reference_recall - 0.02, quality
 
