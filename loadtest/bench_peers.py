@@ -78,6 +78,13 @@ STREAMING_PEERS = (FASTKOKORO,)
 """Peers whose OpenAI route streams (so their first audio is comparable with speechd's)."""
 WARM_UP = Scenario("warm-up", "warm-up", (Request(0.0, "Warming up.", "warm-up"),))
 READY_TIMEOUT_S = 600.0  # a first start may build its models (speechd's graph variants)
+#: What says a server has its model loaded: speechd's and kokoro-pi's /readyz (speechd's
+#: other routes answer while the worker loads), fastkokoro's health route.
+READY_ROUTES = {
+    SPEECHD: ("/readyz",),
+    KOKORO_PI: ("/readyz",),
+    FASTKOKORO: ("/health", "/v1/models"),
+}
 
 
 @dataclass(frozen=True)
@@ -186,13 +193,12 @@ def start(name: str, args: argparse.Namespace, peers: Peers, workdir: Path) -> S
 
 
 def wait_ready(server: Server, timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Until the server answers a health route (speechd's and kokoro-pi's /readyz, or
-    /health, or /v1/models) with 200."""
+    """Until the server answers its readiness route (`READY_ROUTES`) with 200."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process is not None and server.process.poll() is not None:
             raise RuntimeError(f"{server.name} exited {server.process.returncode}: {server.log()}")
-        for route in ("/readyz", "/health", "/v1/models"):
+        for route in READY_ROUTES[server.name]:
             try:
                 if httpx.get(server.url + route, timeout=2).status_code == 200:
                     return
