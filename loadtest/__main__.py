@@ -110,7 +110,8 @@ def _machine(device: str, threads: int | None) -> Machine:
 
 
 def _raw(args: argparse.Namespace, texts: Sequence[str], engine_name: str) -> RawResult:
-    from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+    from speechd.engine import EngineConfig, load_engine
+    from speechd.text import ChunkPolicy
 
     from ._raw import lone_cast_policy, raw_loop
 

@@ -4,7 +4,7 @@
 
 Three tables, printed (figures are for a quiet machine; they never fail anything here):
 
-1. **The api's check** (`speechd.engine.check_input`, what a request waits for before its 400
+1. **The api's check** (`speechd.text.check_input`, what a request waits for before its 400
    or its cast) on each SSML pattern at 100,000 and 200,000 characters (the cast limit): its
    time (best of 3), the doubling ratio (target <= 2.5: linear), and the answer. Targets: every
    check <= 100 ms, every ratio <= 2.5.
@@ -24,8 +24,8 @@ import time
 import warnings
 from collections.abc import Callable
 
-from speechd.engine import ChunkPolicy, InputCheck, Planner, PlanStatus, check_input
 from speechd.errors import InvalidRequest
+from speechd.text import ChunkPolicy, InputCheck, Planner, PlanStatus, check_input
 
 __all__ = ["CHECKS", "ssml"]
 
@@ -126,7 +126,7 @@ def _document(sentences: list[str]) -> str:
 
 
 def ssml(args: argparse.Namespace) -> None:
-    from speechd.engine._g2p import build_g2p
+    from speechd.text import build_g2p
 
     print("\nssml: the api's check of a document (check_input), at n = 100,000 and 2n")
     print(f"   {'pattern':<20} {'n':>9} {'2n':>9} {'ratio':>6}  answer")

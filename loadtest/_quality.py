@@ -19,8 +19,9 @@ from typing import Final
 
 import numpy as np
 
-from speechd.engine import ChunkPolicy, Engine
+from speechd.engine import Engine
 from speechd.engine._quality import log_spectral_distance
+from speechd.text import ChunkPolicy
 
 __all__ = ["SEED", "TEXTS", "VOICES", "Quality", "Rendering", "compare", "load", "render", "save"]
 

@@ -2,7 +2,7 @@
 sleeps as long as such a device would compute.
 
 `SlowEngine` plans exactly as the real engine does (speechd's normaliser, G2P and progressive
-chunks, through `speechd.engine.Planner`; no weights, no torch), and `synthesize` sleeps
+chunks, through `speechd.text.Planner`; no weights, no torch), and `synthesize` sleeps
 `overhead_s + rtf * audio` for a chunk of `audio` seconds, then returns a quiet tone of that
 length. A chunk of `t` phonemes makes `(PAD_S + t / TOKENS_PER_S) / speed` seconds (Kokoro-82M's
 English, roughly: 250 phonemes are about 14 s). Sleeping takes no CPU, so the servers measured
@@ -32,15 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from speechd.engine import (
-    DEFAULT_VOICE_MAP,
-    SAMPLE_RATE,
-    ChunkPolicy,
-    EngineConfig,
-    Planner,
-    Synthesis,
-    VoiceBook,
-)
+from speechd.engine import DEFAULT_VOICE_MAP, SAMPLE_RATE, EngineConfig, Synthesis, VoiceBook
+from speechd.text import ChunkPolicy, Planner
 
 __all__ = [
     "GPU_CURVE",
@@ -161,7 +154,7 @@ class SlowEngine:
         return Synthesis(tone.astype(np.float32))
 
     def _g2p_for(self, lang: str) -> Any:
-        from speechd.engine._g2p import build_g2p  # what Engine builds, minus the model
+        from speechd.text import build_g2p  # what Engine builds, minus the model
 
         with self._lock:
             if lang not in self._g2p:

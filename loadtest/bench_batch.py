@@ -32,8 +32,6 @@ from typing import Any
 
 from speechd.engine import (
     BatchItem,
-    Chunk,
-    ChunkPolicy,
     Engine,
     EngineConfig,
     choose_max_batch,
@@ -41,6 +39,7 @@ from speechd.engine import (
     measure_batch_costs,
     parse_device,
 )
+from speechd.text import Chunk, ChunkPolicy
 
 TEXT = (
     "The old lighthouse keeper climbed the narrow stairs every evening just before the sun "

@@ -55,7 +55,8 @@ from typing import Any
 import msgspec
 
 from speechd.casts import record_words
-from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine, parse_device
+from speechd.engine import Engine, EngineConfig, load_engine, parse_device
+from speechd.text import Chunk, ChunkPolicy
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing, warm_up
 
 from ._listener import Listener
@@ -237,11 +238,12 @@ def timing_cost(engine: Engine, voice: str, repeat: int) -> list[dict[str, float
     """Section 5 on one runtime: per chunk length, the word timing's three costs (planning's
     spans, the timings inside `synthesize`, the record's `w` header) and their share of the
     chunk's synthesis time."""
-    from speechd.engine import _engine, _plan
+    from speechd.engine import _engine
+    from speechd.text import _chunks
 
     rows: list[dict[str, float]] = []
     for target in TARGETS:
-        with _Stopwatch(_plan, "word_spans") as spans:
+        with _Stopwatch(_chunks, "word_spans") as spans:
             chunk = chunk_of(engine, voice, target)
         span_s = statistics.median(spans.calls)  # per chunk of the plan the chunk came from
         synth: list[float] = []

@@ -62,7 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from speechd.engine import ChunkPolicy, Planner, PlanStatus
+from speechd.text import ChunkPolicy, Planner, PlanStatus
 
 #: Runs of each character the normaliser handles, nested brackets, mixes, no spaces at all.
 PATTERNS = [
@@ -106,7 +106,7 @@ def repeat(pattern: str, n: int) -> str:
 
 def planning(args: argparse.Namespace) -> None:
     # The planner's own G2P, without loading the model (misaki and spaCy are what it runs).
-    from speechd.engine._g2p import build_g2p
+    from speechd.text import build_g2p
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -215,7 +215,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
 
-    from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+    from speechd.engine import EngineConfig, load_engine
+    from speechd.text import ChunkPolicy
 
     # Torch runs only on threads that end (the worker's own engine thread included): see
     # `on_own_thread`.

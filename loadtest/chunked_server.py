@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from speechd.audio import content_type, new_encoder
-from speechd.engine import ChunkPolicy
+from speechd.text import ChunkPolicy
 
 from ._workload import VOICE
 

@@ -19,7 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 from speechd.audio import content_type, new_encoder
-from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+from speechd.engine import EngineConfig, load_engine
+from speechd.text import ChunkPolicy
 
 from ._workload import VOICE
 

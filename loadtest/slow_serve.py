@@ -22,7 +22,7 @@ from ._slow import GPU_CURVE, OVERHEAD_S, RTF, load_slow_engine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from speechd.cli import build_parser, run_api, worker_config
+    from speechd.cli import build_parser, run_api
     from speechd.config import SettingsError, load_settings
     from speechd.worker import Parts, Supervisor
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     loader = functools.partial(
         load_slow_engine, rtf=args.rtf, overhead_s=args.overhead, batch_curve=curve
     )
-    supervisor = Supervisor(worker_config(settings), parts=Parts(load_engine=loader))
+    supervisor = Supervisor(settings.worker_config(), parts=Parts(load_engine=loader))
     return run_api(settings, supervisor=supervisor)
 
 

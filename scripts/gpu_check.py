@@ -106,7 +106,8 @@ def machine(device: str) -> None:
 
 
 def load(model_dir: str, device: str) -> tuple[Any, Any]:
-    from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+    from speechd.engine import EngineConfig, load_engine
+    from speechd.text import ChunkPolicy
     from speechd.worker import ChunkTimes, warm_up
 
     captured = _Captured()
@@ -134,7 +135,7 @@ def load(model_dir: str, device: str) -> tuple[Any, Any]:
 
 def _phonemes(engine: Any, tokens: int) -> str:
     """A run of real phonemes about `tokens` long, cut at a word boundary."""
-    from speechd.engine import ChunkPolicy
+    from speechd.text import ChunkPolicy
 
     text = " ".join(paragraph(8, seed) for seed in range(4))
     chunks = engine.plan(text, VOICE, ChunkPolicy().with_rtf(0.0))
@@ -144,7 +145,7 @@ def _phonemes(engine: Any, tokens: int) -> str:
 
 
 def rtf_per_length(engine: Any, lengths: list[int], runs: int) -> None:
-    from speechd.engine import Chunk
+    from speechd.text import Chunk
 
     say(f"{'tokens':>7} {'audio s':>8} {'gen ms p50':>11} {'rtf':>8}")
     for tokens in lengths:
@@ -165,7 +166,7 @@ def rtf_per_length(engine: Any, lengths: list[int], runs: int) -> None:
 
 def two_attempts(engine: Any) -> None:
     from speechd.audio import new_encoder
-    from speechd.engine import Chunk
+    from speechd.text import Chunk
     from speechd.worker import chunk_seed
 
     seed = chunk_seed("gpu-check-cast", 3)
@@ -259,8 +260,8 @@ def sharing(engine: Any) -> None:
     """The sanity check's figures, an unload and a wake in this process (RSS and torch's
     reserve), and a real out-of-memory: the allocator held just above what the weights take,
     then the longest chunk asked for (it should be made in pieces)."""
-    from speechd.engine import ChunkPolicy
     from speechd.engine._heap import _resident_bytes
+    from speechd.text import ChunkPolicy
 
     device = engine.device
     if engine.sanity is not None:

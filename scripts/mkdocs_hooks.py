@@ -54,7 +54,7 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 def _default(action: argparse.Action, fields: dict[str, Any]) -> str:
     import msgspec
 
-    from speechd.cli import WORKER_KNOBS
+    from speechd.config import WORKER_KNOBS
     from speechd.worker import WorkerConfig
 
     field = fields.get(action.dest)

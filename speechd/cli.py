@@ -22,31 +22,21 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator, Sequence
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from speechd import __version__
-from speechd.config import Settings, SettingsError, engine_config, load_settings
+from speechd.config import Settings, SettingsError, load_settings
 from speechd.engine import DEVICE_HELP
 from speechd.limits import StreamSlots
 from speechd.logs import configure_logging, mask_handlers, mask_url
 
 if TYPE_CHECKING:
     from speechd.api import WorkerSupervisor
-    from speechd.worker import WorkerConfig
     from speechd.wyoming import WyomingDoor
 
-__all__ = ["WORKER_KNOBS", "build_parser", "main", "run_api", "worker_config"]
+__all__ = ["build_parser", "main", "run_api"]
 
 log = logging.getLogger("speechd")
-
-WORKER_KNOBS: Final = MappingProxyType(
-    {"policy": "policy", "quantum": "quantum_s", "receipts": "receipts"}
-)
-"""The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
-left None (not given) keeps `WorkerConfig`'s default, the one place each default lives (the
-flags page reads it from there too)."""
-
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("store")
@@ -83,6 +73,15 @@ def _api_flags(parser: argparse.ArgumentParser) -> None:
         help="a web origin (https://app.example) whose pages may send requests from a browser: "
         "POSTs, live-cast WebSockets and CORS (repeatable; * for any; default: only this "
         "server's own pages)",
+    )
+    group.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a name (speech.lan) browser pages may reach this server by, besides an IP "
+        "address, localhost, this machine's name, --host and --public-url's host "
+        "(repeatable; * for any)",
     )
     group.add_argument(
         "--share-casts",
@@ -144,6 +143,20 @@ def _wyoming_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="advertise the Wyoming server over mDNS as NAME (default speechd-<host>), so "
         "Home Assistant discovers it",
+    )
+    group.add_argument(
+        "--wyoming-allow",
+        metavar="CIDR[,CIDR...]",
+        help="who may connect to the Wyoming server over TCP (it has no authentication): "
+        "addresses and networks, private (loopback and the private ranges: a home network) "
+        "or any (private)",
+    )
+    group.add_argument(
+        "--wyoming-queue-share",
+        type=float,
+        metavar="SHARE",
+        help="the share of --max-queue Wyoming's requests may fill, so HTTP callers keep the "
+        "rest (0.5)",
     )
 
 
@@ -280,21 +293,6 @@ def _configure_logging(settings: Settings) -> None:
     configure_logging(settings.log_level)
 
 
-def worker_config(settings: Settings) -> WorkerConfig:
-    """The worker's configuration, from the same settings the api reads: the one place
-    settings are mapped to it."""
-    from speechd.worker import WorkerConfig
-
-    given = {field: getattr(settings, name) for name, field in WORKER_KNOBS.items()}
-    return WorkerConfig(
-        store=settings.store_url,
-        engine=engine_config(settings),
-        idle_unload_s=settings.idle_unload,
-        max_batch=settings.max_batch,  # None: auto, WorkerConfig's default too
-        **{field: value for field, value in given.items() if value is not None},
-    )
-
-
 @contextlib.contextmanager
 def _signals_end_the_server() -> Iterator[None]:
     """uvicorn turns SIGTERM/SIGINT into a graceful shutdown, then re-raises the signal with
@@ -336,7 +334,7 @@ def run_api(settings: Settings, *, supervisor: WorkerSupervisor | None = None) -
         log.error("cannot open the store: %s", failure)
         return 1
     # One stream-slot table for both doors: Wyoming connections count in the api's caps.
-    slots = StreamSlots(settings.max_streams, settings.max_client_streams)
+    slots = settings.stream_slots()
     app = create_app(settings, supervisor=supervisor, slots=slots)
     doors: list[WyomingDoor] = []
 
@@ -404,13 +402,13 @@ async def _serve_with_wyoming(
 def _serve(settings: Settings) -> int:
     from speechd.worker import Supervisor
 
-    return run_api(settings, supervisor=Supervisor(worker_config(settings)))
+    return run_api(settings, supervisor=Supervisor(settings.worker_config()))
 
 
 def _worker(settings: Settings) -> int:
     from speechd.worker import run_worker
 
-    return run_worker(worker_config(settings))
+    return run_worker(settings.worker_config())
 
 
 def _wyoming(settings: Settings) -> int:
@@ -443,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "top":
         return _top(args, parser)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "command"}
-    for name in ("api_keys", "allowed_origins"):
+    for name in ("api_keys", "allowed_origins", "allowed_hosts"):
         if flags.get(name) is not None:
             flags[name] = tuple(flags[name])
     try:

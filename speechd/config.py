@@ -2,38 +2,55 @@
 
 Every field can be set by a flag (`--max-queue 32`) or by an environment variable named after
 it (`SPEECHD_MAX_QUEUE=32`); a flag wins over the environment, the environment over the
-default. `SPEECHD_API_KEY` and `SPEECHD_ALLOWED_ORIGIN` hold one value or several separated
-by commas. Durations (`--retention`, `--shutdown-timeout`, `--idle-unload`) take seconds or a
-number with a unit: `90s`, `15m`, `12h`, `30d`; sizes (`--max-device-memory`) bytes or a
-number with a binary unit: `512M`, `2G`.
+default. `SPEECHD_API_KEY`, `SPEECHD_ALLOWED_ORIGIN` and `SPEECHD_ALLOWED_HOST` hold one value
+or several separated by commas. Durations (`--retention`, `--shutdown-timeout`,
+`--idle-unload`) take seconds or a number with a unit: `90s`, `15m`, `12h`, `30d`; sizes
+(`--max-device-memory`) bytes or a number with a binary unit: `512M`, `2G`.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Meta
 
-from speechd.engine import EngineConfig, LexiconError, LexiconFile, parse_device, parse_size
-from speechd.limits import MAX_VOICE_CHARS
+from speechd.engine import EngineConfig, parse_device, parse_size
+from speechd.limits import MAX_VOICE_CHARS, StreamSlots
+from speechd.text import LexiconError, LexiconFile
+
+if TYPE_CHECKING:
+    from speechd.worker import WorkerConfig
 
 __all__ = [
     "ENV_PREFIX",
+    "PRIVATE_NETWORKS",
+    "WORKER_KNOBS",
     "Settings",
     "SettingsError",
     "default_data_dir",
-    "engine_config",
     "load_settings",
     "parse_duration",
+    "parse_networks",
 ]
 
 ENV_PREFIX = "SPEECHD_"
+
+WORKER_KNOBS: Final = MappingProxyType(
+    {"policy": "policy", "quantum": "quantum_s", "receipts": "receipts"}
+)
+"""The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
+left None (not given) keeps `WorkerConfig`'s default, the one place each default lives (the
+flags page reads it from there too)."""
+
+C = TypeVar("C")
 
 Port = Annotated[int, Meta(ge=0, le=65535)]
 PositiveInt = Annotated[int, Meta(ge=1)]
@@ -73,6 +90,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Web origins (`https://app.example`) whose pages may send this server requests from a
     browser: POSTs, live-cast WebSockets, and CORS for them. None given: only the server's own
     pages (its own origin, and `public_url`'s); `*`: any page."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Names (`speech.lan`) a browser page may reach this server by besides those it answers
+    to by itself: an IP address, `localhost`, this machine's name (and `<name>.local`),
+    `host` and `public_url`'s host; `*`: any name. A page that reaches it by another name has
+    its POSTs and live-cast WebSockets refused (DNS rebinding)."""
     share_casts: Literal["all", "per-key"] = "all"
     """Who shares a cast made from the same request: "all" (one cast per text, voice, speed
     and format for every caller) or "per-key" (casts are shared only between callers of one
@@ -121,9 +143,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     machine; torch's fused)."""
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
-    every text before G2P and reloaded when it changes (`speechd.engine.LexiconFile`)."""
+    every text before G2P and reloaded when it changes (`speechd.text.LexiconFile`)."""
     # The worker's own knobs: None leaves `WorkerConfig`'s default, the one place each lives
-    # (`speechd.cli.worker_config` maps these to it).
+    # (`Settings.worker_config` maps these to it).
     policy: Literal["deadline", "fifo"] | None = None
     """The worker's scheduler: "deadline" (speechd's), or "fifo", the baseline it is measured
     against (loadtest)."""
@@ -141,6 +163,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     wyoming_zeroconf: str | None = None
     """Advertise the Wyoming server as `_wyoming._tcp.local.` under this name (mDNS, so Home
     Assistant finds it by itself); "" names it after the host; None: no advertising."""
+    wyoming_allow: str = "private"
+    """Who may connect to the Wyoming server over TCP (it has no authentication): addresses
+    and networks (`192.168.1.0/24`, `10.8.0.7`), comma-separated, and the words `private`
+    (loopback, the private IPv4 ranges, IPv6 unique local and link-local addresses: a home
+    network) and `any`. A unix socket is the file's permissions' to guard."""
+    wyoming_queue_share: Annotated[float, Meta(gt=0, le=1)] = 0.5
+    """The share of `max_queue` Wyoming's requests may fill: one is refused (`queue_full`)
+    while the queue holds that many casts (at least 1), so the HTTP api keeps the rest."""
     idle_unload: Seconds | None = None
     """Seconds with nothing to make after which the worker gives its model and device memory
     back (the next cast takes them again, waiting for the load); None keeps it loaded."""
@@ -159,25 +189,41 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def store_url(self) -> str:
         return self.store or self.data_dir
 
+    # -- the parts' own configurations: each mapped from the settings here, and only here --
 
-def engine_config(settings: Settings) -> EngineConfig:
-    """The engine's configuration: the worker loads the model with it, and the api resolves
-    voice names with the same default voice and alias table."""
-    engine = EngineConfig(
-        model_dir=settings.model_dir,
-        device=settings.device,
-        threads=settings.threads,
-        default_voice=settings.default_voice,
-        engine=settings.engine,
-        onnx_model=settings.onnx_model,
-        cache_dir=settings.cache_dir,
-        graph=settings.graph,
-        lexicon=settings.lexicon,
-        max_device_memory=settings.max_device_memory,
-    )
-    if not settings.voice_map:
-        return engine
-    return msgspec.structs.replace(engine, voice_map={**engine.voice_map, **settings.voice_map})
+    def sub_config(self, kind: type[C], /, **given: object) -> C:
+        """A `kind` (a part's knobs, a msgspec Struct) from these settings: each of its fields
+        that is a setting too takes the setting's value, `given` names the others; a None (a
+        setting not given) keeps `kind`'s default, the one place each default lives."""
+        fields: tuple[str, ...] = kind.__struct_fields__  # type: ignore[attr-defined]
+        values = {name: getattr(self, name) for name in fields if name in self.__struct_fields__}
+        values.update(given)
+        return kind(**{name: value for name, value in values.items() if value is not None})
+
+    def engine_config(self) -> EngineConfig:
+        """The engine's configuration: the worker loads the model with it, and the api
+        resolves voice names with the same default voice and aliases (the engine's OpenAI
+        names with `voice_map` over them)."""
+        aliases = {**EngineConfig().voice_map, **self.voice_map}
+        return self.sub_config(EngineConfig, voice_map=aliases)
+
+    def worker_config(self) -> WorkerConfig:
+        """The worker's configuration (its own knobs: `WORKER_KNOBS`)."""
+        from speechd.worker import WorkerConfig  # only a process that runs a worker asks
+
+        knobs = {field: getattr(self, name) for name, field in WORKER_KNOBS.items()}
+        return self.sub_config(
+            WorkerConfig,
+            store=self.store_url,
+            engine=self.engine_config(),
+            idle_unload_s=self.idle_unload,
+            **knobs,
+        )
+
+    def stream_slots(self) -> StreamSlots:
+        """The long-lived reads' caps (`max_streams`, `max_client_streams`), for one server:
+        every door it runs counts in them."""
+        return StreamSlots(self.max_streams, self.max_client_streams)
 
 
 class SettingsError(ValueError):
@@ -198,10 +244,19 @@ def parse_duration(value: str | float) -> float:
     return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-_ENV_NAMES = {"api_keys": "API_KEY", "allowed_origins": "ALLOWED_ORIGIN"}
-_FLAG_NAMES = {"api_keys": "api-key", "allowed_origins": "allowed-origin"}
-_LISTS = ("api_keys", "allowed_origins")  # comma-separated in the environment
+_ENV_NAMES = {
+    "api_keys": "API_KEY",
+    "allowed_origins": "ALLOWED_ORIGIN",
+    "allowed_hosts": "ALLOWED_HOST",
+}
+_FLAG_NAMES = {
+    "api_keys": "api-key",
+    "allowed_origins": "allowed-origin",
+    "allowed_hosts": "allowed-host",
+}
+_LISTS = ("api_keys", "allowed_origins", "allowed_hosts")  # comma-separated in the environment
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]{0,31}://[^/\s?#]{1,255}")
+_HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63}){0,15}")
 _DURATIONS = ("retention", "shutdown_timeout", "live_idle_timeout", "idle_unload")
 
 
@@ -235,6 +290,8 @@ def load_settings(
             values[name] = parse_duration(values[name])
     if values.get("allowed_origins"):
         values["allowed_origins"] = tuple(map(_origin, values["allowed_origins"]))
+    if values.get("allowed_hosts"):
+        values["allowed_hosts"] = tuple(map(_host_name, values["allowed_hosts"]))
     if values.get("max_device_memory") is not None:
         try:
             values["max_device_memory"] = parse_size(values["max_device_memory"])
@@ -254,6 +311,16 @@ def load_settings(
         problem = _wyoming_uri_problem(uri)
         if problem is not None:
             raise SettingsError(f"--wyoming-uri / {ENV_PREFIX}WYOMING_URI: {problem}")
+    name = values.get("wyoming_zeroconf")
+    if isinstance(name, str) and (
+        len(name.encode("utf-8", "surrogatepass")) > 63 or not name.isprintable()
+    ):
+        raise SettingsError(
+            f"--wyoming-zeroconf / {ENV_PREFIX}WYOMING_ZEROCONF: a name is at most 63 bytes"
+            " (UTF-8) of printable characters"
+        )
+    if isinstance(values.get("wyoming_allow"), str):
+        parse_networks(values["wyoming_allow"])
     if values.get("lexicon"):
         try:  # read now, so a broken file stops the start with its line, not a worker
             LexiconFile(str(values["lexicon"]))
@@ -289,6 +356,62 @@ def _origin(value: str) -> str:
             " (scheme://host[:port], e.g. https://app.example, or *)"
         )
     return origin
+
+
+def _host_name(value: str) -> str:
+    """A name `--allowed-host` allows (lowercase, no port), or `*`."""
+    name = value.strip().lower().rstrip(".")
+    if name != "*" and not _HOST_NAME.fullmatch(name):
+        raise SettingsError(
+            f"--allowed-host / {ENV_PREFIX}ALLOWED_HOST: {value!r} is not a host name"
+            " (a name such as speech.lan, without a scheme or port, or *)"
+        )
+    return name
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+PRIVATE_NETWORKS: tuple[Network, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "127.0.0.0/8",  # loopback
+        "10.0.0.0/8",  # the private ranges (RFC 1918)
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",  # link-local
+        "::1/128",  # loopback
+        "fc00::/7",  # unique local (RFC 4193)
+        "fe80::/10",  # link-local
+    )
+)
+"""`--wyoming-allow private`: the addresses a home network's hosts have."""
+
+_ANY: tuple[Network, ...] = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+_MAX_NETWORKS = 256
+
+
+def parse_networks(value: str) -> tuple[Network, ...]:
+    """The networks a `--wyoming-allow` value names (see `Settings.wyoming_allow`); an
+    address is a network of one. SettingsError for anything else."""
+    networks: list[Network] = []
+    terms = [t.strip() for t in value.split(",") if t.strip()]
+    if not terms or len(terms) > _MAX_NETWORKS:
+        raise SettingsError(
+            f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: name 1 to {_MAX_NETWORKS} networks"
+        )
+    for term in terms:
+        word = term.lower()
+        if word in ("private", "any"):
+            networks += PRIVATE_NETWORKS if word == "private" else _ANY
+            continue
+        try:
+            networks.append(ipaddress.ip_network(term, strict=False))
+        except ValueError:
+            raise SettingsError(
+                f"--wyoming-allow / {ENV_PREFIX}WYOMING_ALLOW: {term[:60]!r} is not an address"
+                " or network (192.168.1.0/24, fd00::/8), private or any"
+            ) from None
+    return tuple(dict.fromkeys(networks))
 
 
 def _wyoming_uri_problem(uri: str) -> str | None:

@@ -3,7 +3,10 @@
     SpeechdError                  500  server_error
     ├── InvalidRequest            400  invalid_request_error   (param names the field)
     │   ├── UnknownVoice          400  invalid_request_error   code=voice_not_found
-    │   └── VoiceUnavailable      400  invalid_request_error   code=voice_unavailable
+    │   ├── VoiceUnavailable      400  invalid_request_error   code=voice_unavailable
+    │   └── BadBook               400  invalid_request_error   code=bad_book (param=file)
+    │       └── BookTooLarge      400  invalid_request_error   code=book_too_large
+    │                                                          (limit: what was too big)
     ├── AuthenticationFailed      401  authentication_error    code=invalid_api_key
     ├── OriginNotAllowed          403  invalid_request_error   code=origin_not_allowed
     ├── NotFound                  404  invalid_request_error
@@ -39,6 +42,8 @@ from typing import ClassVar
 
 __all__ = [
     "AuthenticationFailed",
+    "BadBook",
+    "BookTooLarge",
     "CastFailed",
     "CastNotFound",
     "CastNotLive",
@@ -102,6 +107,28 @@ class VoiceUnavailable(InvalidRequest):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, param="voice")
+
+
+class BadBook(InvalidRequest):
+    """A book (an EPUB, a Markdown or a plain-text document) that cannot be read: not the kind
+    it was declared as, malformed, or refused for what it asks of a reader (a DTD's entities,
+    a path outside the archive)."""
+
+    code = "bad_book"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, param="file")
+
+
+class BookTooLarge(BadBook):
+    """A book over one of its limits, refused before or as soon as it crosses it; `limit`
+    names the limit (a field of `speechd.books.BookLimits`)."""
+
+    code = "book_too_large"
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class AuthenticationFailed(SpeechdError):

@@ -52,6 +52,7 @@ LOGGERS: Final = (
     "speechd.engine",
     "speechd.service",
     "speechd.telemetry",
+    "speechd.text",
     "speechd.worker",
     "speechd.wyoming",
 )

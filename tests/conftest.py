@@ -19,6 +19,10 @@ import pytest
 from speechd.durable import EmbeddedStore, Store
 from tests.nats_support import NatsServer
 
+#: The tiny Kokoro model's fixtures (`tiny_model_dir`, `tiny_engine`), shared by the engine's
+#: and the text front end's tests.
+pytest_plugins = ("tests.support.tiny_model",)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(Path.home() / ".cache" / "speechd" / "inductor")

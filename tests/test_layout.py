@@ -3,7 +3,15 @@ which, no import circles, and each package's surface exactly what its users outs
 
     speechd.api        only speechd/cli.py imports it, from outside it
     speechd.worker     neither speechd/api nor speechd/service (nor speechd/wyoming) imports it
+    speechd.durable    neither door (speechd/api, speechd/wyoming) imports it: the service is
+                       the one door to the store
+    speechd.casts      the doors import only its shapes (`DOOR_SHAPES`), never what reads or
+                       names streams
     litestar, uvicorn  only speechd/api and speechd/cli.py import them
+    speechd.text       the floor below the engine: of speechd it imports only the error tree
+                       (the engine, the worker, the service and the doors import it, never the
+                       other way), nowhere torch, ONNX Runtime or kokoro; it imports and plans
+                       SSML in a process where torch and onnxruntime cannot be imported
     speechd.casts      at most 40 names; speechd.worker at most 15
     every package      exports what its users outside it import (the names durable and
                        wyoming still export for tests alone are listed: at most those)
@@ -15,6 +23,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
+import textwrap
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +99,53 @@ def test_the_doors_and_the_service_never_import_the_worker(door: str) -> None:
     assert not found, found
 
 
+# -- the one door to the store ---------------------------------------------------------------
+
+DOORS = ("speechd/api", "speechd/wyoming")
+
+DOOR_SHAPES = {
+    "speechd.casts": {"CastCaptions", "CastFile", "CastState", "CastStatus", "CastWord"},
+    "speechd.casts.schema": {"AudioChunk", "Meta", "Word", "WorkerNotice"},
+}
+"""What the doors may import of `speechd.casts`: the shapes the service hands them (a cast's
+status, its words, a finished file's layout, a record's decoded audio and words, a cast's meta,
+a worker's notice), plain values that read nothing. Everything else there reads or writes
+streams (`cast_audio`, `playable_chunks`, `follow_cast`, `cast_status`, `read_head`, `lay_out`,
+`file_bytes`, `wait_ended`, `CastWords`, `QueueLine`, `worker_health`, `submit`, `append_input`,
+`sweep_casts_forever`, ...) or names and decodes them (`cast_stream`, `worker_stream`,
+`PROGRESS_DONE`, `H_EVENT`, `public_headers`, `decode`, ...): the service's own business. So is
+the module as a whole (`from speechd import casts`, `from speechd.casts import schema`), and
+every private module of it."""
+
+
+def _door_imports() -> Iterator[tuple[str, str, list[str]]]:
+    for rel, tree in _files(*DOORS):
+        for module, taken in _imported(rel, tree):
+            yield rel, module, taken
+
+
+def test_the_doors_never_import_the_store() -> None:
+    found = [
+        (rel, module, taken)
+        for rel, module, taken in _door_imports()
+        if _under(module, "speechd.durable") or (module == "speechd" and "durable" in taken)
+    ]
+    assert not found, found
+
+
+def test_the_doors_import_only_the_shapes_of_casts() -> None:
+    found = []
+    for rel, module, taken in _door_imports():
+        if module == "speechd" and "casts" in taken:
+            found.append((rel, module, ["casts"]))
+        elif _under(module, "speechd.casts"):
+            allowed = DOOR_SHAPES.get(module, set())
+            beyond = [name for name in taken if name not in allowed] or ([] if taken else [module])
+            if beyond:
+                found.append((rel, module, beyond))
+    assert not found, found
+
+
 def test_only_the_api_and_the_cli_import_the_web_framework() -> None:
     found = [
         (rel, module)
@@ -97,6 +155,68 @@ def test_only_the_api_and_the_cli_import_the_web_framework() -> None:
         if module.split(".")[0] in ("litestar", "uvicorn")
     ]
     assert not found, found
+
+
+#: All the text front end imports of speechd: the floor below it.
+TEXT_IMPORTS = ("speechd.errors",)
+#: What no module of it imports, even lazily: the model's runtimes and code.
+TEXT_NEVER = ("torch", "onnxruntime", "onnx", "kokoro")
+
+
+def test_the_text_front_end_imports_nothing_above_it() -> None:
+    assert (ROOT / "speechd/text/__init__.py").is_file(), "speechd/text is the text front end"
+    found = []
+    for rel, tree in _files("speechd/text"):
+        for module, taken in _imported(rel, tree):
+            # `from speechd import engine` names the package it takes
+            names = [f"speechd.{n}" for n in taken] if module == "speechd" else [module]
+            for name in names:
+                ours = _under(name, "speechd") and not _under(name, "speechd.text")
+                if (ours and name not in TEXT_IMPORTS) or name.split(".")[0] in TEXT_NEVER:
+                    found.append((rel, name))
+    assert not found, found
+
+
+_BLOCK_THE_RUNTIMES = """
+import importlib.abc, sys
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] in ("torch", "onnxruntime"):
+            raise ImportError(f"{name} cannot be imported here")
+
+sys.meta_path.insert(0, Blocked())
+"""
+
+_READ_AND_PLAN = """
+import speechd.text as text
+
+SSML = (
+    '<speak>Hello <break time="300ms"/> world, we paid '
+    '<say-as interpret-as="cardinal">42</say-as> pounds.</speak>'
+)
+assert text.looks_like_ssml(SSML)
+assert text.check_input(SSML, lang="a", ssml=True) == text.InputCheck()
+with text.without_torch():
+    g2p = text.build_g2p("a")
+chunks = list(text.Planner(g2p, text.ChunkPolicy(), text=SSML, done=True, ssml=True).chunks())
+words = [(span.text, SSML[slice(*span.source)]) for chunk in chunks for span in chunk.words]
+assert words[0] == ("Hello", "Hello") and chunks[0].pause_ms == 300, (chunks[0], words)
+assert ("forty", "42") in words and words[-1] == ("pounds.", "pounds"), words
+assert all(chunk.phonemes for chunk in chunks)
+loaded = [m for m in ("torch", "onnxruntime", "kokoro", "speechd.engine") if m in sys.modules]
+assert not loaded, loaded
+"""
+
+
+def test_the_text_front_end_reads_and_plans_where_torch_cannot_be_imported() -> None:
+    """The whole front end, misaki's English G2P included, in a process where importing torch
+    or onnxruntime raises ImportError (both are installed here, so this is no accident)."""
+    code = textwrap.dedent(_BLOCK_THE_RUNTIMES) + textwrap.dedent(_READ_AND_PLAN)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 # -- circles ---------------------------------------------------------------------------------
@@ -137,16 +257,11 @@ PACKAGES = sorted(
 )
 
 
-# Circles other engineers drew (most type-only), each theirs to cut (see /work/coord/LANDED.md): the
-# test holds each package to exactly these, so a new circle fails it, and so does one that
-# is cut while still listed here (delete its entry with the cut).
+# Circles still drawn (type-only), each its package's to cut: the test holds each package to
+# exactly these, so a new circle fails it, and so does one that is cut while still listed here
+# (delete its entry with the cut).
 KNOWN_CIRCLES = {
-    "speechd/engine": [
-        ["_batch", "_engine"],  # the batch engineer's: _batch types Engine
-        ["_engine", "_sanity"],  # the device engineer's: _sanity types Engine
-        ["_export", "_trace"],  # the batch engineer's: each imports the other (one lazily)
-    ],
-    "speechd/wyoming": [["_door", "_session"]],  # the wyoming engineer's: _session types the door
+    "speechd/wyoming": [["_door", "_session"]],  # _session types the door
 }
 
 
@@ -164,7 +279,7 @@ SURFACES = sorted(
 )
 """Every package of speechd (and the casts' public schema module): each `__all__` is checked."""
 
-# Names exported only for tests, each package's engineers' to narrow (a test then imports the
+# Names exported only for tests, each its package's to narrow (a test then imports the
 # private module that defines the name): a package may keep at most these, so a new name
 # exported for tests alone fails the check.
 KNOWN_TEST_ONLY = {

@@ -8,9 +8,9 @@ themselves are `speechd.service`'s, which the Wyoming door builds alike), wire f
 and stream slots per client (`_slots`).
 
 The routes are thin: they decode, call the HTTP-free `speechd.service`, and shape the answer.
-Nothing below this package imports it, and it never imports `speechd.worker` (workers are
-heard from through the store, `speechd.casts`). Its surface is what `speechd.cli` needs to
-serve it.
+Nothing below this package imports it, and it imports neither `speechd.worker` (workers are
+heard from through the store, which the service reads) nor the store itself: the service is
+its one door to it. Its surface is what `speechd.cli` needs to serve it.
 """
 
 from __future__ import annotations

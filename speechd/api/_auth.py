@@ -16,12 +16,23 @@ else 403 (`origin_not_allowed`) and the WebSocket is refused. Requests without a
 (curl, the SDKs, Open WebUI's server) are not browsers' and pass. JSON bodies must say so
 (`Content-Type: application/json`, `_bodies`), which no page can send across sites without
 CORS's consent, and CORS is on only for `--allowed-origin`'s origins.
+
+**Host names.** "The server itself" is judged by `Host`, which a page can choose: a name the
+attacker owns, made to resolve to 127.0.0.1 after the page loaded (DNS rebinding), sends
+`Origin` and `Host` both `evil.example:8000`. So a page's request whose origin is the request's
+own `Host` passes only when that host is one this server answers to (`HostNames`): an IP
+address (a page can only be served from one by that address itself), `localhost` (and
+`*.localhost`), this machine's name (and `<name>.local`), `--host`, `--public-url`'s host and
+the names `--allowed-host` gives (`*`: any). Requests without an `Origin` are not checked:
+the names servers and containers reach speechd by (`http://speechd:8000`) go on working.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import socket
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +44,7 @@ from speechd.service import MAX_TOKEN_CHARS
 
 __all__ = [
     "ApiKeys",
+    "HostNames",
     "Origins",
     "bearer_token",
     "check_origin",
@@ -108,34 +120,101 @@ def _host_port(netloc: str, scheme: str) -> tuple[str, int] | None:
     return (host, number) if host and number is not None else None
 
 
+def _name_of(host: str) -> str:
+    """The name part of a `Host` value (`name[:port]`, `[v6]:port`), lowercase, without a
+    trailing dot."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.partition(":")[0].rstrip(".")
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def machine_names() -> tuple[str, ...]:
+    """This machine's own names: its host name (and its first label, alone and with
+    `.local`, as mDNS answers it), lowercase."""
+    full = socket.gethostname().strip().lower().rstrip(".")
+    first = full.split(".", 1)[0]
+    return tuple(n for n in dict.fromkeys((full, first, f"{first}.local")) if n and n != ".local")
+
+
+class HostNames:
+    """The names a browser page may reach this server by (see the module docstring)."""
+
+    def __init__(self, names: Iterable[str] = (), *, machine: Iterable[str] = ()) -> None:
+        given = {_name_of(n) for n in names if n and n.strip()}
+        self.any = "*" in given
+        self._names = (given - {"*", ""}) | {_name_of(n) for n in machine}
+
+    def answers(self, host: str) -> bool:
+        """Whether `host` (a `Host` value, with its port or not) is one of these names."""
+        name = _name_of(host)
+        if self.any or _is_address(name):
+            return True
+        return name == "localhost" or name.endswith(".localhost") or name in self._names
+
+
 class Origins:
     """The web origins one app takes browsers' requests from (kept on `app.state.origins`):
-    its own, `public_url`'s, and `allowed` (`*`: any)."""
+    its own (a `Host` that `hosts` answers), `public_url`'s, and `allowed` (`*`: any)."""
 
-    def __init__(self, allowed: Iterable[str] = (), public_url: str | None = None) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[str] = (),
+        public_url: str | None = None,
+        *,
+        hosts: HostNames | None = None,
+    ) -> None:
         self.allowed = tuple(allowed)
         self._any = "*" in self.allowed
         self._named = {a for a in self.allowed if a != "*"}
+        self.hosts = hosts or HostNames()
         if public_url:
             scheme, sep, rest = public_url.strip().partition("://")
             if sep:
                 self._named.add(f"{scheme.lower()}://{rest.split('/', 1)[0].lower()}")
 
-    def allows(self, origin: str, host: str | None) -> bool:
-        """Whether a browser page at `origin` may send this request, which reached us as
-        `host` (its `Host` header)."""
+    def refusal(self, origin: str, host: str | None) -> str | None:
+        """Why a browser page at `origin` may not send this request, which reached us as
+        `host` (its `Host` header), in the caller's terms; None when it may."""
         if self._any:
-            return True
+            return None
         origin = origin.strip().lower()
         if len(origin) > _MAX_ORIGIN_CHARS or origin == "null":
-            return False
+            return _OTHER_SITE
         if origin in self._named:
-            return True
+            return None
         scheme, sep, netloc = origin.partition("://")
         if not sep or not host:
-            return False
+            return _OTHER_SITE
         theirs = _host_port(netloc, scheme)
-        return theirs is not None and theirs == _host_port(host.strip(), scheme)
+        if theirs is None or theirs != _host_port(host.strip(), scheme):
+            return _OTHER_SITE
+        if not self.hosts.answers(host):
+            name = _name_of(host)[:_MAX_NAME_CHARS]
+            return (
+                f"This server does not answer web pages by the name {name!r}; its operator "
+                f"can allow it with --allowed-host {name} (or --public-url)."
+            )
+        return None
+
+    def allows(self, origin: str, host: str | None) -> bool:
+        """Whether a browser page at `origin` may send this request (`refusal` is None)."""
+        return self.refusal(origin, host) is None
+
+
+_OTHER_SITE = (
+    "This server does not take requests from web pages of other sites; "
+    "its operator can allow one with --allowed-origin."
+)
+_MAX_NAME_CHARS = 100  # of a refused name, said back
 
 
 def check_origin(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -146,11 +225,9 @@ def check_origin(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHan
     if connection.scope["type"] == "http" and connection.scope.get("method") in _SAFE_METHODS:
         return
     origins: Origins = connection.app.state.origins
-    if not origins.allows(origin, connection.headers.get("host")):
-        raise OriginNotAllowed(
-            "This server does not take requests from web pages of other sites; "
-            "its operator can allow one with --allowed-origin."
-        )
+    refusal = origins.refusal(origin, connection.headers.get("host"))
+    if refusal is not None:
+        raise OriginNotAllowed(refusal)
 
 
 def bearer_token(authorization: str | None) -> str | None:

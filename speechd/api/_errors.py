@@ -6,15 +6,16 @@ The one place speechd's errors become HTTP. Handlers are layered from the most s
     NotFoundException      404  no such route
     MethodNotAllowed       405
     HTTPException          its status (a body that is not JSON, 413 for one over the limit)
-    DurableError           503  store_unavailable: the store failed; one log line, no trace
     SpeechdError           the class's status, type and code; `param` from the instance
+                           (the store failing is the service's `StoreUnavailable`: 503
+                           store_unavailable, its one log line written by the service)
     Exception              500  a generic message; the trace is logged, never sent
 
 `code` and `param` are strings or null, as the OpenAI SDK reads them; a live cast's input
 conflict (409) adds `seq`, the number of pieces its input holds. An error with a
 `retry_after` (429s, the 503s of a busy api or store) carries `Retry-After`. After a streaming
 response has started these handlers cannot run: the routes report such failures in-band or
-end the body incomplete (see `_speech.py`), with one log line from `log_store_trouble`.
+end the body incomplete (see `_speech.py`), with one log line.
 
 `invalid_field` is the one 400 for a body that does not fit its shape, whichever decoder
 found it (Litestar's, or `BodyDecoder`'s).
@@ -36,14 +37,12 @@ from litestar.exceptions import (
 )
 from litestar.types import ExceptionHandlersMap
 
-from speechd.durable import DurableError
 from speechd.errors import (
     AuthenticationFailed,
     InputConflict,
     InvalidRequest,
     PayloadTooLarge,
     SpeechdError,
-    StoreUnavailable,
 )
 
 __all__ = [
@@ -52,7 +51,6 @@ __all__ = [
     "error_body_for",
     "exception_handlers",
     "invalid_field",
-    "log_store_trouble",
 ]
 
 log = logging.getLogger("speechd.api")
@@ -79,29 +77,6 @@ def _respond(
     status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> Response[Any]:
     return Response(body, status_code=status, headers=headers)
-
-
-_ID_PREFIXES = ("casts/", "catalog/", "leases/", "input/")
-_ID_CHARS = 22
-
-
-def _mask_ids(text: str) -> str:
-    """`text` with whatever follows a cast stream prefix masked: store errors name streams,
-    and a cast id is a capability that logs must not hold. One scan per prefix."""
-    for prefix in _ID_PREFIXES:
-        at = text.find(prefix)
-        while at != -1:
-            start = at + len(prefix)
-            text = text[:start] + "…" + text[start + _ID_CHARS :]
-            at = text.find(prefix, start + 1)
-    return text
-
-
-def log_store_trouble(doing: str, exc: BaseException) -> None:
-    """The one log line a store failure gets (no traceback, no cast id)."""
-    log.warning(
-        "store unavailable while %s: %s: %s", doing, type(exc).__name__, _mask_ids(str(exc))
-    )
 
 
 def _speechd_error(_: Request[Any, Any, Any], exc: SpeechdError) -> Response[Any]:
@@ -180,12 +155,6 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     return _respond(status, error_body(exc.detail, "invalid_request_error"))
 
 
-def _store_error(request: Request[Any, Any, Any], exc: DurableError) -> Response[Any]:
-    route = request.scope.get("path_template") or "a request"
-    log_store_trouble(f"serving {request.method} {route}", exc)
-    return _speechd_error(request, StoreUnavailable())
-
-
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
     return _respond(500, error_body(_GENERIC_500, "server_error"))
@@ -196,7 +165,6 @@ exception_handlers: ExceptionHandlersMap = {
     NotFoundException: _not_found,
     MethodNotAllowedException: _method_not_allowed,
     HTTPException: _http_error,
-    DurableError: _store_error,
     SpeechdError: _speechd_error,
     Exception: _internal_error,
 }

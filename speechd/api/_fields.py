@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from speechd.engine import MAX_SPEED, MIN_SPEED
 from speechd.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS, MAX_VOICE_CHARS
+from speechd.text import MAX_SPEED, MIN_SPEED
 
 __all__ = ["AudioFormat", "Name", "Speed", "Title", "Voice"]
 

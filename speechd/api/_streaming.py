@@ -24,10 +24,7 @@ from typing import Any
 from litestar import Response
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from speechd.durable import DurableError
-from speechd.errors import SpeechdError
-
-from ._errors import log_store_trouble
+from speechd.errors import SpeechdError, StoreUnavailable
 
 __all__ = ["AbortBody", "AppResponse", "StreamApp", "aborting"]
 
@@ -115,18 +112,16 @@ class AppResponse(Response[bytes]):
         return self._app
 
 
-async def aborting(body: AsyncGenerator[bytes, None], doing: str) -> AsyncGenerator[bytes, None]:
-    """`body`, ended incomplete (`AbortBody`) if its cast fails under it (`SpeechdError`: one
-    warning) or the store does (`DurableError`: `log_store_trouble`'s one line, `doing` saying
-    what was going on). An audio file has no in-band error: its client must see an incomplete
-    body, never a short file that looks whole."""
+async def aborting(body: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """`body`, ended incomplete (`AbortBody`) if its cast fails under it, or the store does
+    (`SpeechdError`: one warning; the store's `StoreUnavailable` was logged by the service that
+    raised it). An audio file has no in-band error: its client must see an incomplete body,
+    never a short file that looks whole."""
     async with contextlib.aclosing(body):
         try:
             async for piece in body:
                 yield piece
         except SpeechdError as exc:
-            log.warning("a cast failed mid-stream, aborting the response: %s", exc)
-            raise AbortBody(str(exc)) from exc
-        except DurableError as exc:
-            log_store_trouble(f"{doing} (aborted)", exc)
+            if not isinstance(exc, StoreUnavailable):
+                log.warning("a cast failed mid-stream, aborting the response: %s", exc)
             raise AbortBody(str(exc)) from exc

@@ -1,12 +1,12 @@
 """The api process: `create_app(settings)` builds the Litestar app.
 
-The app opens the store (unless one is given), reads the deployment secret and builds the
-`CastService` and the `Gateway` over it in its lifespan, and runs the retention sweep (a cast's
-streams together: `speechd.casts.CastRetention`) and the worker supervisor (under `speechd
-serve`) for as long as it lives. Routes get the service, the
+The app opens the cast service in its lifespan (`speechd.service.open_services`: over the
+store `settings` name, unless one is given) and the `Gateway` over it, and runs the service's
+retention sweep (`CastService.sweep_forever`: a cast's streams together) and the worker
+supervisor (under `speechd serve`) for as long as it lives. Routes get the service, the
 gateway, the metrics and the settings injected; nothing lives in module globals, so tests
-build as many apps as they like. The api never imports torch: it validates, claims and reads
-streams, and workers do the rest.
+build as many apps as they like. The api never imports torch nor reads the store: it decodes
+requests, calls the service, and shapes its answers; workers do the rest.
 
     GET /healthz     200 as soon as the api answers
     GET /readyz      200 once a worker is ready: its model loaded, or given back while idle
@@ -36,6 +36,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from litestar import Litestar, Response, get
 from litestar.config.cors import CORSConfig
@@ -43,14 +44,12 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.types import Message, Scope
 
-from speechd import casts
-from speechd.casts import schema
+from speechd.casts.schema import WorkerNotice
 from speechd.config import Settings
-from speechd.durable import Store
 from speechd.limits import StreamSlots
-from speechd.service import CastService, LiveCasts, open_services
+from speechd.service import CastService, LiveCasts, OpenStore, open_services
 
-from ._auth import ApiKeys, Origins, check_origin
+from ._auth import ApiKeys, HostNames, Origins, check_origin, machine_names
 from ._clients import ClientAddress
 from ._errors import exception_handlers
 from ._slots import ClientSlots, release_slots
@@ -85,7 +84,7 @@ async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
     }
 
 
-def _device(worker: schema.WorkerNotice) -> dict[str, str | int]:
+def _device(worker: WorkerNotice) -> dict[str, str | int]:
     """A ready worker's device as /readyz shows it: where its model is, why it speaks on the
     CPU when it left the device it was asked for, the most chunks it renders in one pass
     (`--max-batch`, or what auto measured there) and the decoder it speaks with (`--graph`,
@@ -119,13 +118,15 @@ def _state_value(name: str) -> Callable[[State], Any]:
 def gateway_settings(settings: Settings) -> GatewaySettings:
     """The public read path's settings: its rate limit, client key and stream caps from
     `settings`, the rest its own."""
-    return GatewaySettings(
-        read_rate=settings.read_rate,
-        read_burst=settings.read_burst,
-        client_header=settings.client_header,
-        trusted_proxies=settings.trusted_proxies,
-        max_streams=settings.max_streams,
-        max_client_streams=settings.max_client_streams,
+    return settings.sub_config(GatewaySettings)
+
+
+def _host_names(settings: Settings) -> HostNames:
+    """The names browser pages may reach the api by: `--host`, `--public-url`'s host,
+    `--allowed-host`'s and this machine's own (besides addresses and `localhost`)."""
+    public = urlsplit(settings.public_url).hostname if settings.public_url else None
+    return HostNames(
+        (settings.host, public or "", *settings.allowed_hosts), machine=machine_names()
     )
 
 
@@ -150,7 +151,7 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
 def create_app(
     settings: Settings,
     *,
-    store: Store | None = None,
+    store: OpenStore | None = None,
     supervisor: WorkerSupervisor | None = None,
     gateway: GatewaySettings | None = None,
     slots: StreamSlots | None = None,
@@ -180,9 +181,7 @@ def create_app(
             app.state.gateway = Gateway(service, read_path, slots=client_slots)
             stack.push_async_callback(app.state.gateway.close)
             if settings.retention is not None:
-                sweeping = asyncio.create_task(
-                    casts.sweep_casts_forever(service.store, settings.retention)
-                )
+                sweeping = asyncio.create_task(service.sweep_forever(settings.retention))
                 stack.push_async_callback(_cancel, sweeping)
             if supervisor is not None:
                 await asyncio.to_thread(supervisor.start)
@@ -235,7 +234,9 @@ def create_app(
                 "metrics": metrics,
                 "slots": client_slots,
                 "api_keys": ApiKeys(settings.api_keys),
-                "origins": Origins(settings.allowed_origins, settings.public_url),
+                "origins": Origins(
+                    settings.allowed_origins, settings.public_url, hosts=_host_names(settings)
+                ),
             }
         ),
         logging_config=None,

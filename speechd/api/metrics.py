@@ -41,7 +41,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-import msgspec
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -58,9 +57,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from speechd import casts
-from speechd.casts import schema
-from speechd.durable import SeqOutOfRange, Store
+from speechd.casts import CastState
 from speechd.errors import CastNotFound
 from speechd.service import CastService
 from speechd.telemetry import WorkerReadings, telemetry_families
@@ -127,27 +124,11 @@ class _TelemetryCollector(Collector):
         yield from telemetry_families(self.workers)
 
 
-async def _latest_notice(store: Store, worker_id: str) -> schema.WorkerNotice | None:
-    stream = schema.worker_stream(worker_id)
-    try:
-        tail = await store.check_tail(stream)
-        batch = await store.read(stream, tail - 1, max_records=1) if tail else None
-    except SeqOutOfRange:  # the worker started its stream over just now
-        return None
-    if batch is None or not batch.records:
-        return None
-    try:
-        notice = schema.decode(batch.records[0].body, schema.WorkerNotice)
-    except msgspec.DecodeError:
-        return None
-    return notice if notice.kind != "stopped" else None
-
-
 async def _worker_readings(service: CastService) -> list[WorkerReadings]:
     """Each ready worker's device and, from its latest notice, its readings."""
     found = []
     for ready in await service.workers():
-        latest = await _latest_notice(service.store, ready.worker) or ready
+        latest = await service.latest_notice(ready.worker) or ready
         found.append(
             WorkerReadings(
                 worker=ready.worker,
@@ -311,33 +292,27 @@ class ApiMetrics:
                 status = await service.status(cast_id)
             except CastNotFound:  # removed by retention while its job waited
                 continue
-            if status.state == casts.CastState.GENERATING:
+            if status.state == CastState.GENERATING:
                 active += 1
                 if status.lead_ms is not None:
                     leads.append(status.lead_ms / 1000)
         self._active.set(active)
         self._leads.leads = leads
-        await self._read_receipts(service.store)
+        await self._read_receipts(service)
         self._telemetry.workers = await _worker_readings(service)
 
-    async def _read_receipts(self, store: Store) -> None:
+    async def _read_receipts(self, service: CastService) -> None:
         while True:
-            try:
-                batch = await store.read(schema.PROGRESS_DONE, self._receipts_next)
-            except SeqOutOfRange as exc:
-                # Trimmed below the worker's window (those receipts were never counted here:
-                # the counters count the receipts this process saw), or emptied under us.
-                self._receipts_next = exc.first
-                continue
-            for record in batch.records:
-                receipt = schema.decode(record.body, schema.Receipt)
+            # Past a trim of the worker's window, from the first receipt kept: the counters
+            # count the receipts this process saw.
+            receipts, self._receipts_next = await service.receipts(self._receipts_next)
+            if not receipts:
+                return
+            for receipt in receipts:
                 self._completed.inc()
                 self._chunks.inc(receipt.chunks)
                 self._audio_s.inc(receipt.audio_ms / 1000)
                 self._gen_s.inc(receipt.gen_ms / 1000)
-            if not batch.records:
-                return
-            self._receipts_next = batch.records[-1].seq_num + 1
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -87,8 +87,15 @@ and in decodeAudioData:
 Run the Web Audio context at the decode rate: `new AudioContext({sampleRate: 24000})`, 48000 for
 opus. decodeAudioData resamples every file on its own to the context rate, and resampling 24 kHz
 records to 48 kHz one by one puts errors of up to 0.1 at their edges.
+
+**Audiobooks.** `plan_audiobook("m4b" | "mp3", chapters, title=..., author=..., cover=...)`
+plans one file of chapters made as casts (aac for m4b, mp3 for mp3) from their frames' sizes
+(`frame_table`), with chapter marks, tags and cover; its `size` is known before any audio is
+read, and `plan.stream(files)` yields the bytes chapter by chapter, nothing transcoded
+(`_audiobook`).
 """
 
+from ._audiobook import AudiobookChapter, frame_table, plan_audiobook
 from ._factory import new_encoder
 from ._formats import FORMATS, LAYOUTS, SAMPLE_RATE, check_format, content_type
 from ._raw import finished_bytes
@@ -98,10 +105,13 @@ __all__ = [
     "FORMATS",
     "LAYOUTS",
     "SAMPLE_RATE",
+    "AudiobookChapter",
     "check_format",
     "content_type",
     "finished_bytes",
+    "frame_table",
     "new_encoder",
+    "plan_audiobook",
     "standalone_record",
 ]
 

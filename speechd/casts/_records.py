@@ -287,7 +287,11 @@ class Requeue(msgspec.Struct, frozen=True):
     `STALE_QUEUED_S`, and looked in `jobs` for its job. `appended`: it had none (its creator
     died before appending it), and this caller appended one; else it was still in line.
     Appended at the catalog's tail as a claim, so one caller looks at a time, and the next
-    look is `STALE_QUEUED_S` after this one. Readers of the recipe read only seq 0."""
+    look is `STALE_QUEUED_S` after this one. Readers of the recipe read only seq 0.
+
+    Also (`appended`) what a caller writes before it appends a job for a recipe it found
+    there, a retry's or a new life's of the cast (`_submit`): so a sweep that judged the
+    cast gone spares its catalog."""
 
     requested_ms: int
     appended: bool

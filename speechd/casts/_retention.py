@@ -17,7 +17,10 @@ each page of expired streams, and spares every stream of a cast that is still al
 
 A cast whose streams are all older than the retention and that has ended, or has no job left
 (nothing will ever make it), goes whole. The store checks and deletes each stream atomically,
-so a stream appended to during a sweep survives it.
+as it was when its page was listed, so a stream appended to during a sweep survives it. A
+request that makes the cast again while its page is judged (a retry, or a new `pub/casts/<id>`
+after the old one went) appends to its catalog before its job (`_submit`), so the recipe the
+worker reads is never removed under it.
 """
 
 from __future__ import annotations

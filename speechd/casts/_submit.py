@@ -13,6 +13,14 @@ A cast that ended in `error` is made again by the same request: it claims the re
 `retry` record, appended only at the error's tail (so one request wins), then appends a job;
 the worker opens a new attempt that keeps the audio that can continue. A `retry` left without
 its job (the process died in between) is healed like a stuck cast. `eos` is final.
+
+Retention (`_retention`) may judge the cast gone while the same request makes it again (a
+retry, or a new `pub/casts/<id>` after the sweep removed the old one), and it removes the
+streams it judged, each only if nothing was appended to it since. So before a job is
+appended for a recipe this call did not write itself, a `Requeue` record (`appended`) goes at
+the catalog's tail, conditional on the tail just read: the sweep then spares the catalog, or
+it had removed it already and the recipe is written again. A worker never takes a job whose
+recipe is gone.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from ._streams import JOBS, cast_stream, catalog_stream
 __all__ = ["STALE_QUEUED_S", "Submission", "submit"]
 
 STALE_QUEUED_S = 120.0
+_KEEP_TRIES = 8  # catalog appends raced by other callers before giving up on the look
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -79,18 +88,41 @@ async def submit(
         live=recipe.live,
     )
     # Same id, same content: a recipe someone else wrote first is as good as ours.
-    with contextlib.suppress(SeqMismatch):
+    wrote = True
+    try:
         await store.append(catalog_stream(cast_id), [AppendRecord(encode(recipe))], match_seq_num=0)
+    except SeqMismatch:
+        wrote = False
+    now_ms = int(clock() * 1000)
     try:
         await store.append(cast_stream(cast_id), [meta_record(meta)], match_seq_num=0)
     except SeqMismatch:
-        retried = await _heal(store, cast_id, at_once=at_once, now_ms=int(clock() * 1000))
+        retried = await _heal(store, cast_id, recipe, at_once=at_once, now_ms=now_ms)
         return Submission(cast_id, created=False, retried=retried)
+    if not wrote:
+        await _keep_recipe(store, cast_id, recipe, now_ms=now_ms)
     await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
     return Submission(cast_id, created=True)
 
 
-async def _heal(store: Store, cast_id: str, *, at_once: bool, now_ms: int) -> bool:
+async def _keep_recipe(store: Store, cast_id: str, recipe: Recipe, *, now_ms: int) -> None:
+    """Before a job for a recipe someone else wrote: touch the catalog at its tail, or write
+    the recipe again if it is gone (see the module docstring)."""
+    catalog = catalog_stream(cast_id)
+    look = AppendRecord(encode(Requeue(requested_ms=now_ms, appended=True)))
+    for _ in range(_KEEP_TRIES):
+        tail = await store.check_tail(catalog)
+        record = look if tail else AppendRecord(encode(recipe))
+        try:
+            await store.append(catalog, [record], match_seq_num=tail)
+        except SeqMismatch:  # another caller appended, or the sweep removed it: again
+            continue
+        return
+
+
+async def _heal(
+    store: Store, cast_id: str, recipe: Recipe, *, at_once: bool, now_ms: int
+) -> bool:
     """Make a failed cast again, or enqueue a stuck one again; True if this call retried it."""
     head = await read_head(store, cast_id)
     if head.event == Event.ERROR:
@@ -101,6 +133,7 @@ async def _heal(store: Store, cast_id: str, *, at_once: bool, now_ms: int) -> bo
                 [retry_record(retry, head.start_seq)],
                 match_seq_num=head.tail,
             )
+            await _keep_recipe(store, cast_id, recipe, now_ms=now_ms)
             await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
             return True
         return False

@@ -398,13 +398,14 @@ class Store(abc.ABC):
     ) -> int:
         """Delete streams under `prefixes` untouched (no append) for `max_age_s` seconds.
 
-        Each stream is checked and deleted atomically, so a stream appended to during the sweep
-        survives it. The work goes in bounded steps, so appends (of any process) are never kept
-        waiting behind a whole sweep. `spare`, if given, is asked about the expired streams a
-        page at a time (at most `SWEEP_PAGE` names) before any of them goes, and the names it
-        returns are kept this time (a caller whose streams live and die together, like a
-        cast's, keeps a stream whose siblings are still in use). Returns how many streams were
-        deleted.
+        Each stream is checked and deleted atomically, and only as it was when it was listed:
+        a stream appended to during the sweep (while `spare` judges its page, say), or deleted
+        and started again, survives it. The work goes in bounded steps, so appends (of any
+        process) are never kept waiting behind a whole sweep. `spare`, if given, is asked
+        about the expired streams a page at a time (at most `SWEEP_PAGE` names) before any of
+        them goes, and the names it returns are kept this time (a caller whose streams live
+        and die together, like a cast's, keeps a stream whose siblings are still in use).
+        Returns how many streams were deleted.
         """
 
     async def __aenter__(self: _S) -> _S:

@@ -37,7 +37,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ import msgspec
 
 from ._contract import (
     CONTRACT_LIMITS,
-    MAX_BATCH_BYTES,
     SWEEP_PAGE,
     AppendAck,
     AppendRecord,
@@ -56,7 +55,6 @@ from ._contract import (
     SeqMismatch,
     SeqOutOfRange,
     Spare,
-    Store,
     StoreClosed,
     StreamInfo,
     check_batch,
@@ -66,6 +64,7 @@ from ._embedded_janitor import Janitor, drop_stream, mark_garbage, sweep_chunk
 from ._embedded_layout import connect, creation_lock, open_layout, translate_errors
 from ._embedded_wake import Waiters, WakeBus
 from ._embedded_writer import Apply, Op, Outcomes, Writer
+from ._polling import PolledStore, Wakeup
 
 __all__ = ["EmbeddedStore"]
 
@@ -97,11 +96,25 @@ _NEW_ID = (
 )
 
 
+class _StreamWakeup:
+    """A waiting reader's wake-ups: `Waiters` of one stream."""
+
+    def __init__(self, waiters: Waiters, stream: str) -> None:
+        self._waiters = waiters
+        self._stream = stream
+
+    def arm(self) -> asyncio.Future[None]:
+        return self._waiters.register(self._stream)
+
+    def disarm(self, waiter: asyncio.Future[None]) -> None:
+        self._waiters.unregister(self._stream, waiter)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class EmbeddedStore(Store):
+class EmbeddedStore(PolledStore):
     """The stream store in a local data folder. Open with `await EmbeddedStore.open(path)`."""
 
     def __init__(
@@ -320,7 +333,7 @@ class EmbeddedStore(Store):
             self._reader_conns.append(conn)
         return conn
 
-    def _read_now(
+    def _read_rows(
         self, stream: str, seq_num: int, max_records: int, max_bytes: int, bodies: bool
     ) -> ReadBatch:
         conn = self._reader()
@@ -356,40 +369,16 @@ class EmbeddedStore(Store):
             finally:
                 conn.execute("COMMIT")
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
+    async def _read_now(
+        self, stream: str, seq_num: int, max_records: int, max_bytes: int, bodies: bool
     ) -> ReadBatch:
-        validate_name(stream)
-        if seq_num < 0:
-            raise SeqOutOfRange(stream, seq_num, 0)
-        max_records = max(1, max_records)
-        deadline = self._loop.time() + max(0.0, wait)
-        while True:
-            self._check_open()
-            # Registered before reading, so an append landing between the read and the wait
-            # still wakes us.
-            waiter = self._waiters.register(stream) if wait > 0 else None
-            try:
-                batch = await self._loop.run_in_executor(
-                    self._readers, self._read_now, stream, seq_num, max_records, max_bytes, bodies
-                )
-                remaining = deadline - self._loop.time()
-                if batch.records or waiter is None or remaining <= 0:
-                    return batch
-                try:
-                    await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    return batch
-            finally:
-                if waiter is not None:
-                    self._waiters.unregister(stream, waiter)
+        return await self._loop.run_in_executor(
+            self._readers, self._read_rows, stream, seq_num, max_records, max_bytes, bodies
+        )
+
+    @contextlib.asynccontextmanager
+    async def _wakeups(self, stream: str) -> AsyncIterator[Wakeup]:
+        yield _StreamWakeup(self._waiters, stream)
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)

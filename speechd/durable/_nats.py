@@ -62,7 +62,6 @@ import nats.errors
 from nats.aio.client import Client
 
 from ._contract import (
-    MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
     SWEEP_PAGE,
     AppendAck,
@@ -70,9 +69,7 @@ from ._contract import (
     DurableError,
     Limits,
     ReadBatch,
-    SeqOutOfRange,
     Spare,
-    Store,
     StoreClosed,
     StreamInfo,
     check_batch,
@@ -84,6 +81,7 @@ from ._nats_reader import At, Heads, Reader
 from ._nats_retry import Retry, retrying
 from ._nats_wire import JetStream, WireError
 from ._nats_writer import MIN_MAX_PAYLOAD, Committer, Op, Writers, limits_for
+from ._polling import PolledStore, Wakeup
 
 __all__ = ["H_DELETED", "LAYOUT_VERSION", "NatsStore"]
 
@@ -103,7 +101,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NatsStore(Store):
+class NatsStore(PolledStore):
     """The stream store on NATS JetStream. Open with `await NatsStore.open(url)`."""
 
     def __init__(
@@ -240,23 +238,13 @@ class NatsStore(Store):
         self._check_open()
         return await self._committer.trim(stream, before_seq)
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int = 0,
-        *,
-        max_records: int = 1000,
-        max_bytes: int = MAX_BATCH_BYTES,
-        wait: float = 0,
-        bodies: bool = True,
+    async def _read_now(
+        self, stream: str, seq_num: int, max_records: int, max_bytes: int, bodies: bool
     ) -> ReadBatch:
-        validate_name(stream)
-        self._check_open()
-        if seq_num < 0:
-            raise SeqOutOfRange(stream, seq_num, 0)
-        return await self._reader.read(
-            stream, seq_num, max(1, max_records), max_bytes, wait, bodies
-        )
+        return await self._reader.read_now(stream, seq_num, max_records, max_bytes, bodies)
+
+    def _wakeups(self, stream: str) -> contextlib.AbstractAsyncContextManager[Wakeup]:
+        return self._reader.wakeups(stream)
 
     async def check_tail(self, stream: str) -> int:
         validate_name(stream)

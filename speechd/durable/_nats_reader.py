@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import nats.errors
@@ -161,6 +161,9 @@ class _Watch:
         self.waiters.add(waiter)
         return waiter
 
+    def disarm(self, waiter: asyncio.Future[None]) -> None:
+        self.waiters.discard(waiter)
+
     def wake(self, exc: BaseException | None = None) -> None:
         for waiter in self.waiters:
             if not waiter.done():
@@ -171,7 +174,7 @@ class _Watch:
 
 
 class Reader:
-    """Reads and long polls of one handle."""
+    """Reads and the wake-ups of readers waiting at a tail, of one handle."""
 
     def __init__(
         self,
@@ -191,40 +194,16 @@ class Reader:
         self._loop = asyncio.get_running_loop()
         self._watches: dict[str, _Watch] = {}
 
-    async def read(
-        self,
-        stream: str,
-        seq_num: int,
-        max_records: int,
-        max_bytes: int,
-        wait: float,
-        bodies: bool = True,
-    ) -> ReadBatch:
-        deadline = self._loop.time() + max(0.0, wait)
-        watch = await self._watch(stream) if wait > 0 else None
+    @contextlib.asynccontextmanager
+    async def wakeups(self, stream: str) -> AsyncIterator[_Watch]:
+        """`stream`'s watch, for as long as one reader waits at its tail."""
+        watch = await self._watch(stream)
         try:
-            while True:
-                self._retry.check_open()
-                # Armed before reading, so a head landing between the read and the wait
-                # still wakes us.
-                waiter = watch.arm() if watch is not None else None
-                try:
-                    batch = await self._read_now(stream, seq_num, max_records, max_bytes, bodies)
-                    remaining = deadline - self._loop.time()
-                    if batch.records or waiter is None or remaining <= 0:
-                        return batch
-                    try:
-                        await asyncio.wait_for(waiter, remaining)
-                    except asyncio.TimeoutError:
-                        return batch
-                finally:
-                    if watch is not None and waiter is not None:
-                        watch.waiters.discard(waiter)
+            yield watch
         finally:
-            if watch is not None:
-                self._unwatch(watch)
+            self._unwatch(watch)
 
-    async def _read_now(
+    async def read_now(
         self, stream: str, seq: int, max_records: int, max_bytes: int, bodies: bool
     ) -> ReadBatch:
         _, cached = self._heads.known(stream)

@@ -1,8 +1,10 @@
-"""Kokoro-82M for speechd: weights, voices, text normalisation, G2P, chunk planning and
-synthesis, on torch or on ONNX Runtime.
+"""Kokoro-82M for speechd: weights, voices, devices, batches and synthesis, on torch or on
+ONNX Runtime. The text it speaks is read and planned into chunks by the text front end
+(`speechd.text`: SSML, normalisation, G2P, the lexicon, chunk planning), which the engine
+drives with the G2P of each voice's language.
 
-Importing this package is cheap and torch-free (the api process uses `VoiceBook`,
-`EngineConfig` and `check_input`); the runtime loads inside
+Importing this package is cheap and torch-free (the api process uses `VoiceBook` and
+`EngineConfig`); the runtime loads inside
 `load_engine`, in the worker (torch and kokoro for the torch engine; onnxruntime alone for
 the ONNX one, which exports the weights once in a child process).
 
@@ -25,58 +27,30 @@ from __future__ import annotations
 import contextlib
 
 from ._batch import BatchItem, choose_max_batch, measure_batch_costs
-from ._check import InputCheck, check_input
-from ._config import (
-    DEFAULT_VOICE_MAP,
-    LANGUAGES,
-    MAX_SPEED,
-    MIN_SPEED,
-    SAMPLE_RATE,
-    EngineConfig,
-)
+from ._config import DEFAULT_VOICE_MAP, SAMPLE_RATE, EngineConfig
 from ._device import DEVICE_HELP, device_name, parse_device
 from ._engine import Engine, Synthesis
-from ._lexicon import LexiconError, LexiconFile
 from ._loading import load_engine
 from ._memory import parse_size
-from ._plan import Chunk, ChunkPolicy
-from ._planner import FLUSH_S, Planner, PlanStatus
 from ._runtime import SAMPLES_PER_FRAME
-from ._speakable import missing_languages, voice_language
-from ._ssml import looks_like_ssml
 from ._voices import VoiceBook
 
 __all__ = [
     "DEFAULT_VOICE_MAP",
     "DEVICE_HELP",
-    "FLUSH_S",
-    "LANGUAGES",
-    "MAX_SPEED",
-    "MIN_SPEED",
     "SAMPLES_PER_FRAME",
     "SAMPLE_RATE",
     "BatchItem",
-    "Chunk",
-    "ChunkPolicy",
     "Engine",
     "EngineConfig",
-    "InputCheck",
-    "LexiconError",
-    "LexiconFile",
-    "PlanStatus",
-    "Planner",
     "Synthesis",
     "VoiceBook",
-    "check_input",
     "choose_max_batch",
     "device_name",
     "load_engine",
-    "looks_like_ssml",
     "measure_batch_costs",
-    "missing_languages",
     "parse_device",
     "parse_size",
-    "voice_language",
 ]
 
 for _name in __all__:

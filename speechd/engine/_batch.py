@@ -29,14 +29,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
+from typing import Final, NamedTuple, Protocol, TypeVar
 
 from speechd.errors import SpeechdError
+from speechd.text import Chunk
 
-from ._plan import Chunk
-
-if TYPE_CHECKING:
-    from ._engine import Engine
+from ._voices import VoiceBook
 
 __all__ = [
     "BATCH_EDGE_SAMPLES",
@@ -44,6 +42,7 @@ __all__ = [
     "MAX_BATCH_TOKENS",
     "MIN_SAVING",
     "BatchItem",
+    "BatchRenderer",
     "batch_passes",
     "choose_max_batch",
     "measure_batch_costs",
@@ -79,6 +78,26 @@ class BatchItem(NamedTuple):
     """A resolved voice spec (blends allowed)."""
     speed: float
     seed: int | None
+
+
+class BatchRenderer(Protocol):
+    """What `measure_batch_costs` renders with: an `Engine`, or a stand-in for one."""
+
+    voices: VoiceBook
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def max_batch(self) -> int: ...
+
+    def prepare_batch(self, max_items: int) -> None: ...
+
+    def synthesize(
+        self, chunk: Chunk, voice: str, speed: float = 1.0, *, seed: int | None = None
+    ) -> object: ...
+
+    def synthesize_batch(self, items: Sequence[BatchItem], *, isolate: bool = True) -> object: ...
 
 
 T = TypeVar("T")
@@ -120,7 +139,7 @@ def default_sizes(device: str) -> tuple[int, ...]:
 
 
 def measure_batch_costs(
-    engine: Engine,
+    engine: BatchRenderer,
     sizes: Sequence[int] | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     *,

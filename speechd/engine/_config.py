@@ -9,34 +9,11 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from ._device import Device
-from ._plan import MAX_SPEED, MIN_SPEED  # the bounds a chunk is planned within
 
-__all__ = [
-    "DEFAULT_VOICE_MAP",
-    "LANGUAGES",
-    "MAX_SPEED",
-    "MIN_SPEED",
-    "SAMPLE_RATE",
-    "EngineConfig",
-]
+__all__ = ["DEFAULT_VOICE_MAP", "SAMPLE_RATE", "EngineConfig"]
 
 #: Kokoro-82M's output rate, fixed by its iSTFT decoder.
 SAMPLE_RATE: Final = 24_000
-
-#: A voice's language is the first letter of its name, as in hexgrad/Kokoro-82M.
-LANGUAGES: Final = MappingProxyType(
-    {
-        "a": "American English",
-        "b": "British English",
-        "e": "Spanish",
-        "f": "French",
-        "h": "Hindi",
-        "i": "Italian",
-        "j": "Japanese",
-        "p": "Brazilian Portuguese",
-        "z": "Mandarin Chinese",
-    }
-)
 
 #: OpenAI's voice names -> Kokoro voices. OpenAI's names with a Kokoro namesake map to it
 #: (alloy, echo, fable, onyx, nova); the others go to a Kokoro voice of the same register
@@ -104,7 +81,7 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     onnx_model: str | None = None
     cache_dir: str | None = None
     lexicon: str | None = None
-    """A lexicon file (`speechd.engine.LexiconFile`), applied to every plan; reloaded when
+    """A lexicon file (`speechd.text.LexiconFile`), applied to every plan; reloaded when
     it changes."""
     max_device_memory: Annotated[int, msgspec.Meta(ge=1)] | None = None
     graph: Literal["auto", "float", "fused", "int8"] = "float"

@@ -20,8 +20,7 @@ from typing import Annotated, Any, Final, Protocol
 import msgspec
 
 from speechd.errors import ModelUnavailable
-
-from ._plan import ChunkPolicy
+from speechd.text import ChunkPolicy
 
 __all__ = [
     "DEVICE_HELP",

@@ -1,9 +1,10 @@
 """The synchronous engine a worker owns: text -> chunks -> 24 kHz float32 PCM.
 
-The engine is the part every runtime shares: voices and blends (`_packs`), G2P and planning
-(`_planner`), the phoneme vocabulary, trimming, word timing (`_timing`), the fingerprint and
-the `Synthesis` it returns. A runtime (`_runtime`) only turns a chunk's tokens, style, speed
-and seed into raw audio and predicted durations:
+The engine is the part every runtime shares: voices and blends (`_packs`), the G2P of each
+language and the planners it opens (the text front end, `speechd.text`), the phoneme
+vocabulary, trimming, word timing (`_timing`), the fingerprint and the `Synthesis` it
+returns. A runtime (`_runtime`) only turns a chunk's tokens, style, speed and seed into raw
+audio and predicted durations:
 
     torch   Kokoro's KModel layers, eagerly (`_torch`)
     onnx    ONNX Runtime over an export of the same weights (`_onnx`, `_export`)
@@ -11,7 +12,7 @@ and seed into raw audio and predicted durations:
 `load_engine` (`_loading`) picks one (`EngineConfig.engine`: "auto" takes ONNX Runtime when
 it is installed and the model can be exported or found, torch otherwise). Importing this
 module is cheap and torch-free; the torch runtime imports torch and kokoro when it loads, the
-ONNX one never does, and neither does the G2P it builds (`_without_torch`).
+ONNX one never does, and neither does the G2P it builds (`speechd.text.without_torch`).
 
 Seeding: the decoder's random inputs are drawn on the host from the seed (`_runtime`), so the
 same chunk, voice, speed and seed give the same PCM on a runtime and device, and no
@@ -33,33 +34,42 @@ import functools
 import hashlib
 import logging
 import math
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from speechd.errors import CastFailed, InvalidRequest, SpeechdError
+from speechd.text import (
+    FLUSH_S,
+    G2P,
+    MAX_SPEED,
+    MIN_SPEED,
+    MODEL_MAX_TOKENS,
+    Chunk,
+    ChunkPolicy,
+    LexiconFile,
+    Planner,
+    UnitKind,
+    build_g2p,
+    unit_kind,
+    without_torch,
+)
 
 from ._batch import MAX_BATCH_TOKENS, BatchItem, batch_passes
-from ._config import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
+from ._config import SAMPLE_RATE
 from ._device import warm_cuda
 from ._files import ModelFolder
-from ._g2p import G2P, build_g2p
 from ._heap import HeapTrimmer
-from ._lexicon import LexiconFile
 from ._memory import MemoryBudget, held_bytes
 from ._packs import VoicePacks
-from ._plan import MODEL_MAX_TOKENS, Chunk, ChunkPolicy
-from ._planner import FLUSH_S, Planner
 from ._resident import ResidentRuntime
 from ._runtime import Inference, Request, Runtime
 from ._sanity import SanityReport
-from ._timing import UnitKind, WordTiming, unit_kind, word_timings
+from ._timing import WordTiming, word_timings
 from ._torch import quiet_third_party
 from ._trim import chunk_ending, trim_silence, with_pauses
 from ._voices import VoiceBook
@@ -437,48 +447,12 @@ class Engine:
             g2p = self._g2p.get(lang)
             if g2p is None:
                 started = time.perf_counter()
-                lean = _without_torch() if self.runtime != "torch" else contextlib.nullcontext()
+                lean = without_torch() if self.runtime != "torch" else contextlib.nullcontext()
                 with quiet_third_party(), lean:
                     g2p = build_g2p(lang)
                 log.info("G2P for %r ready in %.1f s", lang, time.perf_counter() - started)
                 self._g2p[lang] = g2p
             return g2p
-
-
-@contextlib.contextmanager
-def _without_torch() -> Iterator[None]:
-    """Build a G2P without importing torch, where torch is not loaded yet.
-
-    misaki's English G2P needs spaCy, and two things there import torch when it is installed
-    although en_core_web_sm uses neither: thinc (spaCy's ML library) looks for it at import
-    time, and spaCy imports every installed pipeline plugin when it builds a pipeline, among
-    them spacy-curated-transformers (which misaki[en] installs). Marking torch as missing makes
-    thinc go without it, and plugin factories are skipped while the pipeline is built. That
-    keeps ~200 MB of torch out of an ONNX worker (measured: G2P built in 0.9 s at 247 MB RSS,
-    against 3.4 s at 447 MB). Where torch is already loaded (an in-process test that made a
-    torch engine first) there is nothing to save, and nothing is changed.
-    """
-    if "torch" in sys.modules:
-        yield
-        return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # import torch: ImportError
-    factories: Any = None
-    try:
-        with contextlib.suppress(ImportError):  # no spaCy: nothing to skip
-            import spacy.util
-
-            factories = spacy.util.registry._entry_point_factories
-        saved = factories is not None and factories.entry_points
-        if factories is not None:
-            factories.entry_points = False
-        try:
-            yield
-        finally:
-            if factories is not None:
-                factories.entry_points = saved
-    finally:
-        if "torch" in sys.modules and sys.modules["torch"] is None:
-            del sys.modules["torch"]
 
 
 def chunk_speed(chunk: Chunk, speed: float) -> float:

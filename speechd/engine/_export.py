@@ -19,7 +19,7 @@ model folder cannot be written (a read-only mount, a shared copy), the export go
 `<cache_dir>/onnx/<key>/` instead (`~/.cache/speechd` by default).
 
 The export itself needs torch and kokoro (the weights are a torch state dict). It runs in a
-child process (`python -m speechd.engine._export`, tracing in `_trace`), so the worker that
+child process (`python -m speechd.engine._trace`, which traces), so the worker that
 asked for it never imports torch and stays small: ~30-60 s (half of it the batched graphs)
 and ~1.5 GB of RSS once, on a 2-core CPU. Concurrent
 workers wait on one lock file and the first one's export; a half-written export is never
@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -163,7 +162,7 @@ def _export_in_child(folder: ModelFolder, out: Path) -> None:
     argv = [
         sys.executable,
         "-m",
-        "speechd.engine._export",
+        "speechd.engine._trace",
         str(folder.config),
         str(folder.weights),
         str(out),
@@ -178,31 +177,3 @@ def _export_in_child(folder: ModelFolder, out: Path) -> None:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit code {done.returncode}"
         raise ModelUnavailable(f"The ONNX export of {str(folder.root)!r} failed: {why}")
-
-
-# ---------------------------------------------------------------- the child (imports torch)
-
-
-def export(config: Path, weights: Path, out: Path) -> dict[str, Any]:
-    """Export the weights' graphs to `out` and check them against torch (`_trace`: in the
-    child, which imports torch and kokoro); the manifest written."""
-    from ._trace import export_graphs
-
-    return export_graphs(config, weights, out)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python -m speechd.engine._export CONFIG WEIGHTS OUT_DIR", file=sys.stderr)
-        return 2
-    try:
-        manifest = export(Path(argv[0]), Path(argv[1]), Path(argv[2]))
-    except Exception as exc:  # reported to the parent as one line
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(manifest))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

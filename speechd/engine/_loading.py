@@ -15,6 +15,7 @@ why). A wake opens the same runtime on the same device the first load chose.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable
 
@@ -33,14 +35,14 @@ from ._engine import Engine
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._memory import MemoryBudget, cap_torch, weights_on_device
 from ._resident import ResidentRuntime, RuntimeOpener
-from ._runtime import Request, Runtime
-from ._sanity import sanity_check
+from ._runtime import Inference, Request, Runtime
+from ._sanity import SANITY_SENTENCE, SANITY_SHORT, SanityReport, compare
 from ._voices import VoiceBook
 
 if TYPE_CHECKING:
     from ._onnx import OnnxRuntime
 
-__all__ = ["load_engine"]
+__all__ = ["load_engine", "sanity_check"]
 
 log = logging.getLogger("speechd.engine")
 
@@ -132,6 +134,30 @@ def _opener(config: EngineConfig, folder: ModelFolder) -> RuntimeOpener:
         return runtime
 
     return open_runtime
+
+
+def sanity_check(engine: Engine, device: Runtime, cpu: Runtime) -> SanityReport:
+    """`device` against `cpu` for the engine's default voice (`_sanity` says how)."""
+    started = time.perf_counter()
+    voice = engine.voices.default_voice
+    runs: list[tuple[Inference, Inference]] = []
+    for runtime in (device, cpu):
+        made = []
+        for text in (SANITY_SENTENCE, SANITY_SHORT):
+            tokens, style = _inputs(engine, text, voice)
+            made.append(runtime.infer(tokens, style, 1.0, 0))
+        runs.append((made[0], made[1]))
+    report = compare(device.device, runs[0], runs[1])
+    return dataclasses.replace(report, seconds=time.perf_counter() - started)
+
+
+def _inputs(engine: Engine, text: str, voice: str) -> tuple[list[int], npt.NDArray[np.float32]]:
+    """`text`'s tokens as one input (every chunk the planner cuts, joined by a space) and
+    the style `voice` reads that many with, as `Engine.synthesize` builds them."""
+    phonemes = " ".join(chunk.phonemes for chunk in engine.plan(text, voice))
+    vocab = engine._vocab
+    tokens = [vocab[p] for p in phonemes if p in vocab][:500]
+    return tokens, engine._packs.style(voice, len(tokens))
 
 
 def _check_device(

@@ -16,26 +16,23 @@ the device and on the CPU (the same runtime, weights, voice and seed) and compar
   seed by 0.15-0.2 dB, the same text at speed 1.3 by 1.6 dB, another voice by 5.4 dB and
   noise of the same loudness by 9.7 dB.
 
-A device outside those bounds is refused with a one-line reason (`SanityReport.problem`), or
-left for the CPU under `--device auto` (`ResidentRuntime.fall_back`).
+`sanity_check` (in `_loading`, where the engine is loaded) makes those runs and `compare`
+reads them. A device outside those bounds is refused with a one-line reason
+(`SanityReport.problem`), or left for the CPU under `--device auto`
+(`ResidentRuntime.fall_back`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from ._config import SAMPLE_RATE
-from ._runtime import SAMPLES_PER_FRAME, Inference, Runtime
-
-if TYPE_CHECKING:
-    from ._engine import Engine
+from ._runtime import SAMPLES_PER_FRAME, Inference
 
 __all__ = [
     "DURATION_TOLERANCE",
@@ -46,7 +43,6 @@ __all__ = [
     "TOKENS_OFF_TOLERANCE",
     "SanityReport",
     "compare",
-    "sanity_check",
 ]
 
 #: The fixed sentence whose durations are compared, and the short chunk whose audio is.
@@ -124,15 +120,6 @@ class SanityReport:
         )
 
 
-def _inputs(engine: Engine, text: str, voice: str) -> tuple[list[int], npt.NDArray[np.float32]]:
-    """`text`'s tokens as one input (every chunk the planner cuts, joined by a space) and
-    the style `voice` reads that many with, as `Engine.synthesize` builds them."""
-    phonemes = " ".join(chunk.phonemes for chunk in engine.plan(text, voice))
-    vocab = engine._vocab
-    tokens = [vocab[p] for p in phonemes if p in vocab][:500]
-    return tokens, engine._packs.style(voice, len(tokens))
-
-
 def _frames(made: Inference) -> npt.NDArray[np.int64]:
     if made.durations is not None:
         return np.asarray(made.durations, dtype=np.int64)
@@ -182,18 +169,3 @@ def compare(
         spectrum_db=spectrum,
         level_db=_level_db(made[1].audio, cpu[1].audio),
     )
-
-
-def sanity_check(engine: Engine, device: Runtime, cpu: Runtime) -> SanityReport:
-    """`device` against `cpu` for the engine's default voice (see the module's docstring)."""
-    started = time.perf_counter()
-    voice = engine.voices.default_voice
-    runs: list[tuple[Inference, Inference]] = []
-    for runtime in (device, cpu):
-        made = []
-        for text in (SANITY_SENTENCE, SANITY_SHORT):
-            tokens, style = _inputs(engine, text, voice)
-            made.append(runtime.infer(tokens, style, 1.0, 0))
-        runs.append((made[0], made[1]))
-    report = compare(device.device, runs[0], runs[1])
-    return dataclasses.replace(report, seconds=time.perf_counter() - started)

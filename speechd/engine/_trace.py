@@ -1,13 +1,15 @@
 """Tracing the ONNX export (`_export` says where it lives and when it is made): the two
 halves of `_split` and their batched forms (`_split_batch`), each checked against torch on a
-real sentence before the manifest is written. Runs in the export's child process only: it
-imports torch, kokoro and onnxruntime.
+real sentence before the manifest is written. Runs in the export's child process only
+(`python -m speechd.engine._trace CONFIG WEIGHTS OUT_DIR`): it imports torch, kokoro and
+onnxruntime.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from ._export import (
     OPSET,
 )
 
-__all__ = ["export_graphs"]
+__all__ = ["export_graphs", "main"]
 
 
 def export_graphs(config: Path, weights: Path, out: Path) -> dict[str, Any]:
@@ -277,3 +279,22 @@ def _export_batch(
             f"the exported batched graphs disagree with torch on audio ({max(errors):.1e} RMS)"
         )
     return max(errors)
+
+
+def main(argv: list[str]) -> int:
+    """The export's child: the graphs of CONFIG and WEIGHTS exported to OUT_DIR, the manifest
+    printed; a failure reported to the parent as one line on stderr."""
+    if len(argv) != 3:
+        print("usage: python -m speechd.engine._trace CONFIG WEIGHTS OUT_DIR", file=sys.stderr)
+        return 2
+    try:
+        manifest = export_graphs(Path(argv[0]), Path(argv[1]), Path(argv[2]))
+    except Exception as exc:  # reported to the parent as one line
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(manifest))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

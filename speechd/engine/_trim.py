@@ -8,8 +8,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from speechd.text import Chunk
+
 from ._config import SAMPLE_RATE
-from ._plan import Chunk
 from ._runtime import SAMPLES_PER_FRAME
 from ._timing import WordTiming
 

@@ -22,8 +22,7 @@ from typing import Final
 
 from speechd.errors import UnknownVoice
 from speechd.limits import MAX_BLEND_VOICES, MAX_VOICE_CHARS
-
-from ._config import LANGUAGES
+from speechd.text import LANGUAGES
 
 __all__ = ["VoiceBook", "installed_voices", "parse_spec"]
 

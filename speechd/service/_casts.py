@@ -5,7 +5,9 @@ casts calls, HTTP-free.
                                                      the voice against the ready workers, the
                                                      queue), then claim the cast
             -> SubmittedCast(id, created, recipe)    (casts.submit): one cast, one job
-    reading -> CastService.audio(id) / .status(id)   the playable attempt, live
+    reading -> CastService.status(id)                where it stands, its place in line
+            -> CastService.reader                    its records, audio, words and file
+                                                     (`CastReader`)
 
 `POST /v1/audio/speech` (openai_compat) and `POST /v1/casts` (gateway) both build a
 `CastRequest` and call `submit`; they differ only in their wire shapes and limits. A live cast
@@ -16,30 +18,34 @@ falls back to the last known set (`config/voices`) while no worker is ready. The
 counts the casts waiting or being made (`QueueLine`), and a queued cast's status says its place
 in line and when it should start. `watch_workers` is what a caller waiting on a cast races its
 read against, so that it is never left waiting on workers that are not coming.
+
+The service is the one door to the store: no caller gets the store from it. A store failure
+under any of its methods is `StoreUnavailable`, with one log line (`_trouble`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import time
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, NoReturn
 
 import msgspec
 
 from speechd import casts
-from speechd.audio import SAMPLE_RATE, check_format, finished_bytes
+from speechd.audio import SAMPLE_RATE, check_format
 from speechd.casts import QueueLine, WorkerHealth, known_voices, schema, worker_health
-from speechd.durable import Store
-from speechd.engine import LANGUAGES, VoiceBook, check_input, voice_language
+from speechd.durable import SeqOutOfRange, Store
+from speechd.engine import VoiceBook
 from speechd.errors import ModelUnavailable, QueueFull, Unavailable, VoiceUnavailable
 from speechd.limits import MAX_CAST_CHARS
+from speechd.text import LANGUAGES, check_input, voice_language
 
+from ._reader import CastReader, checked_id
 from ._requests import (
+    MODEL,
     CastRequest,
     CheckedRequest,
     LiveRequest,
@@ -49,17 +55,14 @@ from ._requests import (
     input_format,
     title_for,
 )
+from ._trouble import store_trouble
 
 __all__ = [
-    "MODEL",
     "UNREADY_GRACE_S",
     "CastService",
     "SubmittedCast",
     "voice_label",
 ]
-
-MODEL = "kokoro"
-"""The one model speechd runs; every cast's recipe names it."""
 
 UNREADY_GRACE_S = 90.0
 """How long a caller waiting on a cast waits while no worker is ready (a restart takes tens of
@@ -70,7 +73,6 @@ _INLINE_CHECK = 8192  # SSML longer than this is checked on a thread
 _READY_TTL_S = 1.0
 _UNREADY_TTL_S = 0.25  # short: the first ready worker is seen (almost) at once
 _WATCH_S = 1.0  # how often a waiting caller looks at the workers
-_FILES_KEPT = 256  # layouts of finished files kept
 
 
 class SubmittedCast(msgspec.Struct, frozen=True):
@@ -108,7 +110,9 @@ class CastService:
         clock: Callable[[], float] = time.time,
         unready_grace_s: float | None = None,
     ) -> None:
-        self.store = store
+        self._store = store
+        self.reader = CastReader(store)
+        """What the doors read of casts (records, audio, words, files)."""
         self._secret = secret
         self._max_queue = max_queue
         self._default_voice = default_voice
@@ -119,7 +123,6 @@ class CastService:
         self._health_lock = asyncio.Lock()
         self._book: tuple[tuple[object, ...], _Voices] | None = None
         self._line = QueueLine(store)
-        self._files: OrderedDict[str, casts.CastFile] = OrderedDict()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -135,7 +138,8 @@ class CastService:
                 at, health = self._health
                 if now - at < (_READY_TTL_S if health.ready else _UNREADY_TTL_S):
                     return health
-            health = await worker_health(self.store, now_ms=int(now * 1000))
+            with store_trouble("reading the workers' notices"):
+                health = await worker_health(self._store, now_ms=int(now * 1000))
             self._health = (now, health)
             return health
 
@@ -179,7 +183,8 @@ class CastService:
         health = await self.health()
         notices = health.ready
         if not notices:
-            kept = await known_voices(self.store)
+            with store_trouble("reading the voices last known"):
+                kept = await known_voices(self._store)
             if kept is None:
                 problem = health.unavailable()
                 assert problem is not None
@@ -187,6 +192,36 @@ class CastService:
             notices = [kept]
         voices = self._voices(notices)
         return [v for v in voices.book.installed if voice_language(v) not in voices.unspeakable]
+
+    async def latest_notice(self, worker_id: str) -> schema.WorkerNotice | None:
+        """The last notice `worker_id` wrote (a heartbeat carries its readings), unless that
+        says it stopped, or none."""
+        with store_trouble("reading a worker's notices"):
+            found = await casts.last_notice(self._store, worker_id)
+        if found is None or found[1].kind == schema.STOPPED:
+            return None
+        return found[1]
+
+    async def receipts(self, seq_num: int) -> tuple[list[schema.Receipt], int]:
+        """The receipts of finished casts from `seq_num` on (a page of them), and the seq to
+        read from next. Where the worker's window was trimmed past `seq_num` (or the stream
+        emptied under it), they are read from the first one kept."""
+        with store_trouble("reading the receipts"):
+            while True:
+                try:
+                    batch = await self._store.read(schema.PROGRESS_DONE, seq_num)
+                    break
+                except SeqOutOfRange as exc:
+                    seq_num = exc.first
+        if not batch.records:
+            return [], seq_num
+        found = [schema.decode(r.body, schema.Receipt) for r in batch.records]
+        return found, batch.records[-1].seq_num + 1
+
+    async def sweep_forever(self, max_age_s: float) -> None:
+        """Remove the casts nobody appended to for `max_age_s`, each with its streams
+        (`speechd.casts.sweep_casts_forever`), until cancelled or the store closes."""
+        await casts.sweep_casts_forever(self._store, max_age_s)
 
     def _voices(self, workers: Sequence[schema.WorkerNotice]) -> _Voices:
         """The voice book over the workers' voices, and the languages any of them cannot speak
@@ -230,7 +265,7 @@ class CastService:
         text is read (`input_format`: SSML for a cast only), the voice (resolved against the
         ready workers: `UnknownVoice`, `VoiceUnavailable` for a language no worker can speak,
         `Unavailable` or `ModelUnavailable` while none is ready), a cast's text as that voice
-        would read it (`speechd.engine.check_input`: a bad SSML document or pronunciation is
+        would read it (`speechd.text.check_input`: a bad SSML document or pronunciation is
         refused here, not by the worker), and room in the queue (`QueueFull`) for a cast that
         would join it: a live cast, a new cast, or a failed one this request makes again; an
         identical request joining a cast that exists takes no room. Reads the store, writes
@@ -285,12 +320,14 @@ class CastService:
 
     async def queue_depth(self) -> int:
         """Casts waiting in line or being made (see `QueueLine`): what `max_queue` limits."""
-        return await self._line.depth()
+        with store_trouble("reading the queue"):
+            return await self._line.depth()
 
     async def pending_casts(self, *, limit: int) -> list[str]:
         """Ids of the casts not known to be finished (waiting, being made, or not looked at
         yet), in line order, as far as `jobs` was read."""
-        return await self._line.unfinished(limit=limit)
+        with store_trouble("reading the queue"):
+            return await self._line.unfinished(limit=limit)
 
     async def submit(
         self, request: CastRequest, *, max_chars: int, text_param: str = "input"
@@ -300,34 +337,27 @@ class CastService:
         checked = await self.check(request, max_chars=max_chars, text_param=text_param)
         assert checked.id is not None  # a cast's id is its content address
         ssml = checked.input_format == "ssml"
-        recipe = schema.Recipe(
-            text=checked.text,
-            model=MODEL,
-            voice=checked.voice,
-            speed=checked.speed,
-            format=checked.format,
-            title=request.title or title_for(checked.text, ssml=ssml),
-            created_ms=self._now_ms(),
-            input_format=checked.input_format,
-            normalize=checked.normalize,
-        )
-        submission = await casts.submit(
-            self.store,
-            checked.id,
-            recipe,
-            sample_rate=SAMPLE_RATE,
-            at_once=request.at_once,
-            clock=self._clock,
-        )
+        title = request.title or title_for(checked.text, ssml=ssml)
+        recipe = checked.recipe(title=title, created_ms=self._now_ms())
+        with store_trouble("submitting a cast"):
+            submission = await casts.submit(
+                self._store,
+                checked.id,
+                recipe,
+                sample_rate=SAMPLE_RATE,
+                at_once=request.at_once,
+                clock=self._clock,
+            )
         return SubmittedCast(checked.id, submission.created, recipe, checked.unsupported)
 
     async def _joins_line(self, cast_id: str) -> bool:
         # Every identical request asks this, so one read of the last record, not the head.
         stream = schema.cast_stream(cast_id)
-        tail = await self.store.check_tail(stream)
-        if tail == 0:
-            return True
-        last = (await self.store.read(stream, tail - 1, max_records=1)).records
+        with store_trouble("reading a cast's tail"):
+            tail = await self._store.check_tail(stream)
+            if tail == 0:
+                return True
+            last = (await self._store.read(stream, tail - 1, max_records=1)).records
         return bool(last) and schema.event_of(last[0]) == schema.Event.ERROR
 
     def _retry_after(self, depth: int) -> int:
@@ -336,50 +366,13 @@ class CastService:
 
     # -- reading casts ------------------------------------------------------------------
 
-    async def audio(self, cast_id: str) -> AsyncGenerator[bytes, None]:
-        """The cast's audio bytes, live until `eos`, skipping records that hold none (an
-        encoder may not have a whole frame yet); raises `CastFailed` if the cast fails."""
-        async with contextlib.aclosing(casts.cast_audio(self.store, cast_id)) as chunks:  # type: ignore[type-var]
-            async for chunk in chunks:
-                if chunk:
-                    yield chunk
-
-    async def finished_file(self, cast_id: str) -> casts.CastFile:
-        """The layout of a finished cast's file (kept for the files most recently asked for,
-        each while its stream's birth and length stay what they were). Raises `CastNotFound`,
-        and `CastFailed` unless the cast has ended in `eos`."""
-        head = await casts.read_head(self.store, cast_id)
-        found = self._files.pop(cast_id, None)
-        if found is None or (found.tail, found.born_ms) != (head.tail, head.born_ms):
-            found = await casts.lay_out(self.store, cast_id, head)
-        self._files[cast_id] = found
-        while len(self._files) > _FILES_KEPT:
-            self._files.popitem(last=False)
-        return found
-
-    async def file_bytes(
-        self, cast_id: str, file: casts.CastFile, start: int, stop: int
-    ) -> AsyncGenerator[bytes, None]:
-        """Bytes `start` to `stop` of the finished file `file` lays out, as a whole file reads
-        (`speechd.audio.finished_bytes`: a wav says its true sizes), a few records at a time."""
-        offset = start
-        body = casts.file_bytes(self.store, cast_id, file, start, stop)
-        async with contextlib.aclosing(body):  # type: ignore[type-var]
-            async for piece in body:
-                yield finished_bytes(file.format, piece, offset=offset, size=file.size)
-                offset += len(piece)
-
-    async def ended(self, cast_id: str) -> None:
-        """Return once the cast has ended in `eos` (nothing of its audio is read); raises
-        `CastNotFound`, and `CastFailed` if it fails."""
-        await casts.wait_ended(self.store, cast_id)
-
     async def status(self, cast_id: str) -> casts.CastStatus:
         """Where the cast stands (a queued one: its place in line, and when it should start;
         one waiting for its first audio while the workers' model is given back: `loading`,
         and when the model should be held again); raises `CastNotFound`."""
         now_ms = self._now_ms()
-        status = await casts.cast_status(self.store, cast_id, now_ms=now_ms)
+        with store_trouble("reading a cast's status"):
+            status = await casts.cast_status(self._store, checked_id(cast_id), now_ms=now_ms)
         queued = status.state == casts.CastState.QUEUED
         if not queued and not (
             status.state == casts.CastState.GENERATING and status.chunks_done == 0
@@ -394,7 +387,8 @@ class CastService:
             )
         if not queued:
             return status
-        place = await self._line.place(cast_id, workers=[w.worker for w in health.ready])
+        with store_trouble("reading the queue"):
+            place = await self._line.place(cast_id, workers=[w.worker for w in health.ready])
         if place is None:
             return status
         starts = status.starts_in_ms

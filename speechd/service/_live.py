@@ -13,8 +13,8 @@ enqueued at once: the worker follows the input and speaks what has arrived.
 
 Every piece is bounded before anything touches the store (`MAX_PIECE_CHARS`), and the whole
 input is bounded as it grows (`MAX_LIVE_CHARS`, `MAX_PIECES`), from the last record alone.
-A store failure is raised as it is (`speechd.durable.DurableError`): the api answers it with
-a 503 `store_unavailable` and one log line, as it does on every route.
+A store failure is `StoreUnavailable` (a 503 `store_unavailable`), with one log line, as under
+every method of the service (`_trouble`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from speechd.errors import (
     SpeechdError,
 )
 
-from ._casts import MODEL, CastService
+from ._casts import CastService
+from ._reader import checked_id
 from ._requests import (
     MAX_LIVE_CHARS,
     MAX_PIECE_CHARS,
@@ -54,6 +55,7 @@ from ._requests import (
     LiveRequest,
     check_piece,
 )
+from ._trouble import guarded, store_trouble
 
 __all__ = ["DEFAULT_IDLE_S", "LiveCast", "LiveCasts"]
 
@@ -86,7 +88,7 @@ class LiveCasts:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.service = service
-        self.store: Store = service.store
+        self._store: Store = service._store  # a live cast's input lives beside its cast
         self.idle_s = idle_s
         self._secret = secret
         self._clock = clock
@@ -116,30 +118,27 @@ class LiveCasts:
         cast_id = base64.urlsafe_b64encode(secrets.token_bytes(_ID_BYTES)).rstrip(b"=").decode()
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         now_ms = self._now_ms()
-        recipe = schema.Recipe(
-            text="",
-            model=MODEL,
-            voice=checked.voice,
-            speed=checked.speed,
-            format=checked.format,
-            title=request.title or _TITLE,  # its first piece may be a word or two
-            created_ms=now_ms,
+        # A live cast's title is never taken from its text: its first piece may be a word.
+        recipe = msgspec.structs.replace(
+            checked.recipe(title=request.title or _TITLE, created_ms=now_ms),
+            text="",  # its text comes in its input
             live=True,
             input_key=self._token_key(token),
             idle_s=self.idle_s,
-            normalize=checked.normalize,
         )
         state = casts.InputState(0, 0, None, 0, 0)
         if request.text:
             # Before the job exists, so the worker finds the first piece at once.
             piece = schema.piece_record(request.text, len(request.text))
             stream = schema.input_stream(cast_id)
-            try:
-                ack = await self.store.append(stream, [piece], match_seq_num=0)
-            except SeqMismatch as exc:  # 128 random bits collided: never, in practice
-                raise SpeechdError("A new live cast could not be named; try again.") from exc
+            with store_trouble("making a live cast"):
+                try:
+                    ack = await self._store.append(stream, [piece], match_seq_num=0)
+                except SeqMismatch as exc:  # 128 random bits collided: never, in practice
+                    raise SpeechdError("A new live cast could not be named; try again.") from exc
             state = casts.InputState(1, len(request.text), None, ack.timestamp, 1)
-        await casts.submit(self.store, cast_id, recipe, sample_rate=SAMPLE_RATE)
+        with store_trouble("making a live cast"):
+            await casts.submit(self._store, cast_id, recipe, sample_rate=SAMPLE_RATE)
         self._remember(cast_id, recipe)
         return LiveCast(cast_id, token, recipe, state)
 
@@ -173,18 +172,19 @@ class LiveCasts:
         if not key_ok:
             self._check_token(recipe, token)
         check_piece(text)
-        return await casts.append_input(
-            self.store,
-            cast_id,
-            text,
-            done=done,
-            seq=seq,
-            opened_ms=recipe.created_ms,
-            idle_s=recipe.idle_s,
-            now_ms=self._now_ms(),
-            max_chars=MAX_LIVE_CHARS,
-            max_pieces=MAX_PIECES,
-        )
+        with store_trouble("appending a live cast's input"):
+            return await casts.append_input(
+                self._store,
+                cast_id,
+                text,
+                done=done,
+                seq=seq,
+                opened_ms=recipe.created_ms,
+                idle_s=recipe.idle_s,
+                now_ms=self._now_ms(),
+                max_chars=MAX_LIVE_CHARS,
+                max_pieces=MAX_PIECES,
+            )
 
     def _check_token(self, recipe: schema.Recipe, token: str | None) -> None:
         if token is None or len(token) > MAX_TOKEN_CHARS:  # never hashed
@@ -200,7 +200,8 @@ class LiveCasts:
         if recipe is not None:
             self._recipes.move_to_end(cast_id)
             return recipe
-        batch = await self.store.read(schema.catalog_stream(cast_id), 0, max_records=1)
+        with store_trouble("reading a live cast's recipe"):
+            batch = await self._store.read(schema.catalog_stream(cast_id), 0, max_records=1)
         if not batch.records:
             raise CastNotFound(f"No cast with id {cast_id!r}.", param="id")
         recipe = schema.decode(batch.records[0].body, schema.Recipe)
@@ -215,7 +216,10 @@ class LiveCasts:
             self._recipes.popitem(last=False)
 
     async def input_state(self, cast_id: str) -> casts.InputState:
-        return await casts.read_input_state(self.store, cast_id)
+        """What the cast's input holds now (its pieces and characters, and whether it is
+        closed)."""
+        with store_trouble("reading a live cast's input"):
+            return await casts.read_input_state(self._store, checked_id(cast_id))
 
     # -- following its audio ------------------------------------------------------------
 
@@ -223,7 +227,7 @@ class LiveCasts:
         """The cast's playable audio records in order, live, then its `Eos`; raises
         `CastFailed` if it fails (after the audio before the failure)."""
         sent = 0
-        follow = casts.follow_cast(self.store, cast_id)
+        follow = guarded(casts.follow_cast(self._store, checked_id(cast_id)), "following a cast")
         async with contextlib.aclosing(follow):  # type: ignore[type-var]
             async for event in follow:
                 if isinstance(event, schema.AudioChunk):

@@ -6,16 +6,21 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from speechd import casts
-from speechd.config import Settings, engine_config
+from speechd.config import Settings
 from speechd.durable import Store, open_store
 
 from ._casts import CastService
 from ._live import LiveCasts
 
-__all__ = ["Services", "open_services"]
+__all__ = ["OpenStore", "Services", "open_services"]
+
+OpenStore: TypeAlias = Store
+"""An open store, as a door may be handed one to open its services over (a test's, or one
+process's serving several doors): the door passes it to `open_services` and reads nothing of
+it, so it needs no more of `speechd.durable` than this name."""
 
 
 class Services(NamedTuple):
@@ -25,7 +30,7 @@ class Services(NamedTuple):
 
 @contextlib.asynccontextmanager
 async def open_services(
-    settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time
+    settings: Settings, *, store: OpenStore | None = None, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[Services]:
     """A `CastService` and its `LiveCasts` for `settings` (queue limit, default voice and
     aliases, live inputs' idle timeout), over `store` (the caller closes it) or else the store
@@ -35,7 +40,7 @@ async def open_services(
         if store is None:
             store = await open_store(settings.store_url)
             stack.push_async_callback(store.close)
-        engine = engine_config(settings)
+        engine = settings.engine_config()
         secret = await casts.deployment_secret(store)
         service = CastService(
             store,

@@ -1,8 +1,9 @@
 """What someone asks a door for, the bounds on it, and the checks of it that need no store.
 
 `CastRequest` (a cast whose whole text comes with it) and `LiveRequest` (a live cast: its text
-comes later, a piece at a time) are shaped by their door (an HTTP route, the Wyoming server);
-`CastService.check` runs every check of either, in one place, and returns a `CheckedRequest`.
+comes later, a piece at a time) are shaped by their door (each wire shape maps itself to one:
+`to_cast_request`, `to_live_request`); `CastService.check` runs every check of either, in one
+place, and returns a `CheckedRequest`, which makes the cast's recipe (`CheckedRequest.recipe`).
 The checks here are the parts that read nothing but the request: its text (`check_text` for a
 cast's, `check_piece` for a live piece), how to read it (`input_format`: plain text or SSML)
 and its speed (`check_speed`); its format is the encoders' own check (`speechd.audio.
@@ -16,14 +17,16 @@ from typing import Final
 
 import msgspec
 
-from speechd.engine import MAX_SPEED, MIN_SPEED, looks_like_ssml
+from speechd.casts import schema
 from speechd.errors import InvalidRequest, PayloadTooLarge
+from speechd.text import MAX_SPEED, MIN_SPEED, looks_like_ssml
 
 __all__ = [
     "MAX_LIVE_CHARS",
     "MAX_PIECES",
     "MAX_PIECE_CHARS",
     "MAX_TOKEN_CHARS",
+    "MODEL",
     "CastRequest",
     "CheckedRequest",
     "LiveRequest",
@@ -35,6 +38,8 @@ __all__ = [
     "title_for",
 ]
 
+MODEL: Final = "kokoro"
+"""The one model speechd runs; every cast's recipe names it."""
 MAX_PIECE_CHARS: Final = 4096
 """The longest piece one append to a live cast's input takes (an LLM sends a few characters at
 a time)."""
@@ -108,6 +113,21 @@ class CheckedRequest(msgspec.Struct, frozen=True):
     normalize: bool = True
     id: str | None = None
     unsupported: tuple[str, ...] = ()
+
+    def recipe(self, *, title: str, created_ms: int) -> schema.Recipe:
+        """The private recipe of the cast it makes, named `title` and made at `created_ms` (a
+        live cast's then keeps no text, and adds its input's key and idle timeout)."""
+        return schema.Recipe(
+            text=self.text,
+            model=MODEL,
+            voice=self.voice,
+            speed=self.speed,
+            format=self.format,
+            title=title,
+            created_ms=created_ms,
+            input_format=self.input_format,
+            normalize=self.normalize,
+        )
 
 
 def _speakable(text: str, *, noun: str, param: str) -> None:

@@ -9,14 +9,15 @@ to do as the worker does. The readers of worker health, voices and the line of w
 casts, which the api uses too, are `speechd.casts`'s. Importing this package never imports
 torch.
 
-Inside: `_intake` (jobs and the cursor), `_ownership` and `_lease` (who makes a cast),
-`_attempts` and `_continuation` (opening, resuming and ending attempts; failures), `_endings`
-(how a cast ends in the store), `_render` (one chunk on the engine thread), `_plan` (a cast's
-lazy plan and its positions), `_planning` (plans stepped between chunk renders), `_input`
-(following a live cast's input), `_costs` (what chunks cost here and what plans are made for),
-`_policy` and `_hold` (the scheduling decisions, pure), `_admission` (who is let in, and the
-quantum), `_cast` (an admitted cast, and the active casts the loop owns), `_update` (what a
-rendered chunk does to its cast), `_worker` (the loop).
+Inside: `_intake` (jobs and the cursor), `_ownership` (who makes a cast: leases),
+`_attempts` and `_continuation` (opening, resuming and ending attempts; failures; landing a
+step's records), `_endings` (how a cast ends in the store), `_render` (one chunk on the engine
+thread), `_plan` (a cast's lazy plan and its positions), `_planning` (plans stepped between
+chunk renders), `_input` (following a live cast's input), `_costs` (what chunks cost here and
+what plans are made for), `_policy` and `_hold` (the scheduling decisions, pure), `_admission`
+(who is let in, and the quantum), `_cast` (an admitted cast, the one writer of its progress,
+and the active casts the loop owns), `_update` (what a step's chunks do to their casts, as
+data, pure), `_worker` (the loop).
 Tests that need a private part import its module (`speechd.worker._policy`).
 """
 

@@ -268,7 +268,7 @@ class Admission:
         """The runnable `casts` as the policy sees them: those whose next chunk is planned. A
         live cast waiting for text is not among them, so it is neither run nor counted as
         missing a deadline (its listener waits at the live edge; when text comes, its clock
-        goes on from there, see `Admitted.landed`).
+        goes on from there, see `Admitted.advance`).
 
         For `admission`, also the casts admitted but not planned that far yet, with the
         planner's estimate of their text: else a burst of casts would each be admitted

@@ -23,12 +23,12 @@ cast does not count.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import math
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -48,15 +48,10 @@ from speechd.casts.schema import (
     eos_record,
     start_record,
 )
-from speechd.durable import (
-    AppendRecord,
-    RecordTooLarge,
-    SeqMismatch,
-    Store,
-)
+from speechd.durable import SeqMismatch, Store
 
-from ._cast import Admitted, JobRef
-from ._continuation import Going, Plans
+from ._cast import Admitted, JobRef, Landed, Update
+from ._continuation import Going, Plans, Resume
 from ._costs import PlanTiming
 from ._endings import RECEIPTS, Endings
 from ._intake import Intake
@@ -64,10 +59,9 @@ from ._ownership import Ownership
 from ._plan import model_fingerprint
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderFactory, EngineLike
 from ._render import ChunkFailed, end_file
-from ._resume import Resume
 from ._thread import EngineThread
 
-__all__ = ["Appended", "Attempts", "Fate"]
+__all__ = ["Attempts", "Fate"]
 
 log = logging.getLogger("speechd.worker")
 
@@ -85,14 +79,6 @@ class Fate(enum.Enum):
     GOES_ON = "goes on"
     ENDED = "ended"  # eos or a terminal error is durable, its job finished
     LOST = "lost"  # another worker took it over (its job is deferred to it)
-
-
-class Appended(NamedTuple):
-    """What `Attempts.append` did: the cast's fate, and the first record's timestamp (None:
-    nothing was appended)."""
-
-    fate: Fate
-    first_ms: int | None = None
 
 
 class Attempts:
@@ -309,75 +295,108 @@ class Attempts:
                 cast.job, cast.next_seq, cast.attempt, message, cast.start_seq
             )
             return Fate.ENDED
-        keep, kept = cast.index, cast.spans
+        keep, kept, going = cast.index, cast.spans, None
         if not failed.encoder_intact:  # it may hold part of the chunk
-            keep, kept = await self._go_back(cast)
+            going, kept = await self._go_back(cast)
+            keep = going.keep
         start = msgspec.structs.replace(
             cast.start,
             attempt=cast.attempt + 1,
             failures=cast.start.failures + 1,
             keep=keep,
             kept=kept,
-            origin_ms=cast.origin_ms,
+            origin_ms=cast.origin_ms if keep else 0,
             chunk_failures=chunk_failures,
             deaths=deaths,
         )
-        start_seq = cast.next_seq
-        appended = await self.append(cast, [start_record(start)])
-        if appended.first_ms is not None:
-            cast.start, cast.start_seq, cast.made = start, start_seq, 0
+        batches = self._store.limits.batches([start_record(start)])
+        update = Update(batches, start=start, going=going)
+        fate = await self._apply(cast, update, await self._send(cast, update))
+        if fate is Fate.GOES_ON:
             log.info("cast %s: attempt %d from record %d", cast.id, cast.attempt, cast.index)
-        return appended.fate
+        return fate
 
-    async def _go_back(self, cast: Admitted) -> tuple[int, list[RecordSpan]]:
+    async def _go_back(self, cast: Admitted) -> tuple[Going, list[RecordSpan]]:
         """The encoder may hold part of a failed chunk: go on exactly as an attempt opened
         after a crash would (`Plans.continuation`, from the store): from the last durable
         record that carries a checkpoint, its encoder and plan position, keeping the records
-        up to it; or, with none, from the start, plan and all. Returns what the next attempt
-        keeps. (Going on from the cast's own last checkpoint while keeping every record
-        misaligned the file when a chunk after that checkpoint had none of its own.)"""
+        up to it; or, with none, from the start, plan and all. Returns how the next attempt
+        goes and the spans it keeps. (Going on from the cast's own last checkpoint while
+        keeping every record misaligned the file when a chunk after that checkpoint had none
+        of its own.)"""
         head = await read_head(self._store, cast.id)
         going = await self._plans.continuation(cast.id, head, cast.recipe)
         if going is None or going.complete:
-            cast.encoder = self._encoders(cast.recipe.format, self._engine.sample_rate)
-            cast.plan = await self._plans.plan(cast.recipe, cast.timing)
-            cast.samples, cast.gen_s, cast.resume = 0, 0.0, None
-            cast.origin_ms, cast.origin_s = 0, None
-            return 0, []
-        cast.encoder, cast.plan, cast.resume = going.encoder, going.plan, going.resume
-        if going.resume is not None:
-            cast.samples, cast.gen_s = going.resume.samples, going.resume.gen_ms / 1000
-        return going.keep, kept_spans(head.spans, going.keep)
+            encoder = self._encoders(cast.recipe.format, self._engine.sample_rate)
+            plan = await self._plans.plan(cast.recipe, cast.timing)
+            return Going(plan, cast.timing, 0, False, None, encoder), []
+        return going, kept_spans(head.spans, going.keep)
 
     # -- appending and ending --------------------------------------------------------------
 
-    async def append(
-        self, cast: Admitted, records: list[AppendRecord], *, chunk: ChunkLike | None = None
-    ) -> Appended:
-        """Append to the cast's stream where this worker expects, in batches that fit the
-        store: the first record's timestamp; or, when nothing more was appended, LOST if
-        another worker has taken the cast over, or with `chunk` (the chunk the records are
-        of) the fate of that chunk failing when a record is over the store's limits."""
-        first: int | None = None
-        try:
-            batches = self._store.limits.batches(records)  # every record checked first
-        except RecordTooLarge as exc:
-            if chunk is None:
-                raise
-            failed = ChunkFailed(exc, encoder_intact=False)
-            return Appended(await self.chunk_failed(cast, chunk, failed))
-        for batch in batches:
+    async def land(
+        self, casts: Sequence[Admitted], updates: Sequence[Update | ChunkFailed]
+    ) -> list[Fate]:
+        """Apply one step's outcome (`_update.step_outcome`: per cast, its update or its
+        chunk's failure) and say what became of each cast, in order. Every cast's records go
+        to the store together: each cast's in the store's batches, in turn, each conditional
+        on the seq the worker expects; the casts at once (one go at the store, which commits
+        them together where it can). Then each cast moves on by its update (and ends with its
+        eos), or its failed chunk is counted (`chunk_failed`). A cast taken over meanwhile is
+        LOST alone; a store error for one cast is raised once the others are applied (it ends
+        the worker, as any store error does)."""
+        landing = [(c, u) for c, u in zip(casts, updates, strict=True) if isinstance(u, Update)]
+        sending = [self._send(cast, update) for cast, update in landing]
+        sent = iter(await asyncio.gather(*sending, return_exceptions=True))
+        fates: list[Fate] = []
+        error: BaseException | None = None
+        for cast, update in zip(casts, updates, strict=True):
+            if isinstance(update, ChunkFailed):
+                chunk = cast.plan.ahead[0].chunk  # the plan did not move past it
+                fates.append(await self.chunk_failed(cast, chunk, update))
+                continue
+            landed = next(sent)
+            if isinstance(landed, BaseException):
+                error = error or landed
+                continue
+            fates.append(await self._apply(cast, update, landed))
+        if error is not None:
+            raise error
+        return fates
+
+    async def _send(self, cast: Admitted, update: Update) -> Landed | None:
+        """Append `update`'s batches to the cast's stream in turn, each where this worker
+        expects (`match_seq_num`): where they landed, or None once another worker has taken
+        the cast over (its job is deferred to it; nothing more is appended)."""
+        next_seq, first, sent = cast.next_seq, None, 0.0
+        for batch in update.batches:
             sent = self._clock()
             try:
-                ack = await self._store.append(cast.stream, batch, match_seq_num=cast.next_seq)
+                ack = await self._store.append(cast.stream, batch, match_seq_num=next_seq)
             except SeqMismatch as lost:
                 log.warning("cast %s was taken over by another worker; dropping it", cast.id)
                 self._ownership.defer(cast.job, lost.next_seq)
-                return Appended(Fate.LOST)
-            first = ack.timestamp if first is None else first
-            cast.next_seq = ack.next_seq
-            cast.renewed = max(cast.renewed, sent)
-        return Appended(Fate.GOES_ON, first)
+                return None
+            first = ack if first is None else first
+            next_seq = ack.next_seq
+        assert first is not None, "an update appends at least one record"
+        return Landed(first.start_seq, first.timestamp, next_seq, sent, self._clock())
+
+    async def _apply(self, cast: Admitted, update: Update, landed: Landed | None) -> Fate:
+        """Move the cast on by `update`, whose records `landed` (None: it was taken over),
+        and end it with its eos."""
+        if landed is None:
+            return Fate.LOST
+        cast.advance(update, landed, sample_rate=self._engine.sample_rate)
+        if update.held_ms:
+            log.info(
+                "cast %s: its listeners start %.1f s after its first audio",
+                cast.id,
+                update.held_ms / 1000,
+            )
+        if update.eos is not None:
+            return await self.done(cast, update.eos)
+        return Fate.GOES_ON
 
     async def done(self, cast: Admitted, eos: Eos) -> Fate:
         """The cast's eos is durable: its receipt, its job finished."""
@@ -404,10 +423,8 @@ class Attempts:
         )
         eos = Eos(chunks=cast.index + 1, audio_ms=offset_ms, gen_ms=round(cast.gen_s * 1000))
         records = [audio_record(chunk), eos_record(cast.attempt, eos, cast.start_seq)]
-        appended = await self.append(cast, records)
-        if appended.first_ms is None:
-            return appended.fate
-        return await self.done(cast, eos)
+        update = Update(self._store.limits.batches(records), made=1, eos=eos)
+        return await self._apply(cast, update, await self._send(cast, update))
 
 
 def _chunks_estimate(recipe: Recipe) -> int:

@@ -2,11 +2,12 @@
 
 The engine can render several chunks in one forward pass (`Engine.synthesize_batch`); the
 worker measures at warm-up what an item costs by batch size (`measure_batch_costs`) and keeps
-it as `BatchCosts`. Batching is the scheduler's choice (DESIGN.md §7), as BreezeRT's
-predictor makes it: the policy picks the most urgent chunk exactly as with batch 1, then
-`fill_batch` adds other casts' due chunks (a newcomer's first, in line order; then the
-listeners' next chunks, soonest dry first; not those of a listener ahead by the comfortable
-lead, which the policy would sleep for), each only while
+it as `BatchCosts`. Batching is the scheduler's choice (see
+docs/design/worker.md#batches-that-keep-deadlines), as BreezeRT's predictor makes it: the
+policy picks the most urgent chunk exactly as with batch 1, then `fill_batch` adds other
+casts' due chunks (a newcomer's first, in line order; then the listeners' next chunks,
+soonest dry first; not those of a listener ahead by the comfortable lead, which the policy
+would sleep for), each only while
 
 * the batch stays within `BatchCosts.limit` items (`--max-batch`, or what `auto` chose);
 * the predicted batch time (`BatchCosts.batch_s`: the measured cost per item at that size,

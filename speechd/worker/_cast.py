@@ -1,28 +1,30 @@
-"""An admitted cast as the worker holds it while it makes it, its listeners' clock, and the
-active casts (`ActiveCasts`), which the loop owns."""
+"""An admitted cast as the worker holds it while it makes it, its listeners' clock, what one
+go at its stream does to it (`Update`, applied by `Admitted.advance`), and the active casts
+(`ActiveCasts`), which the loop owns."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from speechd.casts import playable_spans
-from speechd.casts.schema import Recipe, RecordSpan, Start, cast_stream
+from speechd.casts.schema import Eos, Recipe, RecordSpan, Start, cast_stream
 from speechd.durable import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
     MAX_BODY_BYTES,
     MAX_HEADER_BYTES,
+    AppendRecord,
     Limits,
 )
 
+from ._continuation import Going, Resume
 from ._costs import PlanTiming
-from ._plan import CastPlan
+from ._plan import CastPlan, Planned
 from ._protocols import EncoderLike
-from ._resume import Resume
 
-__all__ = ["ActiveCasts", "Admitted", "JobRef"]
+__all__ = ["ActiveCasts", "Admitted", "JobRef", "Landed", "Update"]
 
 # The contract's maxima (what the embedded store takes), for an `Admitted` made without limits.
 _CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BATCH_BYTES)
@@ -38,6 +40,42 @@ class JobRef:
     at_once: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What one go at a cast's stream does to the cast once its records are durable
+    (`Admitted.advance`): a rendered chunk's (worked out by `_update.step_outcome`), a new
+    attempt's `start` (`start`, and `going` where it goes back to a checkpoint or to the
+    beginning), or the records that end a file whose last chunk did not.
+
+    `batches` are its records in the store's own batches (each record checked against the
+    store's limits), appended in turn, each conditional on the seq the worker expects."""
+
+    batches: Sequence[Sequence[AppendRecord]]
+    planned: Planned | None = None  # the chunk of the plan it is (the plan moves past it)
+    made: int = 0  # audio records it appends
+    samples: int = 0  # audio samples it adds to the playable sequence
+    gen_s: float = 0.0  # compute it cost (as made, in its batch)
+    resume: Resume | None = None  # the checkpoint its last record carries (None: none)
+    hold_ms: int = 0  # the start hold its first record states (the sequence's first audio)
+    held_ms: int = 0  # how long that holds its listeners back (0 where they play at once)
+    eos: Eos | None = None  # its last record ends the cast
+    start: Start | None = None  # a new attempt begins with these records
+    going: Going | None = None  # ... and goes on from here (None: from where it stands)
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """Where an update's records landed: the first one's seq and timestamp (the store's
+    clock), the seq after the last, and, on the worker's clock, when the last append was sent
+    (what renews the lease) and when it was acknowledged."""
+
+    start_seq: int
+    first_ms: int
+    next_seq: int
+    sent: float
+    at: float
+
+
 @dataclass(eq=False)
 class Admitted:
     """An admitted cast: its plan, its current attempt, and where its stream stands.
@@ -45,6 +83,11 @@ class Admitted:
     The playable sequence is the `start.keep` records kept from earlier attempts and the
     `made` records this attempt appended since its `start` (at `start_seq`), so the next
     record's index (`i`) is `keep + made`.
+
+    Its progress (the attempt and its `start_seq`, `next_seq`, `made`, `samples`, `gen_s`,
+    `resume`, `origin_ms`, `origin_s`, the encoder, the plan and its position) is written by
+    one method, `advance`, as each update's records become durable; the lease's renewal time
+    `renewed` is also moved by a renewal in `leases/<id>` (`Ownership.renew`).
 
     The listeners' clock (`origin_s`, on the worker's monotonic clock): a listener who started
     playing at the sequence's first audio and waits at the live edge whenever it catches up
@@ -107,16 +150,40 @@ class Admitted:
         """The playable sequence so far, as seq spans."""
         return playable_spans(self.start, self.start_seq, self.made)
 
-    def landed(self, now: float, samples: int, sample_rate: int, *, hold_s: float = 0.0) -> None:
-        """`samples` more audio became durable at `now`: move the listeners' clock on (the
-        first audio starts it, `hold_s` later)."""
+    def advance(self, update: Update, landed: Landed, *, sample_rate: int) -> None:
+        """`update`'s records are durable (`landed`): move the cast on. A new attempt's
+        `start` begins its own records (and, going back, its encoder, plan and playable
+        sequence are those it goes on from); a chunk moves the plan past it, the playable
+        sequence and its compute on, and the listeners' clock: the first audio starts it (the
+        start hold later), and when a chunk lands after the listener ran dry, the listener
+        resumes then."""
+        self.next_seq = landed.next_seq
+        self.renewed = max(self.renewed, landed.sent)
+        if update.start is not None:
+            self.start, self.start_seq, self.made = update.start, landed.start_seq, 0
+            going = update.going
+            if going is not None:
+                self.encoder, self.plan, self.resume = going.encoder, going.plan, going.resume
+                self.samples = going.resume.samples if going.resume is not None else 0
+                self.gen_s = going.resume.gen_ms / 1000 if going.resume is not None else 0.0
+                if not going.keep:  # it starts over: nobody has heard any of it
+                    self.origin_ms, self.origin_s = 0, None
+            return
+        self.made += update.made
+        if update.planned is None:  # the records that end the file: no chunk, no audio
+            return
+        if self.origin_ms == 0:  # the playable sequence's first audio, held
+            self.origin_ms = landed.first_ms + update.held_ms
         if self.origin_s is None:
-            self.origin_s = now + hold_s
+            self.origin_s = landed.at + update.held_ms / 1000
         else:
-            lead = self.samples / sample_rate - (now - self.origin_s)
+            lead = self.samples / sample_rate - (landed.at - self.origin_s)
             if lead < 0:  # the listener waited at the live edge: it resumes now
                 self.origin_s -= lead
-        self.samples += samples
+        self.samples += update.samples
+        self.gen_s += update.gen_s
+        self.plan.take()
+        self.resume = update.resume or self.resume
 
     def lead(self, now: float, sample_rate: int) -> float | None:
         """Seconds of audio a listener on the listeners' clock has buffered."""

@@ -9,7 +9,8 @@ from typing import Literal
 
 import msgspec
 
-from speechd.engine import FLUSH_S, EngineConfig  # torch-free: load_engine imports torch
+from speechd.engine import EngineConfig  # torch-free: load_engine imports torch
+from speechd.text import FLUSH_S
 
 from ._endings import RECEIPTS
 from ._policy import COMFORTABLE_LEAD_S, QUANTUM_S
@@ -18,8 +19,9 @@ __all__ = ["WorkerConfig", "default_worker_id"]
 
 
 class WorkerConfig(msgspec.Struct, frozen=True):
-    """How a worker runs: the one place its settings and their defaults live (`speechd.cli`
-    maps the command's settings to it; `Worker` reads it).
+    """How a worker runs: the one place its settings and their defaults live
+    (`speechd.config.Settings.worker_config` maps the command's settings to it; `Worker` reads
+    it).
 
     `store` (the store's URL) and `engine` are what a worker process opens and loads
     (`run_worker`, `Supervisor`); a `Worker` built in-process is handed both, and reads the

@@ -2,17 +2,21 @@
 by reference; `_attempts` opens the attempt, see there).
 
 An attempt goes on from the last kept record that ends a chunk: its plan from that record's
-position (`p`), its encoder from the record's checkpoint (`k`), with the timing the earlier
-attempt's `start` names, so it cuts the very chunks the earlier one would have. It cannot when
-the model, the encoder or the plan (chunk policy, timing, planner) differ from what that
-`start` names, or when there is no checkpoint to go on from.
+position (`p`), its encoder from the record's checkpoint (`k`, a `Resume`: written by the
+step's outcome, `_update`, read here), with the timing the earlier attempt's `start` names,
+so it cuts the very chunks the earlier one would have. It cannot when the model, the encoder
+or the plan (chunk policy, timing, planner) differ from what that `start` names, or when there
+is no checkpoint to go on from.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 from dataclasses import dataclass
+
+import msgspec
 
 from speechd.casts import CastHead, resume_point
 from speechd.casts.schema import Recipe
@@ -21,12 +25,37 @@ from speechd.durable import Store
 from ._costs import PlanTiming
 from ._plan import CastPlan, model_fingerprint, open_plan, plan_fingerprint
 from ._protocols import ChunkPolicyLike, EncoderFactory, EncoderLike, EngineLike
-from ._resume import Resume, read_resume
 from ._thread import EngineThread
 
-__all__ = ["Going", "Plans"]
+__all__ = ["Going", "Plans", "Resume", "read_resume", "resume_header"]
 
 log = logging.getLogger("speechd.worker")
+
+
+class Resume(msgspec.Struct, frozen=True, array_like=True):
+    """The resume checkpoint (`k`) of a record that ends its chunk: the playable sequence's
+    samples and compute (ms) up to it, and the encoder's checkpoint after it."""
+
+    samples: int
+    gen_ms: int
+    encoder: bytes
+
+
+_resume_encoder = msgspec.msgpack.Encoder()
+_resume_decoder = msgspec.msgpack.Decoder(Resume)
+
+
+def resume_header(state: Resume) -> bytes:
+    """`state` as a `k` header's value."""
+    return base64.b64encode(_resume_encoder.encode(state))
+
+
+def read_resume(value: bytes) -> Resume:
+    """A `k` header's checkpoint (ValueError if it is not one)."""
+    try:
+        return _resume_decoder.decode(base64.b64decode(value, validate=True))
+    except (msgspec.DecodeError, ValueError) as exc:
+        raise ValueError(f"not a resume checkpoint: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ rule for that cap: the quantum while it protects someone, more while it protects
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ._protocols import ChunkPolicyLike
@@ -21,6 +23,7 @@ __all__ = [
     "MAX_LIFT",
     "SLOW_LIFT",
     "ChunkTimes",
+    "Observation",
     "PlanTiming",
     "chunk_quantum",
     "plan_timing",
@@ -121,7 +124,10 @@ def chunk_quantum(
 
 
 @dataclass(frozen=True, slots=True)
-class _Sample:
+class Observation:
+    """One chunk as the device made it: its length (phonemes and characters), its speed, its
+    compute and the audio the model made."""
+
     units: int
     chars: int
     speed: float
@@ -165,7 +171,7 @@ class ChunkTimes:
         prior_audio_per_unit: float = 0.075,
         prior_audio_per_char: float = 0.065,
     ) -> None:
-        self._samples: deque[_Sample] = deque(maxlen=window)
+        self._samples: deque[Observation] = deque(maxlen=window)
         self._prior_rtf = prior_rtf
         self._prior_per_unit = prior_audio_per_unit
         self._prior_per_char = prior_audio_per_char
@@ -182,12 +188,27 @@ class ChunkTimes:
     ) -> None:
         """Record one synthesized chunk: its length, speed, compute time and audio (and, once
         three chunks are known, how far it slipped from its prediction)."""
-        if len(self._samples) >= 3 and self._within(audio_s):
-            predicted = self._gen_at(audio_s)
+        self.learn(Observation(units, chars, speed, gen_s, audio_s))
+
+    def learn(self, seen: Observation) -> None:
+        """Record one synthesized chunk (see `observe`)."""
+        if len(self._samples) >= 3 and self._within(seen.audio_s):
+            predicted = self._gen_at(seen.audio_s)
             if predicted > 0:
-                self._slips.append(min(gen_s / predicted, MAX_SLIP))
-        self._samples.append(_Sample(units, chars, speed, gen_s, audio_s))
+                self._slips.append(min(seen.gen_s / predicted, MAX_SLIP))
+        self._samples.append(seen)
         self._fit = self._audio_fit = self._curve = None
+
+    def after(self, seen: Iterable[Observation]) -> ChunkTimes:
+        """These costs as they will be once `seen` is learned too: a copy that learned it
+        (this one is unchanged), for predictions that must already count chunks not yet fed
+        to the device's costs."""
+        twin = copy.copy(self)
+        twin._samples = deque(self._samples, maxlen=self._samples.maxlen)
+        twin._slips = deque(self._slips, maxlen=self._slips.maxlen)
+        for observation in seen:
+            twin.learn(observation)
+        return twin
 
     @property
     def slip(self) -> float:
@@ -300,7 +321,7 @@ class ChunkTimes:
         measured again is priced as the device runs now), from the shortest up, the compute
         never falling from one length to the next."""
         latest = [(n, s) for n, s in enumerate(self._samples) if s.audio_s > 0]
-        bins: list[list[tuple[int, _Sample]]] = []
+        bins: list[list[tuple[int, Observation]]] = []
         for n, sample in sorted(latest, key=lambda item: item[1].audio_s):
             if bins and sample.audio_s <= bins[-1][0][1].audio_s * _BIN_SPAN:
                 bins[-1].append((n, sample))

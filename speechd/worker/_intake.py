@@ -1,11 +1,12 @@
 """Job intake and the committed cursor: `jobs` read from the cursor on, in order; the cursor
-moved only over a contiguous run of finished jobs (DESIGN.md §3).
+moved only over a contiguous run of finished jobs (see docs/design/index.md#the-worker).
 
 `Intake.run` long-polls `jobs` from the read offset and queues each job; the worker takes them
 from the head of the line (`pending`). Finishing a job (its cast ended, was skipped or went to
-`jobs/dead`) moves the watermark, and `commit` appends the new offset to `jobs/_cursor` (never
-backwards, even when other workers commit too). After a crash the next life reads from the
-committed offset again; jobs of casts already ended are finished at once.
+`jobs/dead`) moves the watermark (`Watermark`: the first job not finished), and `commit`
+appends the new offset to `jobs/_cursor` (never backwards, even when other workers commit
+too). After a crash the next life reads from the committed offset again; jobs of casts
+already ended are finished at once.
 
 **Trim.** Every reader of `jobs` reads only at or above the committed cursor (the workers'
 intakes, from the offset they opened at; the api's `QueueLine`, for place in line), and a
@@ -21,6 +22,7 @@ line is empty: a handful of operations per `TRIM_EVERY` casts, never a loop.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 from collections import deque
 
@@ -31,7 +33,6 @@ from speechd.casts.schema import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
 from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import JobRef
-from ._watermark import Watermark
 
 __all__ = ["TRIM_EVERY", "Intake"]
 
@@ -40,6 +41,44 @@ log = logging.getLogger("speechd.worker")
 _JOBS_PAGE = 256
 _MAX_PENDING = 10_000
 TRIM_EVERY = 64  # records that could go before a trim is worth its store operation
+
+
+class Watermark:
+    """Offsets of `jobs` read from `base` on, each open until `finish`ed.
+
+    `committed` is the first offset not yet finished: every job below it is finished, so a
+    worker restarting from it loses nothing. A short job 10 finishing before a long job 7
+    leaves `committed` at 7 until 7 finishes too.
+    """
+
+    def __init__(self, base: int = 0) -> None:
+        self._next = base  # one past the highest offset read
+        self._open: set[int] = set()
+        self._heap: list[int] = []  # open offsets, lazily pruned of finished ones
+
+    @property
+    def committed(self) -> int:
+        while self._heap and self._heap[0] not in self._open:
+            heapq.heappop(self._heap)
+        return self._heap[0] if self._heap else self._next
+
+    def add(self, offset: int) -> None:
+        """Open the job at `offset`; offsets arrive in order, each once, with no holes."""
+        if offset != self._next:
+            raise ValueError(f"job offset {offset} is not the next one ({self._next})")
+        self._next = offset + 1
+        self._open.add(offset)
+        heapq.heappush(self._heap, offset)
+
+    def skip_to(self, offset: int) -> None:
+        """Jump the read position to `offset`: the offsets between were never read here
+        because they are finished already (trimmed from `jobs` below the committed cursor).
+        Jobs read and still open stay open."""
+        self._next = max(self._next, offset)
+
+    def finish(self, offset: int) -> None:
+        """Mark the job at `offset` finished (again is harmless)."""
+        self._open.discard(offset)
 
 
 class Intake:

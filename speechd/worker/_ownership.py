@@ -1,11 +1,23 @@
-"""Which casts are this worker's: lease renewals of the casts it makes, and the jobs it leaves
-to other live workers until their leases run out (the rule itself is in `_lease`).
+"""Which casts are this worker's: per-cast leases, read from the store alone; the renewals of
+the casts it makes; and the jobs it leaves to other live workers until their leases run out.
 
-Every append to a cast renews its lease; a cast with nothing to append for a third of the
-lease gets a renewal in `leases/<id>` (also while the worker sleeps ahead of its listeners),
-and before rendering on a lease half gone the worker renews first. A finished cast's renewals
-are deleted. A job whose cast another worker holds is *deferred*: looked at again every
-heartbeat (or half lease): finished once its cast ended, taken back once the lease ran out.
+**The lease.** A worker takes a cast by appending its `start` (conditionally, at the tail it
+read); the `start` carries the worker's lease (`lease_ms`). The lease holds while the owner
+appends to the cast (every record of the attempt renews it) or, when it has nothing to append
+(ahead of its listener, or between chunks that take long), renews it in `leases/<cast id>`.
+Another worker takes the cast over, with a new attempt, only once the lease has run out:
+`lease_ms` plus `LEASE_SKEW_MS` after the last renewal, by the reader's clock (`lease_held`).
+Record timestamps are their writers' clocks, so hosts must agree within `LEASE_SKEW_MS`.
+
+The owner fences itself by its own monotonic clock: it renews at a third of the lease, and
+before rendering a chunk on a lease half gone it renews first (waiting on the store, so a
+worker cut off from the store renders nothing more); a renewal the store gives up on ends the
+worker. So two workers never make one cast at once, but for at most the one chunk in flight
+when the owner lost the store; that stale owner's next append fails its condition and it
+drops the cast. A finished cast's renewals are deleted.
+
+A job whose cast another worker holds is *deferred*: looked at again every heartbeat (or half
+lease): finished once its cast ended, taken back once the lease ran out.
 """
 
 from __future__ import annotations
@@ -14,21 +26,68 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 
-from speechd.casts import CastHead, read_head
-from speechd.casts.schema import Event, Lease, cast_stream, encode, event_of, lease_stream
+import msgspec
+
+from speechd.casts import CastHead, read_head, worker_alive
+from speechd.casts.schema import (
+    Event,
+    Lease,
+    cast_stream,
+    decode,
+    encode,
+    event_of,
+    lease_stream,
+)
 from speechd.durable import AppendRecord, SeqOutOfRange, Store
 
 from ._cast import Admitted, JobRef
 from ._intake import Intake
-from ._lease import lease_held
 
-__all__ = ["Ownership"]
+__all__ = ["LEASE_SKEW_MS", "Ownership", "lease_held"]
 
+LEASE_SKEW_MS = 1000  # how far the hosts' clocks may disagree (see above)
 _LOOKUPS = 32  # deferred casts whose tails are looked up at once
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+async def _last_renewal(store: Store, cast_id: str) -> tuple[int, Lease] | None:
+    stream = lease_stream(cast_id)
+    tail = await store.check_tail(stream)
+    if tail == 0:
+        return None
+    try:
+        batch = await store.read(stream, tail - 1, max_records=1)
+    except SeqOutOfRange:  # released just now
+        return None
+    if not batch.records:
+        return None
+    record = batch.records[0]
+    try:
+        return record.timestamp, decode(record.body, Lease)
+    except msgspec.DecodeError:
+        return None
+
+
+async def lease_held(store: Store, cast_id: str, head: CastHead, *, now_ms: int) -> bool:
+    """Whether the latest attempt's owner still holds its lease on the cast (never once the
+    attempt ended: eos, error, or a retry asked after its error)."""
+    latest = head.start
+    if latest is None or head.event in (Event.EOS, Event.ERROR, Event.RETRY):
+        return False
+    if latest.lease_ms <= 0:  # a start from before leases: the owner's heartbeats decide
+        return await worker_alive(store, latest.worker, now_ms=now_ms)
+    renewed = head.touched_ms  # the cast's last record belongs to the latest attempt
+    if now_ms < renewed + latest.lease_ms + LEASE_SKEW_MS:
+        return True
+    found = await _last_renewal(store, cast_id)
+    if found is not None:
+        at, lease = found
+        if (lease.attempt, lease.worker) == (latest.attempt, latest.worker):
+            renewed = max(renewed, at)
+    return now_ms < renewed + latest.lease_ms + LEASE_SKEW_MS
 
 
 class Ownership:

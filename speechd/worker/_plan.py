@@ -1,7 +1,7 @@
 """A cast's plan as the worker holds it: made lazily, one chunk ahead, a bounded step at a time.
 
 Every cast is planned by the engine's incremental planner (`Engine.planner`, see
-`speechd.engine.Planner`): the worker calls `CastPlan.step` on the engine thread between chunk
+`speechd.text.Planner`): the worker calls `CastPlan.step` on the engine thread between chunk
 renders (`Worker._plan_ahead`), a bounded slice of work per call, until the cast's next chunk
 is known and so is whether another follows it. So a 200,000-character text of any shape is
 never planned up front: it costs the other casts one slice per turn, never its whole plan.
@@ -36,7 +36,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from speechd.engine import PlanStatus
+from speechd.text import PlanStatus
 
 from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike, PlannerLike
 

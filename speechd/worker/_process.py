@@ -71,7 +71,7 @@ def _load_engine(config: EngineConfig) -> EngineLike:
 
 
 def _chunk_policy() -> ChunkPolicyLike:
-    from speechd.engine import ChunkPolicy
+    from speechd.text import ChunkPolicy
 
     return ChunkPolicy()
 
@@ -83,7 +83,7 @@ def _encoder(fmt: str, sample_rate: int, *, resume: bytes | None = None) -> Enco
 
 
 def _missing_languages(voices: Sequence[str]) -> Mapping[str, str]:
-    from speechd.engine import missing_languages
+    from speechd.text import missing_languages
 
     return missing_languages(voices)
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from speechd.engine import PlanStatus
+from speechd.text import PlanStatus
 
 __all__ = [
     "ChunkLike",
@@ -66,7 +66,7 @@ class PlanStepLike(Protocol):
 
 
 class PlannerLike(Protocol):
-    """An incremental planner (`speechd.engine.Planner`'s contract): text in, whole or piece
+    """An incremental planner (`speechd.text.Planner`'s contract): text in, whole or piece
     by piece (`feed`, `close`), chunks out one bounded `step` at a time; `flush` when a live
     input idles, so what arrived is planned, an unfinished clause too; `position` after a
     chunk is where a planner of the same text continues from; `retime` cuts the chunks not

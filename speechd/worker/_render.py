@@ -1,10 +1,11 @@
-"""One chunk on the engine thread, and the records it becomes.
+"""One chunk on the engine thread: synthesized, cut into the pieces its records will hold, and
+encoded.
 
 A chunk is synthesized (seeded from the cast id and the chunk's index, so a chunk made twice
-sounds the same), cut into records, and encoded by the cast's one encoder, which continues the
-file across records and attempts. The record that ends the chunk carries the resume checkpoint
-(`k`): the encoder's checkpoint, the playable sequence's samples and compute so far; a new
-attempt goes on from the last such record (`Resume`).
+sounds the same), cut into pieces, and encoded by the cast's one encoder, which continues the
+file across records and attempts; the encoder's checkpoint after the chunk is taken too. What
+the pieces become (the records, the resume checkpoint `k` on the last, the eos) is the step's
+outcome (`_update`), worked out on the loop.
 
 **Records fit the store.** A record holds at most `MAX_RECORD_S` of audio, and fewer samples
 where the store's `limits` bind (`record_samples`): a stock NATS server's 1 MiB messages hold
@@ -13,8 +14,8 @@ into equal pieces of PCM that fit `max_record_bytes` with room for the record's 
 text, its words, the checkpoint) at the format's most encoded bytes per sample, so every
 record is one whole encoder call: it decodes on its own as its format's `RecordLayout` says,
 its words are its own, and resume still keeps whole chunks. The records of a chunk are then
-checked against the limits before anything is appended (`Attempts.append`): one over them
-fails the chunk, like an engine error, and appends nothing.
+checked against the limits before anything is appended (`_update.step_outcome`): one over
+them fails the chunk, like an engine error, and appends nothing.
 """
 
 from __future__ import annotations
@@ -31,21 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from speechd.casts import record_words
-from speechd.casts.schema import AudioChunk, audio_record
-from speechd.durable import AppendRecord, Limits, RecordTooLarge
+from speechd.durable import Limits, RecordTooLarge
 from speechd.errors import ModelUnavailable
 
 from ._cast import Admitted
 from ._costs import ChunkTimes
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderLike, EngineLike
-from ._resume import Resume, resume_header
 
 __all__ = [
     "MAX_RECORD_S",
     "ChunkFailed",
     "Rendered",
-    "chunk_records",
     "chunk_seed",
     "end_file",
     "measure_batches",
@@ -298,58 +295,6 @@ def measure_batches(engine: EngineLike, max_batch: int | None) -> tuple[dict[int
         ", ".join(f"{n}: {c * 1000:.1f} ms" for n, c in sorted(costs.items())) or "-",
     )
     return costs, limit
-
-
-def chunk_records(
-    cast: Admitted,
-    text: str,
-    rendered: Rendered,
-    *,
-    position: str,
-    more: int,
-    sample_rate: int,
-    hold_ms: int = 0,
-) -> tuple[list[AppendRecord], int, Resume | None]:
-    """The audio records of the cast's next chunk as rendered (`position`: the plan's after
-    it; `more`: the chunks estimated to follow it, 0 for the last), the playable sequence's
-    samples after them, and the resume checkpoint the last one carries. Each record carries
-    the chunk's words that start in it, timed from its own start; the first carries `hold_ms`
-    (the start hold, given for the playable sequence's first chunk only)."""
-    samples = cast.samples
-    pieces = rendered.pieces
-    records = []
-    state: Resume | None = None
-    for n, (size, body) in enumerate(pieces):
-        begin_ms = samples * 1000 // sample_rate
-        begin = samples - cast.samples  # where this record starts in the chunk's PCM
-        samples += size
-        duration_ms = samples * 1000 // sample_rate - begin_ms
-        final = n == len(pieces) - 1
-        words = record_words(
-            rendered.words, begin, begin + size, duration_ms, sample_rate, final=final
-        )
-        resume = b""
-        if n == len(pieces) - 1 and rendered.checkpoint:
-            gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
-            state = Resume(samples=samples, gen_ms=gen_ms, encoder=rendered.checkpoint)
-            resume = resume_header(state)
-        audio = AudioChunk(
-            attempt=cast.attempt,
-            index=cast.index + n,
-            planned=cast.index + len(pieces) + more,
-            offset_ms=begin_ms,
-            duration_ms=duration_ms,
-            text=text if n == 0 else "",
-            body=body,
-            words=words,
-            unit=rendered.unit,
-            plan=position,
-            start_seq=cast.start_seq,
-            resume=resume,
-            hold_ms=hold_ms if n == 0 else 0,
-        )
-        records.append(audio_record(audio))
-    return records, samples, state
 
 
 def end_file(encoder: EncoderLike) -> bytes:

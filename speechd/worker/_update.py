@@ -1,143 +1,227 @@
-"""The post-step update: what one rendered chunk does to its cast, applied in one place (as
-vLLM's scheduler applies a step's output in `update_from_output`).
+"""A step's outcome, as data: what the chunks one step rendered do to their casts, worked out
+in one place with no I/O (as vLLM's scheduler turns a step's output into its requests'
+updates).
 
-A chunk that failed is counted (`Attempts.chunk_failed`: a new attempt, or the cast given up).
-A chunk made is measured (`ChunkTimes`), cut into records (with the start hold its listeners
-are given, on the playable sequence's first audio), appended with the eos after the last
-chunk, and moves the cast on: its listeners' clock, its plan, its compute and its resume
-point. `apply` returns what became of the cast (`Fate`); the loop drops one that is no longer
-its to make.
+`step_outcome` is pure: no store, no clock, no await, and nothing it is handed changes. From
+the casts as they stand and their chunks' results (one chunk, or a batch's) it works out
+
+* per cast, its `Update` (`_cast`): the chunk's records, one per piece the engine thread cut
+  it into to fit the store (`_render`), the text on the first and the resume checkpoint `k`
+  on the last, then the eos after the cast's last chunk, in the store's own batches; the
+  start hold its first record states when it is the playable sequence's first audio; and how
+  the cast moves on once they are durable (records, samples, compute, checkpoint, plan). Or
+  its chunk's failure (`ChunkFailed`): the engine's, the encoder's, or records over the
+  store's limits (then nothing of it is appended, and its encoder may hold part of it);
+* what the device's costs learn from the step (`Observation`s, in order): each chunk at what
+  it would have cost alone (one made in a batch is priced alone, scaled by the batch's
+  measured time over its predicted one: the saving is the scheduler's to predict, not a
+  cheaper device), over the audio the model made.
+
+A start hold prices the rest of its cast at the costs as they stand once the step's chunks up
+to its own are learned (`ChunkTimes.after`): a cast's first chunk prices the rest with its own
+cost (a worker that has not warmed up has only priors).
+
+The step applies the outcome (`Worker._step`): the costs learn, every cast's records go to the
+store together, and each cast moves on by its own update (`Attempts.land`, `Admitted.advance`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from speechd.casts.schema import Eos, eos_record
+from speechd.casts import record_words
+from speechd.casts.schema import AudioChunk, Eos, audio_record, eos_record
+from speechd.durable import AppendRecord, RecordTooLarge
 
-from ._attempts import Attempts, Fate
-from ._cast import Admitted
-from ._costs import ChunkTimes
+from ._batching import BatchCosts
+from ._cast import Admitted, Update
+from ._continuation import Resume, resume_header
+from ._costs import ChunkTimes, Observation
 from ._hold import MIN_HOLD_S, hold_s
 from ._plan import Planned
 from ._planning import whole_rest
-from ._render import ChunkFailed, Rendered, chunk_records
+from ._render import ChunkFailed, Rendered
 
-if TYPE_CHECKING:
-    from speechd.telemetry import Telemetry
-
-__all__ = ["Outcomes"]
-
-log = logging.getLogger("speechd.worker")
+__all__ = ["StepOutcome", "step_outcome"]
 
 
-class Outcomes:
-    """Applies rendered chunks to their casts (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """What one step does: per cast, in the step's order, its update or its chunk's failure;
+    and what the device's costs learn from it, in order."""
 
-    def __init__(
-        self,
-        attempts: Attempts,
-        times: ChunkTimes,
-        sample_rate: int,
-        *,
-        clock: Callable[[], float],
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        self._attempts = attempts
-        self._times = times
-        self._rate = sample_rate
-        self._clock = clock
-        self._telemetry = telemetry  # it counts the audio made
+    updates: list[Update | ChunkFailed]
+    learned: list[Observation]
 
-    async def apply(
-        self, cast: Admitted, planned: Planned, outcome: Rendered | ChunkFailed
-    ) -> Fate:
-        """Apply one rendered chunk's outcome to its cast (as vLLM's scheduler applies a
-        step's output): a failure is counted (`Attempts.chunk_failed`); audio is measured,
-        appended (with the eos after the last chunk) and moves the cast's listeners' clock,
-        its plan and its resume point on. Returns what became of the cast."""
-        chunk = planned.chunk
-        if isinstance(outcome, ChunkFailed):
-            return await self._attempts.chunk_failed(cast, chunk, outcome)
-        rendered, last = outcome, cast.plan.last
-        rate = self._rate
-        made_s = sum(size for size, _ in rendered.pieces) / rate
-        if log.isEnabledFor(logging.DEBUG):  # the prediction it was scheduled on, and the truth
-            audio = self._times.audio_s(len(chunk.phonemes), cast.recipe.speed)
-            lead = cast.lead(self._clock(), rate)
-            log.debug(
-                "cast %s chunk %d: %.2f s of audio (predicted %.2f), %.2f s to make (predicted"
-                " %.2f), its listener had %s s left",
-                cast.id,
-                chunk.index,
-                made_s,
-                audio,
-                rendered.gen_s,
-                self._times.gen_s(audio),
-                "-" if lead is None else f"{lead:.2f}",
+
+def step_outcome(
+    casts: Sequence[Admitted],
+    results: Sequence[Rendered | ChunkFailed],
+    *,
+    times: ChunkTimes,
+    batch_costs: BatchCosts,
+    sample_rate: int,
+) -> StepOutcome:
+    """The outcome of a step that rendered each cast's next planned chunk (`plan.ahead[0]`)
+    with `results` (see the module docstring), at the device's costs (`times`, as measured
+    before the step) and what batches cost (`batch_costs`)."""
+    results = _alone_costs(casts, results, times, batch_costs)
+    updates: list[Update | ChunkFailed] = []
+    learned: list[Observation] = []
+    for cast, result in zip(casts, results, strict=True):
+        if isinstance(result, ChunkFailed):
+            updates.append(result)
+            continue
+        planned = cast.plan.ahead[0]
+        audio_s = sum(size for size, _ in result.pieces) / sample_rate  # what its listeners hear
+        spoken_s = audio_s  # what the model made, what its costs are learned over: all of it
+        learned.append(
+            Observation(
+                units=len(planned.chunk.phonemes),
+                chars=len(planned.chunk.text),
+                speed=cast.recipe.speed,
+                gen_s=result.gen_s if result.alone_s is None else result.alone_s,
+                audio_s=spoken_s,
             )
-        # Measured before it is appended: a cast's first chunk then prices the rest of its plan
-        # with its own cost (a worker that has not warmed up has only priors). A chunk made in
-        # a batch counts at what it would have cost alone: the batch's saving is the
-        # scheduler's to predict (`_batching`), not a cheaper device.
-        self._times.observe(
-            units=len(chunk.phonemes),
-            chars=len(chunk.text),
-            speed=cast.recipe.speed,
-            gen_s=rendered.gen_s if rendered.alone_s is None else rendered.alone_s,
-            audio_s=made_s,
         )
         hold_ms = 0
         if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
-            held = hold_s(0.0, made_s, self._predicted_rest(cast))
-            hold_ms = round(1000 * held) if held >= MIN_HOLD_S else 0
-        records, samples, resume = chunk_records(
-            cast,
-            chunk.text,
-            rendered,
-            position=planned.position,
-            more=cast.plan.more_after(made_s),
-            sample_rate=rate,
-            hold_ms=hold_ms,
-        )
-        eos = None
-        if last:
-            gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
-            eos = Eos(
-                chunks=cast.index + len(records), audio_ms=samples * 1000 // rate, gen_ms=gen_ms
-            )
-            records.append(eos_record(cast.attempt, eos, cast.start_seq))
-        appended = await self._attempts.append(cast, records, chunk=chunk)
-        if appended.first_ms is None:  # lost, or its records are too large: the chunk failed
-            return appended.fate
-        if self._telemetry is not None:
-            self._telemetry.audio_made((samples - cast.samples) / rate)
+            hold_ms = _hold_ms(cast, audio_s, times.after(learned))
+        updates.append(_chunk_update(cast, planned, result, audio_s, hold_ms, sample_rate))
+    return StepOutcome(updates, learned)
+
+
+def _hold_ms(cast: Admitted, audio_s: float, times: ChunkTimes) -> int:
+    """The start hold (ms) the playable sequence's first chunk, of `audio_s`, states (`_hold`):
+    the rest of the cast after it (`whole_rest`: the chunks planned, then the planner's
+    estimate of the rest of its text), made with the share of the device its plan was made
+    for, at `times`; 0 below `MIN_HOLD_S`."""
+    share = max(cast.timing.share, 1.0)
+    rest = [(audio, share * gen) for audio, gen in whole_rest(cast, times)[1:]]
+    held = hold_s(0.0, audio_s, rest)
+    return round(1000 * held) if held >= MIN_HOLD_S else 0
+
+
+def _chunk_update(
+    cast: Admitted,
+    planned: Planned,
+    rendered: Rendered,
+    audio_s: float,
+    hold_ms: int,
+    sample_rate: int,
+) -> Update | ChunkFailed:
+    """The update of the cast whose next chunk, `planned`, was `rendered`: its records (with
+    the eos after the plan's last chunk) in the store's batches, or the chunk's failure if a
+    record is over the store's limits."""
+    records, samples, resume = _chunk_records(
+        cast,
+        planned.chunk.text,
+        rendered,
+        position=planned.position,
+        more=cast.plan.more_after(audio_s),
+        sample_rate=sample_rate,
+        hold_ms=hold_ms,
+    )
+    eos = None
+    if cast.plan.last:
+        gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
+        audio_ms = samples * 1000 // sample_rate
+        eos = Eos(chunks=cast.index + len(records), audio_ms=audio_ms, gen_ms=gen_ms)
+        records.append(eos_record(cast.attempt, eos, cast.start_seq))
+    try:
+        batches = cast.limits.batches(records)  # every record checked first
+    except RecordTooLarge as exc:  # fails the chunk like an engine error, with nothing appended
+        return ChunkFailed(exc, encoder_intact=False)
+    return Update(
+        batches=batches,
+        planned=planned,
+        made=len(rendered.pieces),
+        samples=samples - cast.samples,
+        gen_s=rendered.gen_s,
+        resume=resume,
+        hold_ms=hold_ms,
         # The hold is stated either way (a smooth listener joining later keeps to it), but the
         # listeners of a cast whose creator wanted its first audio at once play from it.
-        held_ms = 0 if cast.job.at_once else hold_ms
-        if cast.origin_ms == 0:
-            cast.origin_ms = appended.first_ms + held_ms  # the sequence's first audio, held
-            if held_ms:
-                log.info(
-                    "cast %s: its listeners start %.1f s after its first audio",
-                    cast.id,
-                    hold_ms / 1000,
-                )
-        cast.landed(self._clock(), samples - cast.samples, rate, hold_s=held_ms / 1000)
-        cast.made += len(rendered.pieces)
-        cast.gen_s += rendered.gen_s
-        cast.plan.take()
-        cast.resume = resume or cast.resume
-        if eos is not None:
-            return await self._attempts.done(cast, eos)
-        return Fate.GOES_ON
+        held_ms=0 if cast.job.at_once else hold_ms,
+        eos=eos,
+    )
 
-    def _predicted_rest(self, cast: Admitted) -> list[tuple[float, float]]:
-        """(audio, compute) predicted for the chunks the cast has left after the one in hand
-        (`whole_rest`: those planned, then the planner's estimate of the rest of its text),
-        made with the share of the device its plan was made for, at the device's costs as
-        measured now."""
-        share = max(cast.timing.share, 1.0)
-        return [(audio, share * gen) for audio, gen in whole_rest(cast, self._times)[1:]]
+
+def _alone_costs(
+    casts: Sequence[Admitted],
+    results: Sequence[Rendered | ChunkFailed],
+    times: ChunkTimes,
+    batch_costs: BatchCosts,
+) -> Sequence[Rendered | ChunkFailed]:
+    """The chunks made in a batch, each with what it would have cost alone: its predicted
+    cost alone, scaled by the batch's measured time over its predicted one."""
+    batched = [(n, r) for n, r in enumerate(results) if isinstance(r, Rendered) and r.batched > 1]
+    if not batched:
+        return results
+    alone = []
+    for n, _ in batched:
+        chunk = casts[n].plan.ahead[0].chunk
+        audio = times.audio_s(len(chunk.phonemes), casts[n].recipe.speed)
+        alone.append(times.gen_s(audio))
+    predicted = batch_costs.batch_s(alone)
+    if not (0 < predicted < float("inf")):
+        return results
+    scale = sum(r.gen_s for _, r in batched) / predicted
+    out = list(results)
+    for (n, r), cost in zip(batched, alone, strict=True):
+        out[n] = dataclasses.replace(r, alone_s=cost * scale)
+    return out
+
+
+def _chunk_records(
+    cast: Admitted,
+    text: str,
+    rendered: Rendered,
+    *,
+    position: str,
+    more: int,
+    sample_rate: int,
+    hold_ms: int = 0,
+) -> tuple[list[AppendRecord], int, Resume | None]:
+    """The audio records of the cast's next chunk as rendered (`position`: the plan's after
+    it; `more`: the chunks estimated to follow it, 0 for the last), the playable sequence's
+    samples after them, and the resume checkpoint the last one carries. Each record carries
+    the chunk's words that start in it, timed from its own start; the first carries `hold_ms`
+    (the start hold, given for the playable sequence's first chunk only)."""
+    samples = cast.samples
+    pieces = rendered.pieces
+    records = []
+    state: Resume | None = None
+    for n, (size, body) in enumerate(pieces):
+        begin_ms = samples * 1000 // sample_rate
+        begin = samples - cast.samples  # where this record starts in the chunk's PCM
+        samples += size
+        duration_ms = samples * 1000 // sample_rate - begin_ms
+        final = n == len(pieces) - 1
+        words = record_words(
+            rendered.words, begin, begin + size, duration_ms, sample_rate, final=final
+        )
+        resume = b""
+        if n == len(pieces) - 1 and rendered.checkpoint:
+            gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
+            state = Resume(samples=samples, gen_ms=gen_ms, encoder=rendered.checkpoint)
+            resume = resume_header(state)
+        audio = AudioChunk(
+            attempt=cast.attempt,
+            index=cast.index + n,
+            planned=cast.index + len(pieces) + more,
+            offset_ms=begin_ms,
+            duration_ms=duration_ms,
+            text=text if n == 0 else "",
+            body=body,
+            words=words,
+            unit=rendered.unit,
+            plan=position,
+            start_seq=cast.start_seq,
+            resume=resume,
+            hold_ms=hold_ms if n == 0 else 0,
+        )
+        records.append(audio_record(audio))
+    return records, samples, state

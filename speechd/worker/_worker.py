@@ -15,7 +15,7 @@ chunk is planned are shown to the policy: a live cast waiting for text is neithe
 late. A live cast's input is followed by a side task per cast (`_input`), which queues the
 pieces for the planner, wakes the loop and closes an input left idle past its timeout.
 
-Progress is durable and idempotent (DESIGN.md §3):
+Progress is durable and idempotent (see docs/design/index.md#the-worker):
 
 * Jobs are read from the committed cursor on. A job whose cast ends in eos/error, or whose
   cast is already active here, is finished at once; one whose cast ends in `retry` (it failed
@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -52,7 +51,7 @@ from speechd.durable import AppendRecord, Store
 from ._admission import Admission
 from ._attempts import Attempts, Fate
 from ._batching import ALONE, BatchCosts, fill_batch
-from ._cast import ActiveCasts, Admitted
+from ._cast import ActiveCasts, Admitted, Update
 from ._config import WorkerConfig
 from ._costs import ChunkTimes
 from ._idle import ModelKeeper
@@ -64,7 +63,7 @@ from ._policy import ActiveCast, Idle, Policy, Run, Sleep, make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
 from ._render import ChunkFailed, Rendered, measure_batches, render, render_batch, warm_up
 from ._thread import EngineThread
-from ._update import Outcomes
+from ._update import step_outcome
 
 if TYPE_CHECKING:
     from speechd.telemetry import Telemetry
@@ -165,9 +164,6 @@ class Worker:
             quantum_s=config.quantum_s,
             clock=clock,
             together=lambda n: self.batch_costs.together(n),
-        )
-        self._outcomes = Outcomes(
-            self._attempts, self.times, engine.sample_rate, clock=clock, telemetry=telemetry
         )
         # The model given back after `idle_unload_s` with nothing to make, taken again for
         # the next chunk (`_idle`).
@@ -385,8 +381,10 @@ class Worker:
         )
 
     async def _step(self, casts: list[Admitted]) -> None:
-        """Render the casts' next chunks (one, or a batch), then apply each one's outcome as
-        its own (`_update`): a chunk that failed fails alone."""
+        """Render the casts' next chunks (one, or a batch); work out what that does to each
+        cast, as data (`step_outcome`); then apply it: the device's costs learn, the step's
+        records go to the store together and each cast moves on by its own update, or its
+        failed chunk alone is counted (`Attempts.land`)."""
         await self._model.ready()  # the model, taken again if it was given back
         for cast in casts:
             await self._ownership.renew_if_lapsing(cast)
@@ -422,30 +420,38 @@ class Worker:
             return
         if self._telemetry is not None:
             self._telemetry.batch_ran(len(casts))
-        outcomes = self._alone_costs(casts, outcomes)
-        for cast, p, outcome in zip(casts, planned, outcomes, strict=True):
-            self._settle(cast, await self._outcomes.apply(cast, p, outcome))
+        rate = self._engine.sample_rate
+        step = step_outcome(
+            casts, outcomes, times=self.times, batch_costs=self.batch_costs, sample_rate=rate
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_step(casts, step.updates)
+        for learned in step.learned:
+            self.times.learn(learned)
+        fates = await self._attempts.land(casts, step.updates)
+        for cast, fate in zip(casts, fates, strict=True):
+            self._settle(cast, fate)
+        if self._telemetry is not None:  # the audio this worker appended
+            landed = zip(step.updates, fates, strict=True)
+            made = sum(u.samples for u, f in landed if isinstance(u, Update) and f != Fate.LOST)
+            self._telemetry.audio_made(made / rate)
 
-    def _alone_costs(
-        self, casts: list[Admitted], outcomes: list[Rendered | ChunkFailed]
-    ) -> list[Rendered | ChunkFailed]:
-        """The chunks made in a batch, each with what it would have cost alone: its
-        predicted cost alone, scaled by the batch's measured time over its predicted one."""
-        batched = [
-            (n, o) for n, o in enumerate(outcomes) if isinstance(o, Rendered) and o.batched > 1
-        ]
-        if not batched:
-            return outcomes
-        alone = []
-        for n, _ in batched:
-            plan = casts[n].plan.ahead[0].chunk
-            audio = self.times.audio_s(len(plan.phonemes), casts[n].recipe.speed)
-            alone.append(self.times.gen_s(audio))
-        predicted = self.batch_costs.batch_s(alone)
-        if not (0 < predicted < float("inf")):
-            return outcomes
-        scale = sum(o.gen_s for _, o in batched) / predicted
-        out = list(outcomes)
-        for (n, o), cost in zip(batched, alone, strict=True):
-            out[n] = dataclasses.replace(o, alone_s=cost * scale)
-        return out
+    def _log_step(self, casts: list[Admitted], updates: list[Update | ChunkFailed]) -> None:
+        """Each chunk made: the prediction it was scheduled on, and the truth."""
+        rate, now = self._engine.sample_rate, self._clock()
+        for cast, update in zip(casts, updates, strict=True):
+            if not isinstance(update, Update) or update.planned is None:
+                continue
+            audio = self.times.audio_s(len(update.planned.chunk.phonemes), cast.recipe.speed)
+            lead = cast.lead(now, rate)
+            log.debug(
+                "cast %s chunk %d: %.2f s of audio (predicted %.2f), %.2f s to make (predicted"
+                " %.2f), its listener had %s s left",
+                cast.id,
+                update.planned.chunk.index,
+                update.samples / rate,
+                audio,
+                update.gen_s,
+                self.times.gen_s(audio),
+                "-" if lead is None else f"{lead:.2f}",
+            )

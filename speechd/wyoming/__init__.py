@@ -4,9 +4,9 @@
 api's stream caps); `speechd wyoming --store ... --wyoming-uri ...` runs it apart against a
 shared store. A `synthesize` is a cast, a streamed synthesis (`synthesize-start`, chunks,
 `synthesize-stop`) a live cast; `describe` lists Kokoro-82M's voices and the deployment's
-aliases. The `wyoming` package (its events, `AsyncServer`, `AsyncEventHandler`) speaks the
-protocol; this package decides what each event does (`_session`), bounds it (`_bounds`) and
-never loads the model.
+aliases. The `wyoming` package (its events and their framing) speaks the protocol; this
+package listens and decides who may connect (`_door`), what each event does (`_session`),
+bounds it (`_bounds`) and never loads the model.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A cast's audio as Wyoming events: `audio-start`, `audio-chunk`..., `audio-stop`.
 
-`play` reads the cast's playable sequence (`speechd.casts.playable_chunks`, the one reader
+`play` reads the cast's playable sequence (`CastReader.chunks`, the cast service's reader
 every door uses: a new attempt after a worker died goes on from the audio already sent,
 nothing lost or doubled) and sends each record as it lands, cut into `AUDIO_CHUNK_SAMPLES`
 pieces of 24 kHz s16 mono PCM. `audio-start` goes out with the first audio (a cast that fails
@@ -24,9 +24,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 
 from speechd.audio import SAMPLE_RATE
-from speechd.casts import playable_chunks
 from speechd.casts.schema import AudioChunk as CastChunk
-from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable, Unavailable
 from speechd.service import CastService, Watch
 
@@ -76,7 +74,7 @@ async def play(
         "The server is shutting down; the cast goes on, and its link replays it."
     )
     watch = Watch(service, {closing.wait(): shutdown})
-    chunks = playable_chunks(service.store, cast_id)
+    chunks = service.reader.chunks(cast_id)
     started = False
     samples = 0
     try:
@@ -109,11 +107,9 @@ async def play(
             await out.send(AudioStart(rate=SAMPLE_RATE, width=WIDTH, channels=1).event())
         await out.send(AudioStop(timestamp=_ms(samples)).event())
     except SpeechdError as exc:
-        log.warning("a Wyoming synthesis failed (%s)", type(exc).__name__)
+        if not isinstance(exc, StoreUnavailable):  # the service logged the store's failure
+            log.warning("a Wyoming synthesis failed (%s)", type(exc).__name__)
         await _failed(out, exc, started, samples)
-    except DurableError as exc:
-        log.warning("the store failed under a Wyoming synthesis (%s)", type(exc).__name__)
-        await _failed(out, StoreUnavailable(), started, samples)
     finally:
         watch.close()
 

@@ -16,6 +16,7 @@ from speechd.limits import MAX_INPUT_CHARS, MAX_VOICE_CHARS
 __all__ = [
     "AFTER_ERROR_IDLE_S",
     "AUDIO_CHUNK_SAMPLES",
+    "CLOSE_S",
     "IDLE_S",
     "MAX_HEADER_BYTES",
     "MAX_PART_BYTES",
@@ -49,6 +50,10 @@ the socket closes) is let go in seconds."""
 SEND_TIMEOUT_S: Final = 30.0
 """How long one event may wait for the client to read: past it the client is dropped (a
 slow reader holds at most the socket's buffer and one event, never the cast's audio)."""
+
+CLOSE_S: Final = 5.0
+"""How long the replies under way get to end when the server stops: past it each gets an
+`error` (and its `audio-stop`) and is closed; an idle connection is closed at once."""
 
 AUDIO_CHUNK_SAMPLES: Final = 1024
 """Samples per `audio-chunk` event (43 ms at 24 kHz), as wyoming-piper sends them: a cast's

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from speechd import __version__
-from speechd.engine import LANGUAGES, VoiceBook, voice_language
+from speechd.engine import VoiceBook
 from speechd.errors import UnknownVoice
 from speechd.service import CastService, voice_label
+from speechd.text import LANGUAGES, voice_language
 
 __all__ = ["LANGUAGE_TAGS", "PROGRAM", "describe", "language_tag"]
 

@@ -18,8 +18,10 @@ only a malformed event (one whose framing cannot be trusted) ends it, after its 
 The connection holds one of the api's stream slots while it is open (past the caps it gets
 the 429/503 error and is closed before anything is read), waits at most `IDLE_S` for each
 event (`AFTER_ERROR_IDLE_S` after a refusal), and drops a client that does not read an event
-within `SEND_TIMEOUT_S`. A connection that ends mid-stream, however it ends, closes its live
-cast's input: the cast speaks the text that came, to its end, and its link replays it.
+within `SEND_TIMEOUT_S`. When the server stops it takes no new request: it ends the reply
+under way (`WyomingDoor.close` says how long it may take), then closes. A connection that
+ends mid-stream, however it ends, closes its live cast's input: the cast speaks the text
+that came, to its end, and its link replays it.
 """
 
 from __future__ import annotations
@@ -44,15 +46,9 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from speechd.durable import DurableError
-from speechd.errors import (
-    InputClosed,
-    InvalidRequest,
-    SpeechdError,
-    StoreUnavailable,
-)
+from speechd.errors import InputClosed, InvalidRequest, SpeechdError
 from speechd.limits import MAX_CLIENT_KEY_CHARS
-from speechd.service import CastRequest, LiveCast, LiveRequest
+from speechd.service import LiveCast
 
 from . import _wire
 from ._audio import play
@@ -67,13 +63,16 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("speechd.wyoming")
 
-_PCM = "pcm"
 # What the reference decoder lets through from a header it could parse but not use.
 _MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
 
 
 class _Gone(Exception):
     """The client went away, or was dropped for not reading."""
+
+
+class _Stopped(Exception):
+    """The server stopped while the connection waited for an event."""
 
 
 class _Stream:
@@ -169,10 +168,11 @@ class Connection(AsyncEventHandler):
             self._door.connections.discard(task)
 
     async def _serve(self) -> None:
-        while not self._door.closing.is_set():
+        while not self._door.stopping.is_set() or self._stream is not None:
             try:
-                reading = async_read_event(self._events)  # type: ignore[arg-type]
-                event = await asyncio.wait_for(reading, self._idle_s())
+                event = await self._next_event()
+            except _Stopped:
+                return
             except asyncio.TimeoutError:
                 return
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -189,6 +189,26 @@ class Connection(AsyncEventHandler):
                 await self.error(InvalidRequest("An event needs a string type and object data."))
                 continue
             await self.handle_event(event)
+
+    async def _next_event(self) -> Event | None:
+        """The next event, as `async_read_event` reads it within the idle timeout; raises
+        `_Stopped` when the server stops first: at once between requests, and inside a
+        streamed synthesis (a reply under way) once its replies are cut."""
+        reading = asyncio.ensure_future(
+            asyncio.wait_for(async_read_event(self._events), self._idle_s())  # type: ignore[arg-type]
+        )
+        stop = self._door.closing if self._stream is not None else self._door.stopping
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({reading, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not reading.done():
+                reading.cancel()
+                await asyncio.wait({reading})
+        if reading.cancelled():
+            raise _Stopped
+        return reading.result()
 
     def _idle_s(self) -> float:
         """How long to wait for the next event: `idle_s`, but after a refusal only
@@ -218,11 +238,8 @@ class Connection(AsyncEventHandler):
             return True  # as Wyoming servers do: an event it does not serve is dropped
         try:
             await handler(event.data)
-        except SpeechdError as exc:
+        except SpeechdError as exc:  # the store's failure too (the service logged it)
             await self.error(exc)
-        except DurableError as exc:
-            log.warning("the store failed under a Wyoming %s (%s)", kind, type(exc).__name__)
-            await self.error(StoreUnavailable())
         return True
 
     # -- the events ---------------------------------------------------------------------
@@ -240,12 +257,8 @@ class Connection(AsyncEventHandler):
         request = _wire.decode(data, _wire.Synthesize, "synthesize")
         door = self._door
         cast = await door.service.submit(
-            CastRequest(
-                text=request.text,
-                voice=await self._voice(request.voice),
-                format=_PCM,
-                at_once=door.start_mode == "now",
-                input_format=_input_format(request.text_format),
+            request.to_cast_request(
+                await self._voice(request.voice), at_once=door.start_mode == "now"
             ),
             max_chars=MAX_SYNTHESIZE_CHARS,
             text_param="text",
@@ -265,13 +278,7 @@ class Connection(AsyncEventHandler):
         self._stream = _Stream()  # refused below: its chunks are dropped, its stop answered
         request = _wire.decode(data, _wire.Start, "synthesize-start")
         door = self._door
-        cast = await door.live.create(
-            LiveRequest(
-                voice=await self._voice(request.voice),
-                format=_PCM,
-                input_format=_input_format(request.text_format),
-            )
-        )
+        cast = await door.live.create(request.to_live_request(await self._voice(request.voice)))
         audio = asyncio.ensure_future(
             play(
                 door.service,
@@ -311,7 +318,8 @@ class Connection(AsyncEventHandler):
         stream, self._stream = self._stream, None
         if stream is None or stream.cast is None or stream.audio is None:
             return
-        stream.audio.cancel()
+        if not self._door.closing.is_set():
+            stream.audio.cancel()  # else it is sending its `error` and `audio-stop`
         try:
             await stream.audio
         except (asyncio.CancelledError, _Gone):
@@ -320,7 +328,7 @@ class Connection(AsyncEventHandler):
             log.exception("a Wyoming stream's audio failed")
         try:
             await self._close_input(stream.cast)
-        except (SpeechdError, DurableError) as exc:  # its idle timeout closes it instead
+        except SpeechdError as exc:  # its idle timeout closes it instead
             log.warning("could not close a dropped stream's input (%s)", type(exc).__name__)
 
     # -- request fields -----------------------------------------------------------------
@@ -339,18 +347,6 @@ class Connection(AsyncEventHandler):
         if not speaking:
             raise InvalidRequest(f"No voice here speaks {voice.language!r}.", param="voice")
         return default if default in speaking else speaking[0]
-
-
-def _input_format(text_format: str | None) -> str | None:
-    """The cast's `input_format` for a Wyoming `text_format`: `ssml` reads the text as SSML
-    (checked whole by the service, as on HTTP; a streamed synthesis takes plain text only),
-    `text` as plain text, none as HTTP reads a text without one (SSML if it starts with
-    `<speak`)."""
-    if text_format is None or text_format in ("text", "ssml"):
-        return text_format
-    raise InvalidRequest(
-        f"text_format is text or ssml, not {text_format[:20]!r}.", param="text_format"
-    )
 
 
 def _speaks(tag: str, wanted: str) -> bool:

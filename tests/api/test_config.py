@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechd.cli import build_parser, worker_config
+from speechd.cli import build_parser
 from speechd.config import Settings, SettingsError, load_settings, parse_duration
 
 
@@ -74,8 +74,8 @@ def test_the_worker_policy_reaches_the_worker_config_from_flag_or_env() -> None:
     assert parser.parse_args(["worker", "--policy", "fifo"]).policy == "fifo"
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--policy", "random"])
-    assert worker_config(load_settings({}, {})).policy == "deadline"
-    assert worker_config(load_settings({}, {"SPEECHD_POLICY": "fifo"})).policy == "fifo"
+    assert load_settings({}, {}).worker_config().policy == "deadline"
+    assert load_settings({}, {"SPEECHD_POLICY": "fifo"}).worker_config().policy == "fifo"
     with pytest.raises(SettingsError, match="--policy / SPEECHD_POLICY"):
         load_settings({}, {"SPEECHD_POLICY": "lifo"})
 
@@ -95,10 +95,9 @@ def test_the_engine_choice_reaches_the_worker_config_from_flag_or_env() -> None:
         parser.parse_args(["serve", "--engine", "tensorflow"])
     with pytest.raises(SystemExit):
         parser.parse_args(["api", "--engine", "onnx"])  # the api loads no model
-    assert worker_config(load_settings({}, {})).engine.engine == "auto"
-    engine = worker_config(
-        load_settings({"engine": "torch"}, {"SPEECHD_ENGINE": "onnx", "SPEECHD_CACHE_DIR": "/c"})
-    ).engine
+    assert load_settings({}, {}).worker_config().engine.engine == "auto"
+    env = {"SPEECHD_ENGINE": "onnx", "SPEECHD_CACHE_DIR": "/c"}
+    engine = load_settings({"engine": "torch"}, env).worker_config().engine
     assert (engine.engine, engine.cache_dir, engine.onnx_model) == ("torch", "/c", None)
     with pytest.raises(SettingsError, match="--engine / SPEECHD_ENGINE"):
         load_settings({}, {"SPEECHD_ENGINE": "tpu"})
@@ -109,13 +108,13 @@ def test_max_batch_reaches_the_worker_config_from_flag_or_env() -> None:
     assert parser.parse_args(["worker", "--max-batch", "4"]).max_batch == "4"
     with pytest.raises(SystemExit):
         parser.parse_args(["api", "--max-batch", "4"])  # the api renders nothing
-    assert worker_config(load_settings({}, {})).max_batch is None  # auto
-    assert worker_config(load_settings({}, {"SPEECHD_MAX_BATCH": "8"})).max_batch == 8
+    assert load_settings({}, {}).worker_config().max_batch is None  # auto
+    assert load_settings({}, {"SPEECHD_MAX_BATCH": "8"}).worker_config().max_batch == 8
     assert (
-        worker_config(load_settings({"max_batch": "auto"}, {"SPEECHD_MAX_BATCH": "8"})).max_batch
+        load_settings({"max_batch": "auto"}, {"SPEECHD_MAX_BATCH": "8"}).worker_config().max_batch
         is None
     )
-    assert worker_config(load_settings({"max_batch": "1"}, {})).max_batch == 1
+    assert load_settings({"max_batch": "1"}, {}).worker_config().max_batch == 1
     for bad in ("0", "many", "-2"):
         with pytest.raises(SettingsError, match="--max-batch / SPEECHD_MAX_BATCH"):
             load_settings({}, {"SPEECHD_MAX_BATCH": bad})

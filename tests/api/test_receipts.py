@@ -45,14 +45,10 @@ async def test_metrics_read_on_past_trimmed_receipts(store_dir: Path, store: Sto
 
 
 def test_the_receipts_window_is_a_setting() -> None:
-    from speechd.cli import worker_config
-
-    assert worker_config(load_settings({}, {})).receipts == 10_000  # WorkerConfig's default
+    assert load_settings({}, {}).worker_config().receipts == 10_000  # WorkerConfig's default
     assert load_settings({"receipts": 50}, {}).receipts == 50
     assert load_settings({}, {"SPEECHD_RECEIPTS": "200"}).receipts == 200
 
 
 def test_the_worker_gets_the_receipts_window() -> None:
-    from speechd.cli import worker_config
-
-    assert worker_config(load_settings({"receipts": 64}, {})).receipts == 64
+    assert load_settings({"receipts": 64}, {}).worker_config().receipts == 64

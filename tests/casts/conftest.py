@@ -7,22 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from speechd.durable import Store, open_store
-from tests.nats_support import drop_namespace, namespace_for
+from speechd.durable import Store
+from tests.support.backends import BACKENDS, backend_store
 
 
-@pytest.fixture(params=["embedded", pytest.param("nats", marks=pytest.mark.nats)])
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "embedded":
-        opened = await open_store(str(tmp_path / "data"))
+    async with backend_store(request, tmp_path) as opened:
         yield opened
-        await opened.close()
-        return
-    server = request.getfixturevalue("nats_server")
-    namespace = namespace_for(tmp_path.name)
-    opened = await open_store(f"{server.url}/?namespace={namespace}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-        drop_namespace(server.url, namespace)

@@ -8,18 +8,26 @@ import asyncio
 import time
 
 from speechd.casts import sweep_casts_forever
+from speechd.casts._jobs import waiting_jobs
 from speechd.casts._records import meta_record
 from speechd.casts._retention import CAST_STREAM_PREFIXES, CastRetention
+from speechd.casts._submit import submit
 from speechd.casts.schema import (
     JOBS,
     JOBS_CURSOR,
     Cursor,
     Eos,
+    Failure,
     Job,
     Meta,
+    Recipe,
     Start,
+    cast_stream,
+    catalog_stream,
+    decode,
     encode,
     eos_record,
+    error_record,
     start_record,
 )
 from speechd.durable import AppendRecord, Store
@@ -107,3 +115,37 @@ async def test_sweeping_forever_removes_casts_as_they_go_quiet(store: Store) -> 
         await asyncio.gather(sweeper, return_exceptions=True)
     assert await names(store, done) == []
     assert await names(store, queued) == ["pub/casts/", "catalog/"]
+
+
+async def test_a_cast_made_again_while_the_sweep_judges_it_keeps_its_recipe(
+    store: Store,
+) -> None:
+    """The same request comes while the sweep's page that holds the cast's catalog is judged
+    (the cast ended in error, and every stream of it is old): the request makes it again (a
+    retry, or a new `pub/casts/<id>` where the sweep removed the old one), and the catalog
+    it found must still hold the recipe when the worker takes the job."""
+    cast_id = ids(1)[0]
+    recipe = Recipe("Made again.", "kokoro", "af_heart", 1.0, "mp3", "Made again", 0)
+    assert (await submit(store, cast_id, recipe, sample_rate=24_000)).created
+    failure = Failure(message="the engine failed", attempts=1)
+    await store.append(
+        cast_stream(cast_id),
+        [start_record(Start(1, "w1", 1)), error_record(1, failure)],
+    )
+    await store.append(JOBS_CURSOR, [AppendRecord(encode(Cursor(1)))])  # its job was taken
+    await asyncio.sleep(AGE_S + 0.2)
+    retention = CastRetention(store, AGE_S)
+    again: list[bool] = []
+
+    async def spare(names: list[str]) -> set[str]:
+        kept = await retention.spare(names)  # judged gone ...
+        if not again and any(n.startswith("catalog/") for n in names):
+            made = await submit(store, cast_id, recipe, sample_rate=24_000)  # ... and made again
+            again.append(made.created or made.retried)
+        return kept
+
+    await store.sweep(AGE_S, CAST_STREAM_PREFIXES, spare=spare)
+    assert again == [True]
+    first = await store.read(catalog_stream(cast_id), 0, max_records=1)
+    assert first.records and decode(first.records[0].body, Recipe) == recipe
+    assert cast_id in await waiting_jobs(store)

@@ -66,6 +66,27 @@ async def _none() -> set[str]:
     return set()
 
 
+async def test_a_stream_changed_while_its_page_is_judged_is_not_removed(store: Store) -> None:
+    """The sweep removes a stream only as it was when its page was listed: one appended to,
+    or removed and made again (a new life, the same length), while `spare` judged the page
+    survives; the others of the page go."""
+    for name in ("tmp/appended", "tmp/remade", "tmp/untouched"):
+        await store.append(name, [rec(b"x")])
+    await asyncio.sleep(0.6)
+
+    async def spare(names: list[str]) -> set[str]:
+        if "tmp/appended" in names:
+            await store.append("tmp/appended", [rec(b"again")])
+            await store.delete("tmp/remade")
+            await store.append("tmp/remade", [rec(b"a new life")], match_seq_num=0)
+        return set()
+
+    assert await store.sweep(0.5, ["tmp/"], spare=spare) == 1
+    assert [s.name for s in await store.list()] == ["tmp/appended", "tmp/remade"]
+    remade = await store.read("tmp/remade", 0)
+    assert [r.body for r in remade.records] == [b"a new life"]
+
+
 async def test_sweep_forever_passes_spare_on(store: Store) -> None:
     await store.append("tmp/kept", [rec()])
     await store.append("tmp/gone", [rec()])

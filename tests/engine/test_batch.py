@@ -19,8 +19,6 @@ import pytest
 from speechd.engine import (
     DEFAULT_VOICE_MAP,
     BatchItem,
-    Chunk,
-    ChunkPolicy,
     Engine,
     EngineConfig,
     Synthesis,
@@ -37,8 +35,8 @@ from speechd.engine._packs import read_pack
 from speechd.engine._runtime import Request, infer_batch_in_two_stages
 from speechd.engine._torch import TorchRuntime, load_torch_runtime
 from speechd.errors import CastFailed, InvalidRequest, SpeechdError, UnknownVoice
-
-from .conftest import export_tiny
+from speechd.text import Chunk, ChunkPolicy
+from tests.support.tiny_model import export_tiny
 
 
 @pytest.fixture(scope="module")

@@ -120,14 +120,12 @@ def test_the_cpu_has_a_name() -> None:
 
 
 def test_settings_take_the_idle_unload_and_the_memory_budget_from_flags_and_env() -> None:
-    from speechd.cli import worker_config
-
     settings = load_settings({"idle_unload": "5m", "max_device_memory": "2G"}, {})
     assert settings.idle_unload == 300.0 and settings.max_device_memory == 2 << 30
     env = {"SPEECHD_IDLE_UNLOAD": "90", "SPEECHD_MAX_DEVICE_MEMORY": "512MiB"}
     settings = load_settings({}, env)
     assert settings.idle_unload == 90.0 and settings.max_device_memory == 512 << 20
-    worker = worker_config(settings)
+    worker = settings.worker_config()
     assert worker.idle_unload_s == 90.0 and worker.engine.max_device_memory == 512 << 20
     defaults = load_settings({}, {})
     assert defaults.idle_unload is None and defaults.max_device_memory is None

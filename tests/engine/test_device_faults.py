@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechd.engine import Chunk, ChunkPolicy, Engine, EngineConfig, load_engine
+from speechd.engine import Engine, EngineConfig, load_engine
 from speechd.engine._memory import MemoryBudget, out_of_memory, parse_size
 from speechd.engine._resident import MIN_PIECE_TOKENS, _join
 from speechd.engine._runtime import SAMPLES_PER_FRAME, Inference
 from speechd.errors import CastFailed, ModelUnavailable
+from speechd.text import Chunk, ChunkPolicy
 from tests.support.devices import FakeCudaOpener
 
 LONG = (

@@ -11,8 +11,7 @@ import pytest
 
 from speechd.engine import EngineConfig, load_engine
 from speechd.engine._files import open_model_folder
-from speechd.engine._loading import _load_runtime
-from speechd.engine._sanity import sanity_check
+from speechd.engine._loading import _load_runtime, sanity_check
 from tests.support.devices import RUNTIMES, FakeCuda
 
 from .test_residency import assert_unload_frees_the_model, measure_unload

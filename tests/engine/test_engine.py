@@ -18,16 +18,15 @@ import pytest
 from speechd.engine import (
     SAMPLE_RATE,
     SAMPLES_PER_FRAME,
-    Chunk,
     Engine,
     EngineConfig,
     Synthesis,
     load_engine,
 )
-from speechd.engine._plan import MODEL_MAX_TOKENS
 from speechd.errors import CastFailed, InvalidRequest, ModelUnavailable, UnknownVoice
-
-from .conftest import make_tiny_model_dir
+from speechd.text import Chunk
+from speechd.text._chunks import MODEL_MAX_TOKENS
+from tests.support.tiny_model import make_tiny_model_dir
 
 
 def first_chunk(engine: Engine, text: str = "Hello there, world.") -> Chunk:

@@ -20,15 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from speechd.engine import (
-    SAMPLE_RATE,
-    Chunk,
-    ChunkPolicy,
-    Engine,
-    EngineConfig,
-    Synthesis,
-    load_engine,
-)
+from speechd.engine import SAMPLE_RATE, Engine, EngineConfig, Synthesis, load_engine
+from speechd.text import Chunk, ChunkPolicy
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 pytestmark = pytest.mark.model

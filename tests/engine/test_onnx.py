@@ -14,8 +14,7 @@ import pytest
 from speechd.engine import EngineConfig, _export, _onnx, load_engine
 from speechd.engine._files import open_model_folder
 from speechd.errors import ModelUnavailable
-
-from .conftest import export_tiny, make_tiny_model_dir
+from tests.support.tiny_model import export_tiny, make_tiny_model_dir
 
 
 @pytest.fixture

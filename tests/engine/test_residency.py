@@ -15,8 +15,7 @@ import pytest
 
 from speechd.engine import Engine, EngineConfig, load_engine
 from tests.api._live import ROOT
-
-from .conftest import export_tiny
+from tests.support.tiny_model import export_tiny
 
 
 def _first_chunk(engine: Engine) -> object:

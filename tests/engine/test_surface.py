@@ -32,7 +32,7 @@ def test_importing_the_engine_loads_no_torch_kokoro_or_g2p() -> None:
         "import sys, speechd.engine as e\n"
         "e.VoiceBook(['af_heart'], voice_map=e.DEFAULT_VOICE_MAP, default_voice='af_heart')"
         ".resolve('nova')\n"
-        "from speechd.engine._slices import normalize_text\n"
+        "from speechd.text._slices import normalize_text\n"
         "normalize_text('Hello, **world** at 3:30pm!')\n"
         "heavy = [m for m in ('torch', 'kokoro', 'misaki', 'spacy', 'transformers')"
         " if m in sys.modules]\n"

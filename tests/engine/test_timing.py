@@ -1,60 +1,21 @@
-"""Word timings: spans found at planning, placed by predicted durations after synthesis (pure,
-on synthetic units and durations), and through the tiny model's real synthesis path."""
+"""Word timings: spans (found at planning: tests/text/test_spans.py) placed by predicted
+durations after synthesis (pure, on synthetic units and durations), and through the tiny
+model's real synthesis path."""
 
 from __future__ import annotations
 
 import itertools
-import re
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import ChunkPolicy, Engine
-from speechd.engine._plan import Unit, iter_chunks
-from speechd.engine._timing import (
-    LEAD_FRAMES,
-    SAMPLES_PER_FRAME,
-    Span,
-    WordTiming,
-    word_spans,
-    word_timings,
-)
-
-from .test_plan import POLICIES, texts, units_of
+from speechd.engine import Engine
+from speechd.engine._timing import LEAD_FRAMES, SAMPLES_PER_FRAME, WordTiming, word_timings
+from speechd.text import Span
 
 F = SAMPLES_PER_FRAME
-
-
-def test_spans_point_at_each_words_phonemes_without_edge_punctuation() -> None:
-    units = [
-        Unit("Hello, ", "halO, "),
-        Unit("\u2014 ", "\u2014 "),  # punctuation only: shares the pause
-        Unit("big  ", "big  "),  # a double space collapses when joined
-        Unit("(new) ", "(nu) "),
-        Unit("\U0001f600 ", ""),  # no phonemes: no span
-        Unit("world.", "wOrld."),
-    ]
-    phonemes = re.sub(" {2,}", " ", "".join(u.phonemes for u in units)).strip()
-    spans = word_spans(units, phonemes)
-    assert [s.text for s in spans] == ["Hello,", "big", "(new)", "world."]
-    assert [phonemes[s.start : s.end] for s in spans] == ["halO", "big", "nu", "wOrld"]
-
-
-def test_spans_stop_where_a_truncated_chunk_ends() -> None:
-    units = [Unit("one ", "wan "), Unit("two ", "tu "), Unit("three", "Tri")]
-    assert [s.text for s in word_spans(units, "wan tu")] == ["one", "two"]
-
-
-@given(texts(), POLICIES)
-@settings(max_examples=80)
-def test_every_chunk_spans_its_words_in_order(words: list[str], policy: ChunkPolicy) -> None:
-    for chunk in iter_chunks(units_of(words), policy):
-        assert [s.text for s in chunk.words] == chunk.text.split()
-        for span in chunk.words:
-            assert chunk.phonemes[span.start : span.end] == re.sub(r"[^a-z]", "", span.text.lower())
-        assert all(a.end < b.start for a, b in itertools.pairwise(chunk.words))
 
 
 def timed(phonemes: str, spans: list[Span], durations: list[int], **kw: object) -> list[tuple]:

@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from speechd.engine import ChunkPolicy, Engine, EngineConfig, load_engine
+from speechd.engine import Engine, EngineConfig, load_engine
+from speechd.text import ChunkPolicy
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 
 pytestmark = pytest.mark.model

@@ -28,6 +28,8 @@ from gateway_support import LiveServer, StepEngine, serve, status_when, submit, 
 
 from speechd.api.gateway import GatewaySettings
 from speechd.casts import CastState
+from speechd.casts.schema import JOBS
+from speechd.config import Settings
 from speechd.durable import Store
 from speechd.worker import Worker
 from tests.live._support import serve as serve_live
@@ -85,8 +87,10 @@ def running(args: list[str], port: int, log: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def nginx(upstream: int, tmp: Path) -> Iterator[str]:
-    port = free_port()
+def nginx(upstream: int, tmp: Path, *, port: int = 0, site: str = "") -> Iterator[str]:
+    """nginx with the page's configuration in front of `upstream`, on `port` (else a free
+    one); it answers every name (it has no `server_name`), `site` among them."""
+    port = port or free_port()
     location = page_block("nginx").replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
     conf = tmp / "nginx.conf"
     conf.write_text(
@@ -101,11 +105,13 @@ def nginx(upstream: int, tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def caddy(upstream: int, tmp: Path) -> Iterator[str]:
-    port = free_port()
-    site = page_block("caddy")
-    site = site.replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
-    site = site.replace("speech.example.org", f"http://127.0.0.1:{port}", 1)
+def caddy(upstream: int, tmp: Path, *, port: int = 0, site: str = "") -> Iterator[str]:
+    """Caddy with the page's Caddyfile in front of `upstream`, on `port` (else a free one),
+    for the site `site` (else 127.0.0.1)."""
+    port = port or free_port()
+    block = page_block("caddy")
+    block = block.replace("127.0.0.1:8000", f"127.0.0.1:{upstream}")
+    site = block.replace("speech.example.org", f"http://{site or '127.0.0.1'}:{port}", 1)
     conf = tmp / "Caddyfile"
     conf.write_text("{\n  admin off\n  auto_https off\n}\n" + site + "\n")
     env_home = tmp / "caddy-home"
@@ -202,3 +208,32 @@ async def test_a_live_cast_over_the_websocket_through_the_proxy(
             async with httpx.AsyncClient(base_url=url, timeout=30) as http:
                 whole = await http.get(f"/v1/casts/{got['cast']['id']}/audio")
             assert got["audio"] and got["audio"] == whole.content
+
+
+@pytest.mark.parametrize("proxy", sorted(PROXIES))
+async def test_a_page_of_the_public_url_posts_through_the_proxy(
+    proxy: str, store: Store, worker: Worker, tmp_path: Path
+) -> None:
+    """The page's setup with `--public-url`: a browser page of the public site passes, while
+    a page that reached the proxy by a name rebound to it makes nothing."""
+    port = free_port()
+    public = f"http://speech.example.org:{port}"
+    settings = Settings(data_dir="unused", public_url=public, client_header="x-forwarded-for")
+    async with serve(store, settings=settings) as upstream:
+        with PROXIES[proxy](upstream.port, tmp_path, port=port, site="speech.example.org") as url:
+            async with client(url, "127.0.0.1") as a:
+                page = {"host": f"speech.example.org:{port}", "origin": public}
+                made = await a.post("/v1/casts", json={"input": "From the page."}, headers=page)
+                assert made.status_code == 201, made.text
+                jobs = await store.check_tail(JOBS)
+                rebound = f"evil.example:{port}"
+                refused = await a.post(
+                    "/v1/casts",
+                    json={"input": "From another site's page."},
+                    headers={"host": rebound, "origin": f"http://{rebound}"},
+                )
+                # speechd's 403, or the proxy's own answer for a site it does not serve.
+                assert refused.status_code != 201, refused.text
+                if proxy == "nginx":  # it forwards every name
+                    assert refused.json()["error"]["code"] == "origin_not_allowed"
+                assert await store.check_tail(JOBS) == jobs

@@ -19,7 +19,7 @@ from loadtest._hostile_api import ACCEPTED, HOSTILE_TEXT, hostile_requests
 from speechd import limits
 from speechd.casts import CastState
 from speechd.durable import Store
-from speechd.engine import MAX_SPEED, MIN_SPEED
+from speechd.text import MAX_SPEED, MIN_SPEED
 
 # /healthz answers in milliseconds; the 20,000-character voice held it for 7.4 s before.
 HEALTHZ_CEILING_S = 2.0

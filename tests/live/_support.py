@@ -24,7 +24,7 @@ from speechd.casts import follow_cast
 from speechd.casts.schema import AudioChunk, Event, event_of
 from speechd.config import Settings
 from speechd.durable import Record, Store
-from speechd.engine import FLUSH_S
+from speechd.text import FLUSH_S
 from speechd.worker import QUANTUM_S, Worker, WorkerConfig
 from tests.support.engines import CostEngine, FakeChunkPolicy
 from tests.support.streams import read_cast as read_all

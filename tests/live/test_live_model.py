@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from speechd.durable import EmbeddedStore, Store
-from speechd.engine import ChunkPolicy, EngineConfig, load_engine
-from speechd.engine._slices import normalize_text
+from speechd.engine import EngineConfig, load_engine
+from speechd.text import ChunkPolicy
+from speechd.text._slices import normalize_text
 from tests.live._support import SimulatedLlm, playable, serve, wait_done
 
 pytestmark = pytest.mark.model

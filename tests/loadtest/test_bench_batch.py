@@ -8,7 +8,7 @@ import pytest
 
 from loadtest.bench_batch import measure, report
 from speechd.engine import EngineConfig, load_engine
-from tests.engine.conftest import make_tiny_model_dir
+from tests.support.tiny_model import make_tiny_model_dir
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from loadtest._scenarios import scenarios
 from loadtest._slow import WHOLE, SlowEngine, slow_raw
 from loadtest._slowrun import SlowLevel, SlowReport, slow_goals, slow_scenarios, write_slow
 from loadtest.chunked_server import KFASTAPI, FairLock
-from speechd.engine import ChunkPolicy
+from speechd.text import ChunkPolicy
 
 TEXT = (
     "The old lighthouse keeper climbed the spiral stairs every evening at dusk. "
@@ -134,7 +134,8 @@ def test_the_gpu_like_cost_model_batches_as_published_and_auto_keeps_8() -> None
     """`--cost-model gpu`: the cost model's batches cost ~0.3x per item at batch 8, which the
     worker's warm-up measures and keeps (on a device named cpu: sizes 1 to 8)."""
     from loadtest._slow import GPU_CURVE
-    from speechd.engine import BatchItem, Chunk, choose_max_batch, measure_batch_costs
+    from speechd.engine import BatchItem, choose_max_batch, measure_batch_costs
+    from speechd.text import Chunk
 
     gpu = SlowEngine(rtf=0.005, overhead_s=0.02, batch_curve=GPU_CURVE)
     costs = measure_batch_costs(gpu, budget_s=2.0)  # type: ignore[arg-type]

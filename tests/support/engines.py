@@ -32,8 +32,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from speechd.engine import FLUSH_S
 from speechd.engine._timing import WordTiming
+from speechd.text import FLUSH_S
 from speechd.worker import Parts
 from speechd.worker._protocols import EncoderFactory
 

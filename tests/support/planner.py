@@ -1,4 +1,4 @@
-"""The cost-model engine's incremental planner: `speechd.engine.Planner`'s contract on words.
+"""The cost-model engine's incremental planner: `speechd.text.Planner`'s contract on words.
 
 A closed text plans exactly as `CostEngine.plan` does (2, 4, 8, ... words per chunk, up to the
 policy's `max_words`), so `expected_audio` still names the bytes of a whole-text cast. Text fed
@@ -18,9 +18,9 @@ import json
 from collections import deque
 from typing import Any
 
-from speechd.engine import PlanStatus
-from speechd.engine._plan import Unit
-from speechd.engine._planner import PlanStep
+from speechd.text import PlanStatus
+from speechd.text._chunks import Unit
+from speechd.text._planner import PlanStep
 
 __all__ = ["FakePlanner", "WordG2P"]
 
@@ -166,7 +166,7 @@ class FakePlanner:
 
 
 class WordG2P:
-    """A G2P double for `speechd.engine.Planner`: a unit per word, its letters and
+    """A G2P double for `speechd.text.Planner`: a unit per word, its letters and
     punctuation for phonemes (the real normaliser, slicer and chunker run around it)."""
 
     lang = "a"

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from speechd.engine import ChunkPolicy
-from speechd.engine._plan import Boundary, Chunk, Chunker, Unit, iter_chunks
+from speechd.text import ChunkPolicy
+from speechd.text._chunks import Boundary, Chunk, Chunker, Unit, iter_chunks
 from speechd.worker import QUANTUM_S, ChunkTimes, plan_timing
 from speechd.worker._costs import chunk_quantum
 from speechd.worker._hold import hold_s

@@ -233,7 +233,7 @@ async def test_a_device_that_stays_full_makes_the_worker_unavailable_not_the_cas
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The engine tests' tiny random Kokoro (the real code path; its audio is noise)."""
-    from tests.engine.conftest import make_tiny_model_dir
+    from tests.support.tiny_model import make_tiny_model_dir
 
     return make_tiny_model_dir(tmp_path_factory.mktemp("kokoro-tiny"))
 

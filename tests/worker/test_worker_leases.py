@@ -21,7 +21,7 @@ from speechd.casts.schema import (
 )
 from speechd.casts.schema import Meta as CastMeta
 from speechd.durable import AppendRecord, Store
-from speechd.worker._lease import LEASE_SKEW_MS, lease_held
+from speechd.worker._ownership import LEASE_SKEW_MS, lease_held
 from speechd.worker._policy import DeadlinePolicy
 from tests.support.engines import GatedEngine, expected_audio
 

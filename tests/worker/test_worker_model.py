@@ -15,7 +15,8 @@ from speechd.casts import cast_audio
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Eos, Start, cast_stream, decode, event_of
 from speechd.durable import Store
-from speechd.engine import ChunkPolicy, EngineConfig, load_engine
+from speechd.engine import EngineConfig, load_engine
+from speechd.text import ChunkPolicy
 from speechd.worker import Worker, WorkerConfig
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
 

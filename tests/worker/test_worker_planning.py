@@ -10,7 +10,7 @@ import time
 from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Event, cast_stream, event_of
 from speechd.durable import Store
-from speechd.engine import ChunkPolicy, Planner
+from speechd.text import ChunkPolicy, Planner
 from speechd.worker._policy import FifoPolicy
 from tests.support.engines import CostEngine, FakeChunkPolicy, GatedEngine
 from tests.support.planner import WordG2P

@@ -24,8 +24,7 @@ from speechd.casts.schema import (
     event_of,
     worker_stream,
 )
-from speechd.cli import worker_config
-from speechd.config import engine_config, load_settings
+from speechd.config import load_settings
 from speechd.durable import Store
 from speechd.engine import EngineConfig
 from speechd.errors import ModelUnavailable
@@ -179,7 +178,8 @@ async def test_a_chunk_that_kills_the_worker_ends_in_jobs_dead(
 
 def test_the_commands_defaults_are_the_workers() -> None:
     """`speechd serve` and `speechd worker` with no worker flags run the worker as
-    `WorkerConfig`'s defaults say (the settings mapped to it in one place, `worker_config`)."""
+    `WorkerConfig`'s defaults say (the settings mapped to it in one place,
+    `Settings.worker_config`)."""
     settings = load_settings({}, {})
-    config = worker_config(settings)
-    assert config == WorkerConfig(store=settings.store_url, engine=engine_config(settings))
+    config = settings.worker_config()
+    assert config == WorkerConfig(store=settings.store_url, engine=settings.engine_config())

@@ -11,7 +11,7 @@ from speechd.casts._records import H_HOLD, audio_chunk
 from speechd.casts.schema import JOBS, Event, Job, Start, cast_stream, decode, event_of
 from speechd.durable import Limits, Record, Store
 from speechd.durable._contract import record_size
-from speechd.engine import FLUSH_S, ChunkPolicy, Planner
+from speechd.text import FLUSH_S, ChunkPolicy, Planner
 from speechd.worker import QUANTUM_S
 from speechd.worker._costs import SLOW_LIFT
 from speechd.worker._policy import DeadlinePolicy

@@ -20,7 +20,7 @@ from wyoming.tts import SynthesizeStopped
 
 from speechd import casts
 from speechd.audio import new_encoder
-from speechd.config import Settings, engine_config
+from speechd.config import Settings
 from speechd.durable import Store
 from speechd.limits import StreamSlots
 from speechd.service import CastService, LiveCasts
@@ -69,7 +69,7 @@ async def served(
     )
     stop = asyncio.Event()
     working = asyncio.create_task(running.run(stop)) if worker else None
-    config = engine_config(settings)
+    config = settings.engine_config()
     secret = await casts.deployment_secret(store)
     service = CastService(
         store,

@@ -1,4 +1,5 @@
-"""The cast API, the public read path, and the paste page and player (DESIGN.md §4).
+"""The cast API, the public read path, and the paste page and player
+(`docs/design/index.md#serving-a-cast`).
 
 Routes (`gateway_router()`; the app provides the dependency `gateway`, a `Gateway` built in
 its lifespan over the shared `speechd.service.CastService` and `GatewaySettings`, besides
@@ -20,7 +21,8 @@ Casts are submitted by `CastService.submit`, as `/v1/audio/speech` submits them 
 `speechd.api`'s `require_api_key`, reads are public (a cast's link is its capability) and rate
 limited per client; the long-lived ones (SSE, long-polls that wait, live audio) each hold one
 of the client's stream slots (`speechd.limits.StreamSlots`, shared with speech requests).
-Only `pub/casts/<id>` streams are ever read, and only after `is_cast_id(id)`. Every bound
+Casts are read through the service's reader (`CastService.reader`), which reads only
+`pub/casts/<id>` streams, and only after checking the id. Every bound
 (`speechd.limits`) is checked before the work it guards. Errors are raised from
 `speechd.errors`; the app's handlers shape them. The wire shapes are `_wire`'s (the
 client mirrors them), the per-client read limiter `_limiter`'s.

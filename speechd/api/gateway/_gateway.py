@@ -1,42 +1,40 @@
-"""The gateway service: what the routes call. It reads only `pub/casts/<id>` streams.
-
-Every public entry point checks the id with `is_cast_id` before naming a stream, and names
-streams only through `cast_stream`, so no request can reach `jobs`, `catalog/*`, cursors or
-receipts, whatever its path holds.
+"""The gateway: what the routes call. It reads casts through the cast service's reader
+(`CastService.reader`, which reads only `pub/casts/<id>` streams, and only after checking the
+id), and adds what HTTP needs of a read: a client's stream slot, the server's shutdown, the
+request's headers, the wire shapes.
 
 Bounded before work: headers past their `speechd.limits` length are refused (`Last-Event-ID`)
 or read as absent (`Range`, `If-None-Match`, `If-Range`) before they are parsed. Long-lived
 reads (SSE, long-polls that wait, live audio) hold a stream slot of their client's
-(`StreamSlots`: 429 or 503 past the caps). A store failure is a 503 `store_unavailable`
-before the response starts, and after it an `abort` event (SSE) or an incomplete body (audio),
-with one log line. A finished cast's file, whole or by ranges, is served as a whole file from
-its layout (`CastService.finished_file`, `file_bytes`: a wav says its true sizes).
+(`StreamSlots`: 429 or 503 past the caps). A store failure (the service's `StoreUnavailable`,
+one log line) is a 503 `store_unavailable` before the response starts, and after it an
+`abort` event (SSE) or an incomplete body (audio). A finished cast's file, whole or by ranges,
+is served as a whole file from its layout (`CastReader.finished_file`, `file_bytes`: a wav says
+its true sizes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from litestar import Request
 
 from speechd.audio import FORMATS, content_type
-from speechd.casts import CastCaptions, CastState, CastStatus, CastWords, cast_audio, is_cast_id
-from speechd.casts.schema import H_EVENT, Meta, cast_stream, decode
-from speechd.durable import DurableError, SeqOutOfRange
-from speechd.errors import CastFailed, CastNotFound, InvalidRequest, RateLimited, StoreUnavailable
+from speechd.casts import CastCaptions, CastState, CastStatus
+from speechd.casts.schema import Meta
+from speechd.errors import CastFailed, InvalidRequest, RateLimited
 from speechd.limits import (
     MAX_EVENT_ID_CHARS,
     MAX_IF_HEADER_CHARS,
     MAX_RANGE_CHARS,
     StreamSlots,
 )
-from speechd.service import CastRequest, CastService, SubmittedCast
+from speechd.service import CastService, SubmittedCast
 
 from .._clients import ClientAddress
-from .._errors import log_store_trouble
 from .._slots import ClientSlots
 from .._streaming import StreamApp, aborting
 from ..openai_compat import resolve_model
@@ -53,34 +51,14 @@ __all__ = ["Gateway"]
 T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def _store_errors() -> Iterator[None]:
-    try:
-        yield
-    except SeqOutOfRange as exc:
-        raise InvalidRequest(
-            f"seq_num {exc.seq_num} is past the end of the cast ({exc.tail} records).",
-            param="seq_num",
-        ) from exc
-    except DurableError as exc:
-        log_store_trouble("reading a cast", exc)
-        raise StoreUnavailable() from exc
-
-
 def _bounded(header: str | None, limit: int) -> str | None:
     """`header`, or None (absent) when it is longer than any valid value of it."""
     return header if header is None or len(header) <= limit else None
 
 
-def _check_id(cast_id: str) -> str:
-    if not is_cast_id(cast_id):
-        raise CastNotFound("No cast with this id.", param="id")
-    return cast_id
-
-
 class Gateway:
-    """Cast API and public read path over the cast service's store. Build once per app (in
-    its lifespan); `close()` as the server starts shutting down, and again at the end."""
+    """Cast API and public read path over the cast service. Build once per app (in its
+    lifespan); `close()` as the server starts shutting down, and again at the end."""
 
     def __init__(
         self,
@@ -90,7 +68,7 @@ class Gateway:
         slots: ClientSlots | None = None,
     ) -> None:
         self.service = service
-        self.store = service.store
+        self.reader = service.reader
         self.settings = settings or GatewaySettings()
         self.streams = slots or ClientSlots(
             StreamSlots(self.settings.max_streams, self.settings.max_client_streams),
@@ -101,9 +79,8 @@ class Gateway:
         """The api's long-lived reads (shared with `/v1/audio/speech`), by client."""
         self.slots = self.streams.slots
         """The slot counter itself (what is held and refused)."""
-        self.hubs = Hubs(self.store)
+        self.hubs = Hubs(self.reader)
         self.limiter = ReadLimiter(self.settings.read_rate, self.settings.read_burst)
-        self._words = CastWords(self.store)
         self.rendered = Rendered()
         """Caption files and word pages as last made, per cast (the routes render through it)."""
         self._closing = asyncio.Event()
@@ -143,48 +120,20 @@ class Gateway:
         `CastRequest.scope`); returns it and where it stands."""
         resolve_model(request.model)
         cast = await self.service.submit(
-            CastRequest(
-                text=request.input,
-                voice=request.voice,
-                speed=request.speed,
-                format=request.response_format,
-                title=(request.title or "").strip() or None,
-                input_format=request.input_format,
-                normalize=request.normalize,
-                scope=scope,
-            ),
-            max_chars=MAX_CAST_CHARS,
+            request.to_cast_request(scope=scope), max_chars=MAX_CAST_CHARS
         )
         if cast.created:
             return cast, CastState.QUEUED
-        return cast, (await self._status(cast.id)).state
-
-    async def _status(self, cast_id: str) -> CastStatus:
-        with _store_errors():
-            return await self.service.status(cast_id)
+        return cast, (await self.service.status(cast.id)).state
 
     async def view(self, cast_id: str, base_url: str) -> CastView:
-        return cast_view(await self._status(_check_id(cast_id)), base_url)
+        return cast_view(await self.service.status(cast_id), base_url)
 
     async def meta(self, cast_id: str) -> Meta | None:
         """A cast's public meta, or None if there is no such cast."""
-        if not is_cast_id(cast_id):
-            return None
-        with _store_errors():
-            batch = await self.store.read(cast_stream(cast_id), 0, max_records=1)
-        if not batch.records:
-            return None
-        return decode(batch.records[0].body, Meta)
+        return await self.reader.meta(cast_id)
 
     # -- the public read path -----------------------------------------------------------
-
-    async def _tail(self, cast_id: str) -> int:
-        _check_id(cast_id)
-        with _store_errors():
-            tail = await self.store.check_tail(cast_stream(cast_id))
-        if tail == 0:
-            raise CastNotFound(f"No cast with id {cast_id!r}.", param="id")
-        return tail
 
     async def records(
         self,
@@ -197,7 +146,7 @@ class Gateway:
     ) -> RecordsPage:
         """A page of records from `seq_num`; at the tail, a long-poll of up to `wait` seconds
         (it holds a stream slot of `request`'s client)."""
-        tail = await self._tail(cast_id)
+        tail = await self.reader.tail(cast_id)
         if seq_num > tail:
             raise InvalidRequest(
                 f"seq_num {seq_num} is past the end of the cast ({tail} records).",
@@ -207,15 +156,14 @@ class Gateway:
         wait = 0 if self._closing.is_set() else min(max(wait, 0.0), self.settings.max_wait_s)
         if wait > 0 and seq_num == tail:
             self._hold_stream(request)
-        read = self.store.read(
-            cast_stream(cast_id),
+        read = self.reader.records(
+            cast_id,
             seq_num,
             max_records=limit,
             max_bytes=self.settings.max_read_bytes,
             wait=wait,
         )
-        with _store_errors():
-            batch = await self._unless_closing(read)
+        batch = await self._unless_closing(read)
         if batch is None:  # closing: an empty page; the client polls again (elsewhere)
             return RecordsPage([], tail)
         return RecordsPage([_record_view(r) for r in batch.records], batch.tail)
@@ -249,7 +197,7 @@ class Gateway:
         holds a slot of `request`'s client."""
         if last_event_id is not None and len(last_event_id) > MAX_EVENT_ID_CHARS:
             raise InvalidRequest("Last-Event-ID is not a record number.", param="Last-Event-ID")
-        tail = await self._tail(cast_id)
+        tail = await self.reader.tail(cast_id)
         start = seq_num if seq_num is not None else 0
         if last_event_id:
             try:
@@ -264,14 +212,12 @@ class Gateway:
                 param="seq_num",
             )
         if start == tail:
-            with _store_errors():
-                last = (await self.store.read(cast_stream(cast_id), tail - 1)).records[0]
-            if last.header(H_EVENT) in (b"eos", b"error"):
+            last = (await self.reader.records(cast_id, tail - 1, max_records=1)).records
+            if last and last[0].terminal:
                 return None
         self._hold_stream(request)
         subscriber = Subscriber(self.settings.sse_buffer_bytes)
         frames = cast_frames(
-            self.store,
             self.hubs,
             cast_id,
             start,
@@ -297,11 +243,10 @@ class Gateway:
         """The cast's words with cast-level times: all of a done cast's, what exists so far of
         a generating one's (each record's words read once, without its audio: `CastWords`).
         `CastFailed` for a failed cast, as its audio."""
-        status = await self._status(_check_id(cast_id))
+        status = await self.service.status(cast_id)
         if status.state == CastState.FAILED:
             raise CastFailed(f"The cast could not be synthesized: {status.error}")
-        with _store_errors():
-            return status, await self._words.captions(cast_id)
+        return status, await self.reader.captions(cast_id)
 
     async def audio(
         self,
@@ -318,7 +263,7 @@ class Gateway:
         if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
         if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
             if_range = ""  # matches no etag: the whole file, as for any stale validator
-        status = await self._status(_check_id(cast_id))
+        status = await self.service.status(cast_id)
         meta = status.meta
         kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
         name = f"{cast_id}.{meta.format}"
@@ -334,18 +279,17 @@ class Gateway:
             self._hold_stream(request)
             headers = {**base, "cache-control": "no-store", "accept-ranges": "none"}
             return StreamApp(
-                aborting(cast_audio(self.store, cast_id), "streaming live audio"),
+                aborting(self.reader.audio(cast_id)),
                 headers=encode_headers(headers),
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
-        with _store_errors():
-            file = await self.service.finished_file(cast_id)
+        file = await self.reader.finished_file(cast_id)
         reply = file_reply(file, base, range_header, if_none_match, if_range)
         if isinstance(reply, AudioReply):
             return reply
-        body = self.service.file_bytes(cast_id, file, reply.start, reply.stop)
+        body = self.reader.file_bytes(cast_id, file, reply.start, reply.stop)
         return StreamApp(
-            aborting(body, "serving a cast's audio file"),
+            aborting(body),
             status=reply.status,
             headers=encode_headers(reply.headers),
             stops={self._closing: None},

@@ -63,17 +63,7 @@ async def create_cast(
     A live one (`"live": true`) answers 201 with its input's link and token too."""
     data = await _NEW_CAST.read(request)
     if data.live:
-        made = await create_live(
-            live_casts,
-            model=data.model,
-            voice=data.voice,
-            speed=data.speed,
-            format=data.response_format,
-            title=(data.title or "").strip() or None,
-            text=data.input,
-            input_format=data.input_format,
-            normalize=data.normalize,
-        )
+        made = await create_live(live_casts, data.model, data.to_live_request())
         metrics.submitted(True)
         return live_created(made, public_base_url(settings, request))
     cast, state = await gateway.create(data, scope=sharing_scope(request))

@@ -1,15 +1,17 @@
-"""Server-sent events for a cast: catch up from the store, then share one live reader per cast.
+"""Server-sent events for a cast: catch up on its records, then share one live reader per cast.
 
-A subscriber first replays the records it asked for straight from the store, at its own pace
-(no buffer). At the tail it joins the cast's *hub*: one task per live cast that long-polls the
-store and hands each new record, framed once, to every subscriber's bounded queue without ever
+A subscriber first replays the records it asked for (`CastReader.records`, the cast service's
+reader), at its own pace (no buffer). At the tail it joins the cast's *hub*: one task per live
+cast that long-polls the reader and hands each new record, framed once, to every subscriber's
+bounded queue without ever
 waiting on one. A subscriber whose queue is full (its client stopped reading) is dropped: its
 response is told so in-band (`event: abort`) if the connection still takes bytes, and closed
 either way, so one stalled listener never holds back the others or grows the server's memory.
 
 Frames: `id: <seq>`, `event: <meta|start|audio|eos|error>`, `data: <record as JSON>` (see
 `RecordView`). The stream ends after `eos` or `error`. Keep-alive comments flow while idle.
-A store failure ends the stream with `event: abort` (reason `unavailable`) and one log line.
+A failed read (the store's: the service logs its one line) ends the stream with `event: abort`
+(reason `unavailable`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,13 @@ from typing import NamedTuple
 
 import msgspec
 
-from speechd.casts.schema import H_EVENT, cast_stream
-from speechd.durable import DurableError, Record, Store
+from speechd.errors import SpeechdError
+from speechd.service import CastReader, CastRecord
 
-from .._errors import log_store_trouble
 from ._wire import record_view
 
-__all__ = ["Hubs", "Subscriber", "cast_frames", "is_terminal"]
+__all__ = ["Hubs", "Subscriber", "cast_frames"]
 
-_TERMINAL = (b"eos", b"error")
 _CATCH_UP_RECORDS = 64
 _CATCH_UP_BYTES = 1024 * 1024
 _HUB_WAIT_S = 30.0
@@ -38,12 +38,8 @@ _HUB_WAIT_S = 30.0
 KEEPALIVE = b": keep-alive\n\n"
 
 
-def is_terminal(record: Record) -> bool:
-    return record.header(H_EVENT) in _TERMINAL
-
-
-def _event_name(record: Record) -> bytes:
-    name = record.header(H_EVENT) or b"message"
+def _event_name(record: CastRecord) -> bytes:
+    name = record.event.encode("utf-8", "replace") or b"message"
     return name if name.isalpha() else b"message"
 
 
@@ -53,10 +49,10 @@ class Frame(NamedTuple):
     terminal: bool
 
 
-def frame(record: Record) -> Frame:
+def frame(record: CastRecord) -> Frame:
     data = msgspec.json.encode(record_view(record))
     text = b"id: %d\nevent: %s\ndata: %s\n\n" % (record.seq_num, _event_name(record), data)
-    return Frame(record.seq_num, text, is_terminal(record))
+    return Frame(record.seq_num, text, record.terminal)
 
 
 def abort_frame(reason: str, message: str) -> bytes:
@@ -119,11 +115,11 @@ class _Hub:
         self.task = asyncio.create_task(self._run(), name=f"speechd-sse-hub-{cast_id}")
 
     async def _run(self) -> None:
-        stream = cast_stream(self.cast_id)
+        reader = self._hubs.reader
         try:
             while True:
-                batch = await self._hubs.store.read(stream, self.position, wait=_HUB_WAIT_S)
-                for record in batch.records:
+                page = await reader.records(self.cast_id, self.position, wait=_HUB_WAIT_S)
+                for record in page.records:
                     item = frame(record)
                     self.position = record.seq_num + 1
                     for subscriber in list(self.subscribers):
@@ -132,8 +128,7 @@ class _Hub:
                             self._hubs.dropped += 1
                     if item.terminal:
                         return
-        except DurableError as exc:
-            log_store_trouble("following a cast for SSE", exc)
+        except SpeechdError:  # the store failed (logged where it was read), or the cast went
             for subscriber in self.subscribers:
                 subscriber.fail("unavailable", _UNAVAILABLE)
         finally:
@@ -143,8 +138,8 @@ class _Hub:
 class Hubs:
     """The live hubs of one gateway, keyed by cast id; each lives while it has subscribers."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, reader: CastReader) -> None:
+        self.reader = reader
         self.dropped = 0  # subscribers disconnected for being too slow, ever
         self._hubs: dict[str, _Hub] = {}
         self._closed = False
@@ -187,7 +182,6 @@ class Hubs:
 
 
 async def cast_frames(
-    store: Store,
     hubs: Hubs,
     cast_id: str,
     seq_num: int,
@@ -196,14 +190,13 @@ async def cast_frames(
     keepalive_s: float,
 ) -> AsyncGenerator[bytes, None]:
     """The SSE body for one subscriber: records from `seq_num` until `eos` or `error`."""
-    stream = cast_stream(cast_id)
     next_seq = seq_num
 
     async def replay(until: int | None) -> AsyncIterator[Frame]:
         nonlocal next_seq
         while until is None or next_seq < until:
-            batch = await store.read(
-                stream, next_seq, max_records=_CATCH_UP_RECORDS, max_bytes=_CATCH_UP_BYTES
+            batch = await hubs.reader.records(
+                cast_id, next_seq, max_records=_CATCH_UP_RECORDS, max_bytes=_CATCH_UP_BYTES
             )
             for record in batch.records:
                 next_seq = record.seq_num + 1
@@ -237,6 +230,5 @@ async def cast_frames(
                         return
         finally:
             hubs.leave(cast_id, subscriber)
-    except DurableError as exc:
-        log_store_trouble("replaying a cast for SSE", exc)
+    except SpeechdError:  # the store failed (logged where it was read), or the cast went
         yield abort_frame("unavailable", _UNAVAILABLE)

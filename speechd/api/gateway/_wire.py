@@ -1,4 +1,6 @@
-"""Wire shapes of the cast API and the public read path (msgspec Structs), and conversions."""
+"""Wire shapes of the cast API and the public read path (msgspec Structs), and their one
+mapping each: a new cast to the service's request (`NewCast.to_cast_request`,
+`to_live_request`), a cast's status and records to their views (`cast_view`, `record_view`)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,13 @@ from typing import Annotated, Literal
 import msgspec
 
 from speechd.casts import CastStatus
-from speechd.casts.schema import public_headers
-from speechd.durable import Record
 from speechd.limits import (
     MAX_CAST_BODY_BYTES,
     MAX_CAST_CHARS,
     MAX_NAME_CHARS,
     MAX_VOICE_CHARS,
 )
+from speechd.service import CastRecord, CastRequest, LiveRequest
 
 from .._fields import AudioFormat, Speed, Title
 from .._links import cast_api_url, cast_url
@@ -51,6 +52,34 @@ class NewCast(msgspec.Struct, frozen=True, kw_only=True):
     """`ssml`: `input` is an SSML document; absent, it is SSML when it starts with `<speak`."""
     normalize: bool = True
     """False: the text is read as sent (no numbers, units, URLs or Markdown rewritten)."""
+
+    def to_cast_request(self, *, scope: str = "") -> CastRequest:
+        """The cast it asks for (`scope`: who shares it, `CastRequest.scope`)."""
+        return CastRequest(
+            text=self.input,
+            voice=self.voice,
+            speed=self.speed,
+            format=self.response_format,
+            title=self._title(),
+            input_format=self.input_format,
+            normalize=self.normalize,
+            scope=scope,
+        )
+
+    def to_live_request(self) -> LiveRequest:
+        """The live cast it asks for (`live`): `input`, if any, is its first piece."""
+        return LiveRequest(
+            voice=self.voice,
+            speed=self.speed,
+            format=self.response_format,
+            title=self._title(),
+            text=self.input,
+            input_format=self.input_format,
+            normalize=self.normalize,
+        )
+
+    def _title(self) -> str | None:
+        return (self.title or "").strip() or None
 
 
 class CastCreated(msgspec.Struct, frozen=True):
@@ -105,8 +134,9 @@ class CastView(msgspec.Struct, frozen=True):
 
 class RecordView(msgspec.Struct, frozen=True):
     """One record of a cast stream as JSON: headers as UTF-8 pairs, the body as base64. Only
-    the headers a reader needs are carried (`speechd.casts.schema.public_headers`, an allow-list):
-    the worker's plan position and resume checkpoint, and anything newer, stay private."""
+    the headers a reader needs are carried (those of `speechd.service.CastRecord`, an
+    allow-list): the worker's plan position and resume checkpoint, and anything newer, stay
+    private."""
 
     seq_num: int
     timestamp: int
@@ -119,13 +149,13 @@ class RecordsPage(msgspec.Struct, frozen=True):
     tail: int
 
 
-def record_view(record: Record) -> RecordView:
+def record_view(record: CastRecord) -> RecordView:
     return RecordView(
         seq_num=record.seq_num,
         timestamp=record.timestamp,
         headers=[
             (k.decode("utf-8", "replace"), v.decode("utf-8", "replace"))
-            for k, v in public_headers(record)
+            for k, v in record.headers
         ],
         body=base64.b64encode(record.body).decode("ascii"),
     )

@@ -46,31 +46,10 @@ def key_ok(connection: ASGIConnection[Any, Any, Any, Any], authorization: str | 
     return True
 
 
-async def create_live(
-    live: LiveCasts,
-    *,
-    model: str | None,
-    voice: str | None,
-    speed: float,
-    format: str,
-    title: str | None,
-    text: str,
-    input_format: str | None = None,
-    normalize: bool = True,
-) -> LiveCast:
-    """Make a live cast from a route's fields (the model checked first, as for any cast)."""
+async def create_live(live: LiveCasts, model: str | None, request: LiveRequest) -> LiveCast:
+    """Make the live cast `request` asks for (its `model` checked first, as for any cast)."""
     resolve_model(model)
-    return await live.create(
-        LiveRequest(
-            voice=voice,
-            speed=speed,
-            format=format,
-            title=title,
-            text=text,
-            input_format=input_format,
-            normalize=normalize,
-        )
-    )
+    return await live.create(request)
 
 
 def live_created(cast: LiveCast, base_url: str) -> Response[LiveCastCreated]:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from speechd.service import MAX_PIECE_CHARS, MAX_PIECES
+from speechd.service import MAX_PIECE_CHARS, MAX_PIECES, LiveRequest
 
 from .._fields import AudioFormat, Name, Speed, Title, Voice
 
@@ -89,6 +89,18 @@ class LiveStart(msgspec.Struct, frozen=True, kw_only=True):
     input: str = ""
     input_format: Literal["text", "ssml"] | None = None
     normalize: bool = True
+
+    def to_live_request(self) -> LiveRequest:
+        """The live cast it asks for (`input`, if any, is its first piece)."""
+        return LiveRequest(
+            voice=self.voice,
+            speed=1.0 if self.speed is None else self.speed,
+            format=self.response_format or "mp3",
+            title=self.title,
+            text=self.input,
+            input_format=self.input_format,
+            normalize=self.normalize,
+        )
 
 
 class InputAppend(msgspec.Struct, frozen=True, kw_only=True, tag="input.append", tag_field="type"):

@@ -39,11 +39,10 @@ from litestar.di import NamedDependency
 
 from speechd.casts.schema import AudioChunk
 from speechd.config import Settings
-from speechd.durable import DurableError
 from speechd.errors import AuthenticationFailed, InvalidRequest, SpeechdError, StoreUnavailable
 from speechd.service import LiveCast, LiveCasts
 
-from .._errors import error_body, error_body_for, log_store_trouble
+from .._errors import error_body, error_body_for
 from .._links import cast_url, input_url, public_base_url
 from .._slots import ClientSlots
 from ._live import create_live, key_ok
@@ -150,12 +149,7 @@ class _Session:
         try:
             self.slots.take(socket.scope)  # past the caps: 429/503 before anything is made
             cast = await self._start()
-        except DurableError as exc:
-            log_store_trouble("starting a live cast", exc)
-            await self.error(StoreUnavailable())
-            await self.close(_TRY_LATER)
-            return
-        except SpeechdError as exc:
+        except SpeechdError as exc:  # the store's failure too: a 503, try again later
             await self.error(exc)
             code = _TRY_LATER if exc.status in (429, 503) else _POLICY
             await self.close(code if exc.status < 500 or exc.status == 503 else _SERVER_ERROR)
@@ -184,17 +178,7 @@ class _Session:
         except msgspec.DecodeError as exc:
             raise InvalidRequest(f"The first message is not a session start: {exc}.") from None
         self.binary = start.stream_format != "json"
-        return await create_live(
-            self.live,
-            model=start.model,
-            voice=start.voice,
-            speed=1.0 if start.speed is None else start.speed,
-            format=start.response_format or "mp3",
-            title=start.title,
-            text=start.input,
-            input_format=start.input_format,
-            normalize=start.normalize,
-        )
+        return await create_live(self.live, start.model, start.to_live_request())
 
     async def _pump(self, cast: LiveCast) -> None:
         input_task = asyncio.ensure_future(self._input(cast))
@@ -248,12 +232,10 @@ class _Session:
                 state = await self.live.append(
                     cast.id, message.text, done=done, seq=message.seq, token=cast.token
                 )
-            except DurableError as exc:  # the piece may or may not be in: `seq` tells
-                log_store_trouble("appending a live cast's input", exc)
-                await self.error(StoreUnavailable())
-                continue
             except SpeechdError as exc:
-                await self.error(exc)  # the session goes on: the next message may be fine
+                # The session goes on: the next message may be fine. After the store failed
+                # the piece may or may not be in: `seq` tells.
+                await self.error(exc)
                 continue
             await self._accepted(cast.id, state.pieces, state.chars, state.closed)
 
@@ -281,12 +263,9 @@ class _Session:
                 else:
                     await self.send(DeltaMessage(audio=base64.b64encode(event.body).decode()))
             chars = (await self.live.input_state(cast.id)).chars
-        except DurableError as exc:
-            log_store_trouble("following a live cast", exc)
-            await self.error(StoreUnavailable(), last=True)
-            return _SERVER_ERROR
         except SpeechdError as exc:
-            log.warning("a live cast failed (%s)", type(exc).__name__)
+            if not isinstance(exc, StoreUnavailable):  # the service logged the store's failure
+                log.warning("a live cast failed (%s)", type(exc).__name__)
             await self.error(exc, last=True)
             return _SERVER_ERROR
         output = math.ceil(audio_ms * OUTPUT_TOKENS_PER_SECOND / 1000)

@@ -23,7 +23,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from speechd.config import Settings
-from speechd.service import CastRequest, CastService, voice_label
+from speechd.service import CastService, voice_label
 
 from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
@@ -68,17 +68,9 @@ async def create_speech(
         "sse" if data.stream_format == "sse" else "whole" if data.stream is False else "audio"
     )
     start = data.start or settings.start
+    at_once = start == "now" and mode != "whole"  # a whole file waits for its end
     cast = await service.submit(
-        CastRequest(
-            text=data.input,
-            voice=data.voice_name,
-            speed=1.0 if data.speed is None else data.speed,
-            format=data.response_format or "mp3",
-            at_once=start == "now" and mode != "whole",  # a whole file waits for its end
-            input_format=data.input_format,
-            normalize=data.normalize is not False,
-            scope=sharing_scope(request),
-        ),
+        data.to_cast_request(at_once=at_once, scope=sharing_scope(request)),
         max_chars=MAX_INPUT_CHARS,
     )
     metrics.submitted(cast.created)

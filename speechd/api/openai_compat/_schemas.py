@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from speechd.limits import MAX_INPUT_CHARS
+from speechd.service import CastRequest
 
 from .._fields import AudioFormat, Name, Speed, Voice
 
@@ -61,6 +62,20 @@ class SpeechRequest(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def voice_name(self) -> str | None:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+    def to_cast_request(self, *, at_once: bool, scope: str = "") -> CastRequest:
+        """The cast it asks for, OpenAI's unset fields at their defaults (`at_once`: the
+        caller wants its first audio at once; `scope`: who shares it, `CastRequest.scope`)."""
+        return CastRequest(
+            text=self.input,
+            voice=self.voice_name,
+            speed=1.0 if self.speed is None else self.speed,
+            format=self.response_format or "mp3",
+            at_once=at_once,
+            input_format=self.input_format,
+            normalize=self.normalize is not False,
+            scope=scope,
+        )
 
 
 class Model(msgspec.Struct, frozen=True):

@@ -1,12 +1,13 @@
 """The three ways `POST /v1/audio/speech` answers with a cast's audio.
 
-All three read the same cast with `CastService.audio`, the same bytes any identical request
-reads; a client that goes away stops only its own reading, never the cast.
+All three read the same cast through the service's reader (`CastService.reader`: `audio`, or
+`chunks` with their words), the same bytes any identical request reads; a client that goes
+away stops only its own reading, never the cast.
 
 * `audio` (default): the bytes as the worker appends them, chunked, one valid file.
 * `stream: false`: waits for `eos` (reading none of the audio meanwhile), then the whole
   file with its `Content-Length`, streamed from the store a few records at a time
-  (`CastService.finished_file`, `file_bytes`: a wav says its true sizes in its header), so a
+  (`CastReader.finished_file`, `file_bytes`: a wav says its true sizes in its header), so a
   slow reader holds about one record in memory, never the file.
 * `sse`: `speech.audio.delta` events (base64 audio), then `speech.audio.done` with usage;
   with `words`, each delta is followed by a `speech.audio.words` event holding the words of
@@ -53,13 +54,11 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from speechd.audio import content_type
-from speechd.casts import playable_chunks
 from speechd.casts.schema import AudioChunk, Word
-from speechd.durable import DurableError
 from speechd.errors import SpeechdError, StoreUnavailable
 from speechd.service import CastService, SubmittedCast, Watch
 
-from .._errors import error_body, error_body_for, log_store_trouble
+from .._errors import error_body, error_body_for
 from .._streaming import AppResponse, StreamApp, aborting
 from ..metrics import ApiMetrics
 
@@ -173,12 +172,9 @@ async def _sse(
                     yield _event({"type": "speech.audio.words", "words": words})
             status = await service.status(cast.id)
         except SpeechdError as exc:
-            log.warning("a cast failed mid-stream: %s", exc)
+            if not isinstance(exc, StoreUnavailable):  # the service logged the store's failure
+                log.warning("a cast failed mid-stream: %s", exc)
             yield _event({"type": "error", **error_body_for(exc)})
-            return
-        except DurableError as exc:
-            log_store_trouble("streaming speech events", exc)
-            yield _event({"type": "error", **error_body_for(StoreUnavailable())})
             return
         except Exception:
             log.exception("reading a cast failed mid-stream")
@@ -206,15 +202,15 @@ async def _whole(
 ) -> Response[Any]:
     """The finished file, once the cast has ended, with its size up front; read from the
     store as it is sent."""
-    await vigil.wait(service.ended(cast.id))
-    file = await vigil.wait(service.finished_file(cast.id))
+    await vigil.wait(service.reader.ended(cast.id))
+    file = await vigil.wait(service.reader.finished_file(cast.id))
     metrics.first_audio(time.monotonic() - started)
     media_type = content_type(cast.recipe.format)
     raw_headers = [
         (b"content-type", media_type.encode("latin-1")),
         (b"content-length", str(file.size).encode("latin-1")),
     ] + [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    body = aborting(service.file_bytes(cast.id, file, 0, file.size), "sending a whole file")
+    body = aborting(service.reader.file_bytes(cast.id, file, 0, file.size))
     return AppResponse(StreamApp(body, headers=raw_headers))
 
 
@@ -243,9 +239,9 @@ async def speech_response(
         finally:
             vigil.close()
     chunks: Chunks | Timed = (
-        _timed(playable_chunks(service.store, cast.id))
+        _timed(service.reader.chunks(cast.id))
         if words and mode == "sse"
-        else service.audio(cast.id)
+        else service.reader.audio(cast.id)
     )
     try:
         first: Any = await vigil.wait(_next(chunks))
@@ -276,5 +272,5 @@ async def speech_response(
     raw_headers = [(b"content-type", media_type.encode("latin-1"))] + [
         (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
     ]
-    body = aborting(rest, "streaming a speech response")  # type: ignore[arg-type]
+    body = aborting(rest)  # type: ignore[arg-type]
     return AppResponse(StreamApp(body, headers=raw_headers))

@@ -1,0 +1,111 @@
+"""What the api checks of a request's text before it makes a cast (no model, no G2P):
+
+* SSML is read whole (`SsmlReader` in check mode: linear, nothing kept but a sample of its
+  text): malformed or refused markup, bounds, a `prosody` rate outside the speed bounds, a
+  phone Kokoro cannot say, an `xml:lang` the voice does not speak, or no text at all, is an
+  `InvalidRequest` on `input`; elements outside the subset are listed (`unsupported`);
+* plain text's pronunciation markup (`[word](/phonemes/)`) must hold phones Kokoro can say;
+* the text's script must be one the voice's language reads: Japanese text sent to an
+  English voice would come out as silence or garbage, so it gets an answer that says so.
+  Only the first `SAMPLE_CHARS` characters are looked at, and only a text whose letters are
+  nearly all in scripts the voice does not read is refused (a few foreign words are fine).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from speechd.errors import InvalidRequest
+
+from ._chunks import MAX_SPEED, MIN_SPEED
+from ._languages import LANGUAGES
+from ._phonemes import unsayable
+from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader
+
+__all__ = ["InputCheck", "check_input"]
+
+_SCRIPTS: Final = (
+    ("Latin", re.compile(r"[A-Za-z\u00c0-\u024f]")),
+    ("Han", re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")),
+    ("Kana", re.compile(r"[\u3040-\u30ff]")),
+    ("Devanagari", re.compile(r"[\u0900-\u097f]")),
+    ("Cyrillic", re.compile(r"[\u0400-\u04ff]")),
+    ("Greek", re.compile(r"[\u0370-\u03ff]")),
+    ("Arabic", re.compile(r"[\u0600-\u06ff]")),
+    ("Hebrew", re.compile(r"[\u0590-\u05ff]")),
+    ("Hangul", re.compile(r"[\u1100-\u11ff\uac00-\ud7af]")),
+    ("Thai", re.compile(r"[\u0e00-\u0e7f]")),
+)
+#: The scripts each language's G2P reads.
+_READS: Final = {
+    **{lang: frozenset({"Latin"}) for lang in "abefip"},
+    "h": frozenset({"Devanagari", "Latin"}),
+    "j": frozenset({"Kana", "Han"}),
+    "z": frozenset({"Han"}),
+}
+#: Below this many letters a text says too little about its script to refuse it.
+_LEAST_LETTERS: Final = 8
+#: A text is refused when less than this share of its letters is in a script the voice reads.
+_LEAST_SHARE: Final = 0.1
+_MARKUP = re.compile(r"\[[^\[\]\n]{1,100}\]\(/([^/\n()]{1,200})/\)")
+
+
+class InputCheck(NamedTuple):
+    """What a request's text asks that the api reports: SSML elements (and attribute or
+    `say-as` kinds) outside the subset, each once, in order of appearance."""
+
+    unsupported: tuple[str, ...] = ()
+
+
+def check_input(text: str, *, lang: str, ssml: bool, speed: float = 1.0) -> InputCheck:
+    """Check a request's text for a voice of language `lang` (see the module docstring);
+    InvalidRequest (param `input`) when it cannot be spoken as asked."""
+    unsupported: tuple[str, ...] = ()
+    if ssml:
+        bounds = (MIN_SPEED, MAX_SPEED)
+        reader = SsmlReader(text, lang, speed=speed, speed_bounds=bounds, keep=False)
+        try:
+            reader.read_all()
+        except SsmlError as exc:
+            raise InvalidRequest(f"The SSML cannot be read: {exc}", param="input") from exc
+        if not reader.speakable:
+            raise InvalidRequest("The SSML holds no text to speak.", param="input")
+        sample = reader.sample
+        unsupported = tuple(reader.unsupported)
+    else:
+        sample = text[:SAMPLE_CHARS]
+        if "](/" in text:
+            for m in _MARKUP.finditer(text):
+                bad = unsayable(m.group(1).replace(" ", ""))
+                if bad is not None:
+                    raise InvalidRequest(
+                        f"The pronunciation {m.group(0)[:60]!r} holds {bad!r} (U+{ord(bad):04X}),"
+                        " which Kokoro cannot say.",
+                        param="input",
+                    )
+    _check_script(sample, lang)
+    return InputCheck(unsupported)
+
+
+def _check_script(sample: str, lang: str) -> None:
+    counts = {name: len(pattern.findall(sample)) for name, pattern in _SCRIPTS}
+    letters = sum(counts.values())
+    reads = _READS.get(lang, frozenset({"Latin"}))
+    if letters < _LEAST_LETTERS or sum(counts[s] for s in reads) >= _LEAST_SHARE * letters:
+        return
+    script = max(counts, key=lambda name: counts[name])
+    speakers = [LANGUAGES[code] for code, scripts in _READS.items() if script in scripts]
+    speakers = list(dict.fromkeys(speakers))
+    language = LANGUAGES.get(lang, lang)
+    if not speakers:
+        raise InvalidRequest(
+            f"The input is written in the {script} script, which no Kokoro voice reads "
+            f"(this voice speaks {language}).",
+            param="input",
+        )
+    raise InvalidRequest(
+        f"The input is written in the {script} script, which a voice for {language} does not "
+        f"read: choose a voice for {' or '.join(speakers[:3])}.",
+        param="input",
+    )

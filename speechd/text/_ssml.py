@@ -1,0 +1,431 @@
+"""SSML, read safely into the planner's text, over the XML tokenizer in `_xml`.
+
+The subset (anything else is spoken as its text and named in `unsupported`):
+
+    speak           the root; `xml:lang` must be the voice's language
+    p               a paragraph: a block, as a blank line is in plain text
+    s               a sentence: closed with a full stop where it has no closing punctuation
+    break           `time` (`500ms`, `2s`, at most 10 s) or `strength` (none .. x-strong):
+                    a pause, a planner unit of its own (real silence between two chunks)
+    sub             `alias` is read in place of the element's text
+    say-as          `interpret-as` characters, spell-out, digits, cardinal, ordinal, date
+                    (`format`), time, telephone (`_sayas`)
+    phoneme         `alphabet="ipa"` and `ph`: the text read as those phonemes (Kokoro's set,
+                    `_phonemes`); a phone Kokoro cannot say is an error naming it
+    prosody         `rate`: x-slow .. x-fast, `N%`, `+N%`/`-N%`, or a multiplier; the speed
+                    it makes must stay within the speed bounds
+    emphasis        `level`: English words get misaki's stress markup (strong: primary stress
+                    on every word, moderate: stress raised a step, reduced: lowered, none:
+                    as written); other languages read it as plain text
+    mark            `name`: a named point, reported among the timed words
+
+The reader never expands anything: `_xml` refuses a DTD, every entity but XML's five escapes
+and character references, and processing instructions but the XML declaration, and bounds
+names and attributes. This module bounds the rest as the document is read, before anything
+is built on it: nesting depth (`MAX_DEPTH`), elements (`MAX_ELEMENTS`), the text of `say-as`
+and `phoneme` (`MAX_CONTENT`), a break's length. Reading is linear in the document: each
+token is read once and the position only moves forward.
+
+What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
+text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`
+and `emphasis` as misaki markup) mapped character by character to the SSML it came from, and
+one `SENTINEL` character per event (a pause, a mark, a change of rate) with the event beside
+it. The planner cuts its slices at sentinels, so no normaliser rule ever sees one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from ._chunks import MAX_SPEED, MIN_SPEED
+from ._mapped import Mapped
+from ._phonemes import ipa_to_kokoro, unsayable
+from ._sayas import INTERPRETATIONS, say_as
+from ._xml import SsmlError, XmlReader
+
+__all__ = [
+    "MAX_BREAK_MS",
+    "MAX_DEPTH",
+    "MAX_ELEMENTS",
+    "SENTINEL",
+    "Event",
+    "SsmlError",
+    "SsmlReader",
+    "looks_like_ssml",
+]
+
+#: Stands in the planner's text for one event (a private-use character the reader strips
+#: from the document's own text).
+SENTINEL: Final = "\ue010"
+MAX_DEPTH: Final = 32
+#: The most elements a document holds (a 200,000-character chapter with a `<s>` per sentence
+#: and a break in each has a few thousand).
+MAX_ELEMENTS: Final = 5_000
+#: The most text a `say-as` or `phoneme` holds (misaki's markup takes 100 for a word).
+MAX_CONTENT: Final = 100
+MAX_BREAK_MS: Final = 10_000
+#: What a check keeps of the text it reads (the start, to tell its script).
+SAMPLE_CHARS: Final = 4000
+_BREAKS: Final = {"none": 0, "x-weak": 100, "weak": 250, "medium": 500, "strong": 750,
+                  "x-strong": 1000}  # fmt: skip
+_RATES: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25,
+                 "x-fast": 1.5}  # fmt: skip
+_STRESS: Final = {"strong": "+2", "moderate": "+1", "reduced": "-1", "none": ""}
+#: BCP 47 primary language -> the voice letters that speak it.
+LANGS: Final = {"en": "ab", "es": "e", "fr": "f", "hi": "h", "it": "i", "pt": "p", "ja": "j",
+                "zh": "z", "cmn": "z"}  # fmt: skip
+
+_SPACE = re.compile(r"\s+")
+#: Whitespace that collapsing changes (a single space stays as it is).
+_ODD_SPACE = re.compile(r"\s{2,}|[^\S ]")
+_PRIVATE = re.compile("[\ue000-\uf8ff]")
+_WORD = re.compile(r"[^\s\[\]()]{1,100}")
+_TIME = re.compile(r"(\d{1,6}(?:\.\d{1,3})?)\s*(ms|s)")
+_PERCENT = re.compile(r"([+-]?)(\d{1,4}(?:\.\d{1,2})?)%")
+_MULTIPLIER = re.compile(r"\d{1,2}(?:\.\d{1,3})?")
+#: Elements whose content is text only, read whole at their end.
+_TEXT_ONLY: Final = frozenset({"sub", "say-as", "phoneme"})
+_EMPTY: Final = frozenset({"break", "mark"})
+#: What ends a sentence already (closing quotes and brackets count with it).
+_TERMINAL: Final = frozenset(".!?\u2026:;\"')]\u201d\u2019\u00bb")
+
+
+class Event(NamedTuple):
+    """What a `SENTINEL` stands for: a pause, a mark, or the rate from here on."""
+
+    pause_ms: int = 0
+    mark: str = ""
+    rate: float | None = None
+    source: tuple[int, int] = (-1, -1)
+
+
+class _Open(NamedTuple):
+    name: str
+    start: int  # where its tag starts
+    content: int  # where its content starts
+    rate: float
+    stress: str
+    attrs: dict[str, str]
+
+
+def looks_like_ssml(text: str) -> bool:
+    """A request's input is SSML when it starts (after whitespace) with `<speak`, an XML
+    declaration or a DTD (which is then refused)."""
+    head = text[:64].lstrip()
+    return head.startswith(("<speak", "<?xml")) or head[:9].upper() == "<!DOCTYPE"
+
+
+class SsmlReader(XmlReader):
+    """One SSML document, read a bounded piece at a time (`read`) into the planner's text.
+
+    `lang`: the voice's language letter; `speed`: the request's, which `prosody rate` scales
+    (the product must stay within `speed_bounds`). Raises `SsmlError` where the document
+    breaks a rule, at the point it is read."""
+
+    def __init__(
+        self,
+        text: str,
+        lang: str,
+        *,
+        speed: float = 1.0,
+        speed_bounds: tuple[float, float] = (MIN_SPEED, MAX_SPEED),
+        keep: bool = True,
+    ) -> None:
+        super().__init__(text)
+        # False: check only (the api): the text made is not kept, but its first
+        # `SAMPLE_CHARS` (`sample`), and whether any of it is speakable.
+        self._keep = keep
+        self.sample = ""
+        self.speakable = False
+        self._lang = lang
+        self._speed = speed
+        self._bounds = speed_bounds
+        self._stack: list[_Open] = []
+        self._state = 0  # 0 before the root, 1 inside it, 2 after it
+        self._out: list[Mapped] = []
+        self._events: list[Event] = []
+        self._collect: list[Mapped] | None = None  # the text of a text-only element
+        self._tail = "\n"  # the last character of the text made so far ("\n": none yet)
+        self._elements = 0
+        self.unsupported: dict[str, None] = {}
+        self.made = 0  # characters of planner text made so far
+
+    @property
+    def done(self) -> bool:
+        return self._pos >= len(self._text) and self._state == 2
+
+    @property
+    def left(self) -> int:
+        """Characters of the document not read yet."""
+        return len(self._text) - self._pos
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, budget: int = 4096) -> tuple[Mapped, list[Event]]:
+        """The planner text (and its events, one per `SENTINEL` in it, in order) of the next
+        `budget` characters of the document or so (whole tokens)."""
+        text = self._text
+        stop = self._pos + budget
+        while self._pos < len(text) and self._pos < stop:
+            self._step()
+        if self._pos >= len(text):
+            if self._state == 0:
+                raise SsmlError("The input has no <speak> element.")
+            if self._state == 1:
+                raise SsmlError(f"<{self._stack[-1].name}> is not closed.")
+        out, events = Mapped.concat(self._out), self._events
+        self._out, self._events = [], []
+        self.made += len(out)
+        return out, events
+
+    def read_all(self) -> tuple[Mapped, list[Event]]:
+        """The whole document at once (what the api checks)."""
+        parts: list[Mapped] = []
+        events: list[Event] = []
+        while not self.done:
+            out, found = self.read(1 << 20)
+            parts.append(out)
+            events += found
+        return Mapped.concat(parts), events
+
+    # ------------------------------------------------------------------ elements
+
+    def _element(self, name: str, start: int, attrs: dict[str, str], *, empty: bool) -> None:
+        if self._state == 2 or (self._state == 0 and name != "speak"):
+            raise self._fail("The document must be one <speak> element", start)
+        if self._collect is not None:
+            raise self._fail(f"<{self._stack[-1].name}> holds text only, not <{name}>", start)
+        if len(self._stack) >= MAX_DEPTH:
+            raise self._fail(f"Elements are nested more than {MAX_DEPTH} deep", start)
+        self._elements += 1
+        if self._elements > MAX_ELEMENTS:
+            raise self._fail(f"The document has more than {MAX_ELEMENTS} elements", start)
+        self._state = 1
+        lang = attrs.get("xml:lang")
+        if lang is not None:
+            self._check_lang(lang, start)
+        top = self._stack[-1] if self._stack else None
+        rate = top.rate if top else 1.0
+        stress = top.stress if top else ""
+        span = (start, self._pos)
+        if name in ("speak", "p"):
+            self._block(start)
+        elif name == "s":
+            self._sentence(start, closing=False)
+        elif name == "break":
+            self._pause(attrs, span)
+        elif name == "mark":
+            mark = attrs.get("name", "")
+            if not mark:
+                raise self._fail("<mark> needs a name", start)
+            self._event(Event(mark=mark, source=span))
+        elif name == "prosody":
+            rate = self._rate(attrs, rate, start)
+            for other in sorted(set(attrs) - {"rate"}):
+                self._unsupported(f"prosody {other}")
+        elif name == "emphasis":
+            level = attrs.get("level", "moderate")
+            if level not in _STRESS:
+                raise self._fail(f"<emphasis level=\"{level}\"> is not a level", start)
+            stress = _STRESS[level] if self._lang in ("a", "b") else ""
+        elif name in _TEXT_ONLY:
+            self._check_text_only(name, attrs, start)
+        elif name not in ("lang",) or lang is None:
+            self._unsupported(name)
+        opened = _Open(name, start, self._pos, rate, stress, attrs)
+        if empty:
+            self._end(opened, self._pos, self._pos)
+            return
+        self._stack.append(opened)
+        if name in _TEXT_ONLY:
+            self._collect = []
+
+    def _end_tag(self, name: str, lt: int, gt: int) -> None:
+        if not self._stack or self._stack[-1].name != name:
+            raise self._fail(f"</{name}> closes no open <{name}>", lt)
+        self._end(self._stack.pop(), lt, gt)
+
+    def _end(self, opened: _Open, lt: int, gt: int) -> None:
+        name = opened.name
+        if name in _TEXT_ONLY:
+            content = Mapped.concat(self._collect or []).strip()
+            self._collect = None
+            if name != "sub" and len(content) > MAX_CONTENT:
+                raise self._fail(
+                    f"<{name}> holds more than {MAX_CONTENT} characters", opened.start
+                )
+            self._text_only(opened, content, lt)
+        elif name in _EMPTY:
+            if lt > opened.content and self._text[opened.content : lt].strip():
+                raise self._fail(f"<{name}> must be empty", opened.start)
+        elif name in ("speak", "p"):
+            self._block(lt)
+        elif name == "s":
+            self._sentence(lt, closing=True)
+        if name == "prosody":
+            outer = self._stack[-1].rate if self._stack else 1.0
+            if outer != opened.rate:
+                self._event(Event(rate=outer, source=(lt, gt)))
+        if name == "speak" and not self._stack:
+            self._state = 2
+
+    def _text_only(self, opened: _Open, content: Mapped, lt: int) -> None:
+        name, attrs = opened.name, opened.attrs
+        # What it says maps to its text (or, empty, to the whole element).
+        where = content if content.text else Mapped.new(" ", opened.start, lt)
+        if name == "sub":
+            self._emit(where.at(attrs["alias"], 0, len(where)))
+        elif name == "say-as":
+            kind = attrs["interpret-as"]
+            spoken = say_as(kind, attrs.get("format", ""), content, self._lang)
+            if spoken is None:
+                self._unsupported(f"say-as {kind}")
+                spoken = content
+            self._emit(spoken)
+        else:  # phoneme
+            word = re.sub(r"[\[\]()/\s]+", " ", content.text).strip() or "_"
+            phonemes = ipa_to_kokoro(attrs["ph"], self._lang)
+            bad = unsayable(phonemes.replace(" ", ""))
+            if bad is not None or not phonemes.strip() or len(phonemes) > 200 or "/" in phonemes:
+                what = f"'{bad}' (U+{ord(bad):04X})" if bad else "these phonemes"
+                raise self._fail(
+                    f"<phoneme ph=\"{attrs['ph'][:40]}\">: Kokoro cannot say {what}", opened.start
+                )
+            self._emit(where.at(f"[{word}](/{phonemes}/)", 0, len(where)))
+
+    def _check_text_only(self, name: str, attrs: dict[str, str], start: int) -> None:
+        need = {"sub": ("alias",), "say-as": ("interpret-as",), "phoneme": ("ph",)}[name]
+        for key in need:
+            if not attrs.get(key):
+                raise self._fail(f"<{name}> needs {key}", start)
+        if name == "phoneme" and attrs.get("alphabet", "ipa").lower() != "ipa":
+            raise self._fail("<phoneme> takes alphabet=\"ipa\" only", start)
+        if name == "say-as" and attrs["interpret-as"] not in INTERPRETATIONS:
+            self._unsupported(f"say-as {attrs['interpret-as']}")
+
+    def _check_lang(self, tag: str, at: int) -> None:
+        primary = tag.split("-")[0].split("_")[0].lower()
+        letters = LANGS.get(primary)
+        if letters is None:
+            raise self._fail(f"xml:lang=\"{tag}\": no Kokoro voice speaks that language", at)
+        if self._lang not in letters:
+            from ._languages import LANGUAGES
+
+            raise self._fail(
+                f"xml:lang=\"{tag}\" asks for {LANGUAGES[letters[0]]}, but the voice speaks "
+                f"{LANGUAGES.get(self._lang, self._lang)}: choose a voice whose name starts "
+                f"with '{letters[0]}'",
+                at,
+            )
+
+    def _pause(self, attrs: dict[str, str], span: tuple[int, int]) -> None:
+        if "time" in attrs:
+            m = _TIME.fullmatch(attrs["time"])
+            if m is None:
+                raise self._fail(f"<break time=\"{attrs['time'][:20]}\">: write 500ms or 2s")
+            ms = round(float(m.group(1)) * (1 if m.group(2) == "ms" else 1000))
+        else:
+            strength = attrs.get("strength", "medium")
+            if strength not in _BREAKS:
+                raise self._fail(f"<break strength=\"{strength[:20]}\"> is not a strength")
+            ms = _BREAKS[strength]
+        if ms > MAX_BREAK_MS:
+            raise self._fail(f"A break is at most {MAX_BREAK_MS // 1000} s")
+        if ms > 0:
+            self._event(Event(pause_ms=ms, source=span))
+
+    def _rate(self, attrs: dict[str, str], rate: float, at: int) -> float:
+        value = attrs.get("rate")
+        if value is None:
+            return rate
+        if value in _RATES:
+            new = _RATES[value]
+        elif m := _PERCENT.fullmatch(value):
+            share = float(m.group(2)) / 100
+            new = rate * (1 + share if m.group(1) == "+" else 1 - share) if m.group(1) else share
+        elif _MULTIPLIER.fullmatch(value):
+            new = float(value)
+        else:
+            raise self._fail(f"<prosody rate=\"{value[:20]}\"> is not a rate", at)
+        low, high = self._bounds
+        speed = self._speed * new
+        if not low <= speed <= high:
+            raise self._fail(
+                f"<prosody rate=\"{value}\"> makes the speed {speed:.2f}, outside {low} to {high}",
+                at,
+            )
+        if new != rate:
+            self._event(Event(rate=new, source=(at, self._pos)))
+        return new
+
+    def _unsupported(self, name: str) -> None:
+        self.unsupported.setdefault(name)
+
+    # ------------------------------------------------------------------ text
+
+    def _text_run(self, a: int, b: int, *, raw: bool = False) -> None:
+        run = self._text[a:b]
+        if run.isspace() and self._collect is None and not raw:  # between tags: one space
+            if self._state == 1 and not self._tail.isspace():
+                self._emit(Mapped.of(" ", a))
+            return
+        chunk = Mapped.of(run, a)
+        if not raw and "&" in chunk.text:
+            chunk = self._refs(chunk)
+        if not chunk.text.isascii():
+            chunk = chunk.sub(_PRIVATE, "")
+        chunk = chunk.sub(_ODD_SPACE, " ")
+        if self._state != 1:
+            if chunk.text.strip():
+                raise self._fail("Text outside the <speak> element", a)
+            return
+        if self._collect is not None:
+            self._collect.append(chunk)
+            return
+        if not chunk.text:
+            return
+        if self._stack and self._stack[-1].name in _EMPTY:
+            raise self._fail(f"<{self._stack[-1].name}> must be empty", a)
+        stress = self._stack[-1].stress if self._stack else ""
+        if stress:
+            chunk = chunk.sub(_WORD, lambda m: f"[{m.group()}]({stress})")
+        self._emit(chunk)
+
+    def _emit(self, text: Mapped) -> None:
+        if self._tail.isspace():
+            text = text.lstrip()
+        if not text.text:
+            return
+        self._tail = text.text[-1]
+        if self._keep:
+            self._out.append(text)
+            return
+        if len(self.sample) < SAMPLE_CHARS:
+            self.sample += text.text[: SAMPLE_CHARS - len(self.sample)]
+        if not self.speakable:
+            self.speakable = any(c.isalnum() for c in text.text)
+
+    def _sentence(self, at: int, *, closing: bool) -> None:
+        """A sentence's edge (`s`): its text apart from the text around it, and, at its end,
+        a full stop where it has no closing punctuation (sentences of a paragraph stay one
+        block, so its G2P reads them together, as it would plain prose)."""
+        if self._tail in ("\n", " ", SENTINEL):
+            return
+        ending = "" if not closing or self._tail in _TERMINAL else "."
+        if self._keep:
+            self._out.append(Mapped.new(ending + " ", at, at))
+        self._tail = " "
+
+    def _block(self, at: int) -> None:
+        """A block boundary (`p`, `speak`): a blank line, once."""
+        if self._tail != "\n":
+            if self._keep:
+                self._out.append(Mapped.new("\n\n", at, at))
+            self._tail = "\n"
+
+    def _event(self, event: Event) -> None:
+        if self._keep:
+            self._out.append(Mapped.new(SENTINEL, *event.source))
+            self._events.append(event)
+        self._tail = SENTINEL
