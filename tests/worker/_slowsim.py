@@ -209,6 +209,7 @@ def simulate(
                 speed=1.0,
                 gen_s=gen,
                 audio_s=audio,
+                starts=cast.first_audio is None,
             )
             cast.deliveries.append((t, cast.audio))
             cast.chunks.append((t, audio, gen))
@@ -220,7 +221,9 @@ def simulate(
             if cast.next is None:
                 active.remove(cast)
             if first:
+                learned, times = times, times.at_start()  # the hold's costs, as `_update`'s
                 rest = view(cast).chunks if cast.next is not None else ()
+                times = learned
                 rest = tuple((a, cast.share * g) for a, g in rest)
                 held = hold_s(t, cast.audio, rest) if hold else 0.0
                 cast.hold = held if held >= min_hold_s else 0.0
