@@ -27,7 +27,10 @@ and with the ratio ONNX Runtime / torch:
      int8) and the recogniser's recall beside torch's (within 0.02).
 --graphs runs ONNX Runtime once per decoder graph named (`--graph`: float, fused, int8, or
 auto, the worker's own choice), each in its own child, so the rewrites' and int8's speed and
-quality print side by side with the float graph's (ratios against it).
+quality print side by side with the float graph's (ratios against it). torch runs first with
+kokoro's own modules (`torch`, the float32 reference of section 6), then, where --graphs
+names fused or auto, with its fused decoder (`torch:fused`, what a torch worker speaks with
+by default).
 --section N (repeatable) measures and prints only those sections (memory is read anyway).
 With --details the first runtime also prints: time to first audio with progressive chunks
 against one chunk per sentence, planning time for long texts, and plans for a share of the
@@ -409,7 +412,7 @@ def _quality(engine: Engine, args: argparse.Namespace) -> dict[str, Any] | None:
 
     rendered = quality.render(engine)
     path = Path(args.reference)
-    if engine.runtime == "torch":
+    if engine.runtime == "torch" and engine.graph == "float":
         quality.save(rendered, path)
         return None
     if not path.is_file():
@@ -436,7 +439,7 @@ def _run_child(
     argv += ["--rtf", str(args.rtf)] if args.rtf else []
     argv += ["--details"] if details else []
     argv += [f"--section={n}" for n in sorted(args.section or ())]
-    label = f"{runtime}:{graph}" if runtime == "onnx" else runtime
+    label = f"{runtime}:{graph}" if runtime == "onnx" or graph != "float" else runtime
     print(f"{label}: measuring in a child process ...", flush=True)
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
@@ -510,7 +513,7 @@ def quality_report(results: list[dict[str, Any]]) -> None:
     for r in results:
         q = r.get("quality")
         if q is None:
-            note = "the reference" if r["runtime"] == "torch" else "no torch reference"
+            note = "the reference" if r["runtime"] in ("torch", "torch:float") else "no reference"
             print(f"   {r['runtime']:<12} {note}")
             continue
         print(
@@ -629,11 +632,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"threads {args.threads or 'default'}, load average {before:.1f}"
     )
     graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+    # torch speaks first with kokoro's own modules (`float`): the reference section 6 holds
+    # every other decoder to; its fused decoder (what `--graph auto` gives a torch worker)
+    # runs as a child of its own where the graphs asked for include it.
+    torch_graphs = ["float"] + (["fused"] if {"auto", "fused"} & set(graphs) else [])
     runs = [
-        (e.strip(), g if e.strip() == "onnx" else "auto")
+        (e.strip(), g)
         for e in args.engines.split(",")
         if e.strip()
-        for g in (graphs if e.strip() == "onnx" else ["auto"])
+        for g in (graphs if e.strip() == "onnx" else torch_graphs)
     ]
     rounds: dict[tuple[str, str], list[dict[str, Any]]] = {run: [] for run in runs}
     with tempfile.TemporaryDirectory(prefix="speechd-bench-") as scratch:
