@@ -2,8 +2,8 @@
 (printed figures, not timed tests).
 
     python -m loadtest.bench_engine --model-dir ~/.cache/speechd/kokoro-82m [--device cpu]
-        [--engines torch,onnx] [--threads N] [--voice af_heart] [--repeat 3] [--rounds 1]
-        [--section N ...] [--details]
+        [--engines torch,onnx] [--graphs auto|float,fused,int8] [--threads N]
+        [--voice af_heart] [--repeat 3] [--rounds 1] [--section N ...] [--details]
 
 Each runtime runs in a child process of its own, one after the other (--rounds N: N times,
 interleaved, each length's best kept), so its memory is what a worker's would be (an ONNX
@@ -20,7 +20,17 @@ and with the ratio ONNX Runtime / torch:
   4. memory: the child's peak and final RSS, and whether torch was imported;
   5. the cost of word timings per chunk length, next to the chunk's synthesis time: finding
      the words' spans when planning, placing them from the predicted durations (inside
-     `synthesize`, measured in place), and slicing them into the record's `w` header.
+     `synthesize`, measured in place), and slicing them into the record's `w` header;
+  6. quality against torch's float32 (run torch first: `--engines torch,onnx`), on the fixed
+     texts and voices of `loadtest._quality`: chunks whose durations are torch's, the
+     log-spectral distance (mean and largest; bounds 1.0 dB for float graphs, 2.5 dB for
+     int8) and the recogniser's recall beside torch's (within 0.02).
+--graphs runs ONNX Runtime once per decoder graph named (`--graph`: float, fused, int8, or
+auto, the worker's own choice), each in its own child, so the rewrites' and int8's speed and
+quality print side by side with the float graph's (ratios against it). torch runs first with
+kokoro's own modules (`torch`, the float32 reference of section 6), then, where --graphs
+names fused or auto, with its fused decoder (`torch:fused`, what a torch worker speaks with
+by default).
 --section N (repeatable) measures and prints only those sections (memory is read anyway).
 With --details the first runtime also prints: time to first audio with progressive chunks
 against one chunk per sentence, planning time for long texts, and plans for a share of the
@@ -37,10 +47,12 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -297,7 +309,7 @@ class Point:
 
 
 def _sections(args: argparse.Namespace) -> set[int]:
-    return set(args.section or range(1, 6))
+    return set(args.section or range(1, 7))
 
 
 def _rss_mib() -> dict[str, float]:
@@ -315,7 +327,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     engine = load_engine(
         EngineConfig(
-            model_dir=args.model_dir, device=args.device, threads=args.threads, engine=args.child
+            model_dir=args.model_dir,
+            device=args.device,
+            threads=args.threads,
+            engine=args.child,
+            graph=args.child_graph,
         )
     )
     loaded = time.perf_counter() - started
@@ -367,7 +383,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         planning(engine, args.voice)
         shared_plans(engine, args.voice)
     return {
-        "runtime": engine.runtime,
+        "runtime": f"{engine.runtime}:{engine.graph}" if engine.graph else engine.runtime,
+        "quality": _quality(engine, args) if 6 in sections else None,
         "detail": engine.detail,
         "device": engine.device,
         "load_s": loaded,
@@ -388,15 +405,42 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _run_child(runtime: str, args: argparse.Namespace, details: bool) -> dict[str, Any]:
+def _quality(engine: Engine, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Section 6 in a child: torch writes its renderings of the quality set for the others;
+    every other runtime compares its own with them (None: no torch reference yet)."""
+    from . import _quality as quality
+
+    rendered = quality.render(engine)
+    path = Path(args.reference)
+    if engine.runtime == "torch" and engine.graph == "float":
+        quality.save(rendered, path)
+        return None
+    if not path.is_file():
+        return None
+    got = quality.compare(rendered, quality.load(path))
+    return {
+        "same_durations": got.same_durations,
+        "chunks": got.chunks,
+        "mean_db": got.mean_db,
+        "max_db": got.max_db,
+        "recall": got.recall,
+        "reference_recall": got.reference_recall,
+    }
+
+
+def _run_child(
+    runtime: str, args: argparse.Namespace, details: bool, graph: str = "auto"
+) -> dict[str, Any]:
     argv = [sys.executable, "-m", "loadtest.bench_engine", "--child", runtime]
+    argv += ["--child-graph", graph, "--reference", args.reference]
     argv += ["--model-dir", args.model_dir, "--device", args.device, "--voice", args.voice]
     argv += ["--repeat", str(args.repeat)]
     argv += ["--threads", str(args.threads)] if args.threads else []
     argv += ["--rtf", str(args.rtf)] if args.rtf else []
     argv += ["--details"] if details else []
     argv += [f"--section={n}" for n in sorted(args.section or ())]
-    print(f"{runtime}: measuring in a child process ...", flush=True)
+    label = f"{runtime}:{graph}" if runtime == "onnx" or graph != "float" else runtime
+    print(f"{label}: measuring in a child process ...", flush=True)
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     result: dict[str, Any] | None = None
@@ -453,6 +497,30 @@ def report(results: list[dict[str, Any]], sections: set[int]) -> None:
             )
     if 5 in sections:
         print_timing_cost(results)
+    if 6 in sections:
+        quality_report(results)
+
+
+def quality_report(results: list[dict[str, Any]]) -> None:
+    print(
+        "\n6. Quality against torch's float32 (fixed texts and voices; bounds: durations "
+        "identical, <= 1.0 dB float, <= 2.5 dB int8, recall within 0.02)"
+    )
+    print(
+        f"   {'runtime':<12} {'same durations':>14} {'mean dB':>8} {'max dB':>7} "
+        f"{'recall':>7} {'torch recall':>12}"
+    )
+    for r in results:
+        q = r.get("quality")
+        if q is None:
+            note = "the reference" if r["runtime"] in ("torch", "torch:float") else "no reference"
+            print(f"   {r['runtime']:<12} {note}")
+            continue
+        print(
+            f"   {r['runtime']:<12} {q['same_durations']:>7} of {q['chunks']:<4} "
+            f"{q['mean_db']:>8.2f} {q['max_db']:>7.2f} {q['recall']:>7.2f} "
+            f"{q['reference_recall']:>12.2f}"
+        )
 
 
 def rtf_report(results: list[dict[str, Any]]) -> None:
@@ -488,6 +556,16 @@ def rtf_report(results: list[dict[str, Any]]) -> None:
         ratio = _ratio(overall[names[-1]], overall[names[0]])
         line += f"; {names[-1]} / {names[0]} {ratio} (target <= 0.80x)"
     print(line)
+    if "onnx:float" in overall and len([n for n in names if n.startswith("onnx:")]) > 1:
+        base_rtf = overall["onnx:float"]
+        print(
+            "   against the float graph (compute per audio second): "
+            + ", ".join(
+                f"{n} {_ratio(overall[n], base_rtf)}"
+                for n in names
+                if n.startswith("onnx:") and n != "onnx:float"
+            )
+        )
 
 
 def stages_report(results: list[dict[str, Any]]) -> None:
@@ -532,8 +610,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--rtf", type=float, default=None, help="feed this RTF to the planner")
     parser.add_argument(
-        "--section", type=int, action="append", choices=range(1, 6), help="only these (1-5)"
+        "--section", type=int, action="append", choices=range(1, 7), help="only these (1-6)"
     )
+    parser.add_argument(
+        "--graphs",
+        default="auto",
+        help="ONNX Runtime's decoder graphs, one child each: auto, or some of float,fused,int8",
+    )
+    parser.add_argument("--child-graph", default="auto", help=argparse.SUPPRESS)
+    parser.add_argument("--reference", default="", help=argparse.SUPPRESS)
     parser.add_argument("--details", action="store_true", help="the first runtime's details")
     parser.add_argument("--child", choices=["torch", "onnx"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -546,12 +631,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{os.cpu_count()} CPUs, device {args.device}, voice {args.voice}, "
         f"threads {args.threads or 'default'}, load average {before:.1f}"
     )
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    rounds: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
-    for n in range(args.rounds):  # interleaved, so every runtime sees the neighbours' spells
-        for i, name in enumerate(engines):
-            rounds[name].append(_run_child(name, args, args.details and i == 0 and n == 0))
-    report([_best(rounds[name]) for name in engines], _sections(args))
+    graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+    # torch speaks first with kokoro's own modules (`float`): the reference section 6 holds
+    # every other decoder to; its fused decoder (what `--graph auto` gives a torch worker)
+    # runs as a child of its own where the graphs asked for include it.
+    torch_graphs = ["float"] + (["fused"] if {"auto", "fused"} & set(graphs) else [])
+    runs = [
+        (e.strip(), g)
+        for e in args.engines.split(",")
+        if e.strip()
+        for g in (graphs if e.strip() == "onnx" else torch_graphs)
+    ]
+    rounds: dict[tuple[str, str], list[dict[str, Any]]] = {run: [] for run in runs}
+    with tempfile.TemporaryDirectory(prefix="speechd-bench-") as scratch:
+        args.reference = str(Path(scratch) / "torch-reference.npz")
+        for n in range(args.rounds):  # interleaved: every runtime sees the neighbours' spells
+            for i, (name, graph) in enumerate(runs):
+                details = args.details and i == 0 and n == 0
+                rounds[(name, graph)].append(_run_child(name, args, details, graph))
+    report([_best(rounds[run]) for run in runs], _sections(args))
     print(f"\n   load average before {before:.1f}, at the end {os.getloadavg()[0]:.1f}")
 
 

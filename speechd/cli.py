@@ -200,6 +200,13 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--cache-dir", help="for ONNX exports of a read-only model folder (~/.cache/speechd)"
     )
     group.add_argument(
+        "--graph",
+        choices=["auto", "float", "fused", "int8"],
+        help="the decoder: float, fused (float, rewritten), int8 (ONNX Runtime on a CPU), or "
+        "auto: ONNX Runtime's fastest within its quality bound, measured once per machine; "
+        "torch's fused (auto)",
+    )
+    group.add_argument(
         "--lexicon",
         help="pronunciation lexicon file (word = /phonemes/ or respelling), reloaded on change",
     )

@@ -142,6 +142,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """An existing Kokoro ONNX export to run instead of exporting the model folder's weights."""
     cache_dir: str | None = None
     """Where ONNX exports go when the model folder is read-only (default ~/.cache/speechd)."""
+    graph: Literal["auto", "float", "fused", "int8"] = "auto"
+    """The decoder (`speechd.engine.EngineConfig.graph`): float, fused, int8 (ONNX Runtime on a
+    CPU), or auto (ONNX Runtime's fastest within its quality bound, measured once per
+    machine; torch's fused)."""
     lexicon: str | None = None
     """A pronunciation lexicon file (word or phrase = /phonemes/ or a respelling), applied to
     every text before G2P and reloaded when it changes (`speechd.text.LexiconFile`)."""

@@ -86,14 +86,17 @@ async def readyz(service: NamedDependency[CastService]) -> dict[str, Any]:
 
 def _device(worker: WorkerNotice) -> dict[str, str | int]:
     """A ready worker's device as /readyz shows it: where its model is, why it speaks on the
-    CPU when it left the device it was asked for, and the most chunks it renders in one pass
-    (`--max-batch`, or what auto measured there)."""
+    CPU when it left the device it was asked for, the most chunks it renders in one pass
+    (`--max-batch`, or what auto measured there) and the decoder it speaks with (`--graph`,
+    or what auto chose there)."""
     shown: dict[str, str | int] = {"device": worker.device, "name": worker.device_name}
     shown["state"] = worker.state or "resident"
     if worker.fallback:
         shown["fallback"] = worker.fallback
     if worker.max_batch > 0:
         shown["max_batch"] = worker.max_batch
+    if worker.graph:
+        shown["graph"] = worker.graph
     return shown
 
 

@@ -138,6 +138,7 @@ async def _worker_readings(service: CastService) -> list[WorkerReadings]:
                 state=latest.state,
                 fallback=latest.fallback,
                 max_batch=latest.max_batch or ready.max_batch,
+                graph=latest.graph or ready.graph,
             )
         )
     return found

@@ -192,7 +192,7 @@ async def worker_health(store: Store, *, now_ms: int) -> WorkerHealth:
 def _as_now(ready: WorkerNotice, latest: WorkerNotice) -> WorkerNotice:
     """A ready worker's `ready` notice (its voices), with what its latest one says now: the
     time, where its model is (`state`), its device and why it left the one asked for, its
-    batch size, its readings."""
+    batch size, its decoder graph, its readings."""
     return msgspec.structs.replace(
         ready,
         time_ms=latest.time_ms,
@@ -200,6 +200,7 @@ def _as_now(ready: WorkerNotice, latest: WorkerNotice) -> WorkerNotice:
         device=latest.device or ready.device,
         fallback=latest.fallback,
         max_batch=latest.max_batch or ready.max_batch,
+        graph=latest.graph or ready.graph,
         telemetry=latest.telemetry if latest.telemetry is not None else ready.telemetry,
     )
 

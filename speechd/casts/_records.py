@@ -357,7 +357,9 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     When the worker renders a batch (several casts' chunks in one pass), `cast` and `chunk`
     name its first item and `batch` the others (`[cast, chunk]` each): a death in flight is
     counted against every one of them. `max_batch` is the most items a batch holds there
-    (`--max-batch`, or what `auto` measured; 1: no batches; 0: not said).
+    (`--max-batch`, or what `auto` measured; 1: no batches; 0: not said). `graph` is the
+    decoder it speaks with (`--graph`, or what `auto` chose: "float", "fused", or "int8"
+    on ONNX Runtime on a CPU; "": not said).
     """
 
     kind: str
@@ -377,6 +379,7 @@ class WorkerNotice(msgspec.Struct, frozen=True):
     fallback: str = ""
     batch: list[tuple[str, int]] = []
     max_batch: int = 0
+    graph: str = ""
 
 
 def encode(value: msgspec.Struct) -> bytes:

@@ -58,6 +58,15 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     otherwise. Exports are kept beside the weights, or under `cache_dir` (default
     `~/.cache/speechd`) when the model folder cannot be written.
 
+    `graph` picks the decoder graph ONNX Runtime speaks with on a CPU: "float" (the
+    export's, the default here), "fused" (float, rewritten), "int8" (its Snake convolutions
+    in 8 bits), or "auto": the fastest of those on this machine within their quality bounds,
+    measured once (`speechd.engine._graph_choice`; the variants are built first, once, a few
+    minutes). The server's default is "auto" (`--graph`). ONNX Runtime on a GPU speaks with
+    the float graph; torch with kokoro's modules as they are ("float") or with the same float
+    rewrites written as modules ("fused", which "auto" takes; `speechd.engine._torch_fused`),
+    and has no int8.
+
     `max_device_memory` caps the bytes the worker holds on its device (None: no cap): chunks
     are planned to fit (`MemoryBudget`), and torch's allocator (or ONNX Runtime's CUDA
     arena) is held to it on a CUDA device.
@@ -75,3 +84,4 @@ class EngineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A lexicon file (`speechd.text.LexiconFile`), applied to every plan; reloaded when
     it changes."""
     max_device_memory: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    graph: Literal["auto", "float", "fused", "int8"] = "float"

@@ -158,6 +158,12 @@ class Engine:
         return self._runtime.device
 
     @property
+    def graph(self) -> str:
+        """The decoder the runtime speaks with ("float", "fused", or "int8" on ONNX Runtime on
+        a CPU: see `EngineConfig.graph`); "" for a runtime that does not say."""
+        return str(getattr(self._runtime, "graph", ""))
+
+    @property
     def detail(self) -> str:
         """The runtime's own description (version, providers, threads)."""
         return self._runtime.detail

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -34,9 +35,12 @@ from ._engine import Engine
 from ._files import ModelFolder, fetch_model_folder, open_model_folder
 from ._memory import MemoryBudget, cap_torch, weights_on_device
 from ._resident import ResidentRuntime, RuntimeOpener
-from ._runtime import Inference, Runtime
+from ._runtime import Inference, Request, Runtime
 from ._sanity import SANITY_SENTENCE, SANITY_SHORT, SanityReport, compare
 from ._voices import VoiceBook
+
+if TYPE_CHECKING:
+    from ._onnx import OnnxRuntime
 
 __all__ = ["load_engine", "sanity_check"]
 
@@ -112,13 +116,19 @@ def load_engine(config: EngineConfig, *, open_runtime: RuntimeOpener | None = No
 
 def _opener(config: EngineConfig, folder: ModelFolder) -> RuntimeOpener:
     """Opens the runtime `config` asks for on a device; after the first, always the same
-    runtime (`auto` decides once), held to the memory budget on a CUDA device."""
+    runtime and decoder graph (`auto` decides once), held to the memory budget on a CUDA
+    device."""
     kind = config.engine
+    graph = config.graph
 
     def open_runtime(device: str) -> Runtime:
-        nonlocal kind
-        runtime = _load_runtime(msgspec.structs.replace(config, device=device, engine=kind), folder)
+        nonlocal kind, graph
+        settings = msgspec.structs.replace(config, device=device, engine=kind, graph=graph)
+        runtime = _load_runtime(settings, folder)
         kind = runtime.name  # type: ignore[assignment]
+        # Later opens (a wake, a move to the CPU) take the graph the first one spoke with,
+        # unmeasured: the engine's fingerprint, taken once, names it.
+        graph = getattr(runtime, "graph", "float") or "float"
         if config.max_device_memory and runtime.name == "torch":
             cap_torch(runtime.device, config.max_device_memory)
         return runtime
@@ -214,7 +224,7 @@ def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
     from ._torch import load_torch_runtime
 
     if config.engine == "torch":
-        return load_torch_runtime(folder, config.device, config.threads)
+        return load_torch_runtime(folder, config.device, config.threads, config.graph)
     if config.engine == "onnx":
         return _load_onnx(config, folder)
     reason = _onnx_unsuitable(config)
@@ -227,7 +237,7 @@ def _load_runtime(config: EngineConfig, folder: ModelFolder) -> Runtime:
     else:
         log.info("engine auto: %s; using torch", reason)
     try:
-        return load_torch_runtime(folder, config.device, config.threads)
+        return load_torch_runtime(folder, config.device, config.threads, config.graph)
     except ModelUnavailable as exc:
         raise ModelUnavailable(f"{exc.message} (ONNX Runtime: {reason})") from exc
 
@@ -285,10 +295,40 @@ def _load_onnx(config: EngineConfig, folder: ModelFolder) -> Runtime:
             started = time.perf_counter()
             export = ensure_export(folder, cache)
             log.info("ONNX export %s ready in %.1f s", export, time.perf_counter() - started)
-    return load_onnx_runtime(
+    runtime = load_onnx_runtime(
         export,
         config.device,
         config.threads,
         trt_cache=cache / "tensorrt",
         gpu_mem_limit=config.max_device_memory,
+    )
+    if runtime.device == "cpu" and export.is_dir() and config.graph != "float":
+        _choose_graph(runtime, export, folder, config, cache)
+    return runtime
+
+
+def _choose_graph(
+    runtime: OnnxRuntime, export: Path, folder: ModelFolder, config: EngineConfig, cache: Path
+) -> None:
+    """Put a CPU runtime on the decoder graph `config.graph` names (`_graph_choice`), its
+    variants built first if need be (`_variants`)."""
+    from ._batch import PROBE_PHONEMES
+    from ._graph_choice import pick_graph
+    from ._packs import read_pack
+    from ._variants import ensure_variants
+
+    variants = ensure_variants(export, folder.root, cache)
+    vocab = _read_vocab(folder)
+    tokens = [vocab[p] for p in PROBE_PHONEMES if p in vocab]
+    pack = read_pack(folder.voice_path(config.default_voice))
+    style = np.ascontiguousarray(pack[min(len(tokens), len(pack)) - 1].reshape(1, -1))
+    # The choice is kept beside the variants (none made: nothing to choose, nor keep).
+    store = next((v.path.parent for v in variants.values() if v.name != "float"), None)
+    pick_graph(
+        runtime,
+        variants,
+        config.graph,
+        Request(tokens, style, 1.0, 0),
+        threads=config.threads,
+        store=store,
     )

@@ -47,6 +47,7 @@ from ._runtime import (
     infer_batch_in_two_stages,
     infer_in_two_stages,
 )
+from ._variants import Variant
 
 __all__ = ["OnnxRuntime", "check_device", "load_onnx_runtime", "onnx_available"]
 
@@ -86,8 +87,29 @@ class OnnxRuntime:
         self._graphs = graphs
         self.device = device
         self.detail = detail
+        self._detail = detail
         self.fingerprint = fingerprint
+        self.graph = "float"
+        """The decoder graph it speaks with: "float" (the export's), or a variant of it
+        (`_variants`: "fused", "int8"), put in place by `use_graph`."""
         self._errors = _errors()
+
+    def use_graph(self, variant: Variant) -> None:
+        """Decode with `variant` from now on (speechd's export, on the CPU). Its audio is
+        not the float graph's bit for bit, so the fingerprint names it ("onnx" stays the
+        float graph's, as before variants existed). ModelUnavailable where the graph cannot
+        be swapped or opened."""
+        graphs = self._graphs
+        if not isinstance(graphs, SplitGraphs) or not graphs.swappable:
+            raise ModelUnavailable("Graph variants run on speechd's export on a CPU only.")
+        try:
+            graphs.use_back(variant.path)
+        except (*self._errors, OSError) as exc:
+            raise ModelUnavailable(f"Cannot open the {variant.name} graph: {exc}") from exc
+        self.graph = variant.name
+        float_graph = variant.name == "float"
+        self.fingerprint = "onnx" if float_graph else f"onnx:{variant.name}:{variant.id}"
+        self.detail = self._detail if float_graph else f"{self._detail}, {variant.name} graph"
 
     @property
     def seeded(self) -> bool:
@@ -96,9 +118,12 @@ class OnnxRuntime:
 
     @property
     def max_batch(self) -> int:
-        """MAX_BATCH with speechd's batched graphs; 1 without (a foreign or older export)."""
+        """MAX_BATCH with speechd's batched graphs; 1 without (a foreign or older export),
+        and on the int8 graph (the batched graphs are float: an item would not sound as it
+        does alone)."""
         graphs = self._graphs
-        return MAX_BATCH if isinstance(graphs, SplitGraphs) and graphs.batches else 1
+        batches = isinstance(graphs, SplitGraphs) and graphs.batches and self.graph != "int8"
+        return MAX_BATCH if batches else 1
 
     def prepare_batch(self, max_items: int) -> None:
         """Open the batched sessions now (max_items > 1) or let them go (1)."""
@@ -293,7 +318,12 @@ def _open_split(
         front = ort.InferenceSession(str(export / FRONT), options, providers=[CPU])
         back = ort.InferenceSession(str(export / BACK), options, providers=[CPU])
         pair = _batched(ort, export, manifest, options, [CPU])
-        return SplitGraphs(front, back, run=_cpu_run_options(ort), batched=pair), [CPU]
+
+        def open_back(path: Path) -> Any:
+            return ort.InferenceSession(str(path), options, providers=[CPU])
+
+        run = _cpu_run_options(ort)
+        return SplitGraphs(front, back, run=run, batched=pair, open_back=open_back), [CPU]
     trt_front = trt_back = None
     if TENSORRT in available:
         front_shapes, back_shapes = _profiles(manifest["channels"])

@@ -30,14 +30,28 @@ class SplitGraphs:
         long_back: tuple[Any, int] | None = None,
         run: Any = None,
         batched: Callable[[], tuple[Any, Any]] | None = None,
+        open_back: Callable[[Path], Any] | None = None,
     ) -> None:
         self._front = front
         self._back = back
+        self._open_back = open_back  # None: the decoder cannot be swapped (on a GPU)
         # A CUDA-only session for chunks of more frames than TensorRT's profile holds.
         self._long_back = long_back
         self._run = run  # RunOptions
         self._open_batched = batched  # None: the export has no batched graphs
         self._batched: tuple[Any, Any] | None = None
+
+    @property
+    def swappable(self) -> bool:
+        """Whether `use_back` can put another decoder graph in place (on the CPU)."""
+        return self._open_back is not None
+
+    def use_back(self, path: Path) -> None:
+        """Decode with the graph at `path` (a variant of `back.onnx`: the same inputs and
+        output) from now on; the one before is let go first, so two are never held."""
+        assert self._open_back is not None, "check `swappable` first"
+        self._back = None
+        self._back = self._open_back(path)
 
     @property
     def batches(self) -> bool:

@@ -71,6 +71,8 @@ class ResidentRuntime:
         self._trimmer = HeapTrimmer()
         self.name = runtime.name
         self.fingerprint = runtime.fingerprint
+        self.graph: str = getattr(runtime, "graph", "")
+        """The decoder the runtime speaks with (its `graph`; "" for one that does not say)."""
         self.device = runtime.device
         self.detail = runtime.detail
         self.fallback = ""

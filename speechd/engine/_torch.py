@@ -44,15 +44,21 @@ class quiet_third_party(warnings.catch_warnings):
 
 class TorchRuntime:
     name = "torch"
-    fingerprint = "torch"
     max_batch = MAX_BATCH
 
-    def __init__(self, front: Any, back: Any, batched: Any, device: str, threads: int) -> None:
+    def __init__(
+        self, front: Any, back: Any, batched: Any, device: str, threads: int, graph: str = "float"
+    ) -> None:
         self._front = front
         self._back = back
         self._front_batch, self._back_batch = batched
         self.device = device
-        self.detail = f"torch {_torch().__version__} on {device}, {threads} threads"
+        self.graph = graph
+        """"float": kokoro's modules as they are; "fused": with the decoder's float rewrites
+        (`_torch_fused`), whose audio differs by rounding, so the fingerprint names it."""
+        self.fingerprint = "torch" if graph == "float" else f"torch:{graph}"
+        detail = f"torch {_torch().__version__} on {device}, {threads} threads"
+        self.detail = detail if graph == "float" else f"{detail}, {graph} decoder"
 
     def infer(
         self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None
@@ -152,9 +158,17 @@ def _torch() -> Any:
     return torch
 
 
-def load_torch_runtime(folder: ModelFolder, device: str, threads: int | None) -> TorchRuntime:
+def load_torch_runtime(
+    folder: ModelFolder, device: str, threads: int | None, graph: str = "float"
+) -> TorchRuntime:
     """KModel from `folder` on `device` ("auto", "cpu", "cuda", "cuda:N"; resolved to "cpu"
-    or "cuda:N" by `resolve_device`)."""
+    or "cuda:N" by `resolve_device`), its decoder fused (`_torch_fused`) unless `graph` is
+    "float" ("auto" and "fused" fuse it; torch has no "int8": ModelUnavailable)."""
+    if graph == "int8":
+        raise ModelUnavailable(
+            "--graph int8 is ONNX Runtime's on a CPU; the torch engine speaks with float or "
+            "fused (--engine onnx, or --graph auto)."
+        )
     try:
         import torch
 
@@ -174,10 +188,16 @@ def load_torch_runtime(folder: ModelFolder, device: str, threads: int | None) ->
                 repo_id="hexgrad/Kokoro-82M", config=str(folder.config), model=str(folder.weights)
             )
         model = model.to(device).eval()
+        if graph != "float":
+            from ._torch_fused import fuse
+
+            with quiet_third_party():
+                fuse(model)
     except SpeechdError:
         raise
     except Exception as exc:  # torch.load, json, a state dict that does not fit
         raise ModelUnavailable(f"Cannot load Kokoro-82M from {str(folder.root)!r}: {exc}") from exc
     front, back = split_model(model)
     batched = split_batch_model(model, back)  # the same weights: no memory of its own
-    return TorchRuntime(front, back, batched, device, torch.get_num_threads())
+    chosen = "float" if graph == "float" else "fused"
+    return TorchRuntime(front, back, batched, device, torch.get_num_threads(), chosen)

@@ -27,6 +27,7 @@ worker has that figure, so a CPU-only deployment shows no device gauges at all.
     speechd_worker_device_memory_budget_bytes{worker}            --max-device-memory
     speechd_worker_device_fallback{worker}                       1: left its device for the CPU
     speechd_worker_max_batch{worker}                             the most chunks in one pass
+    speechd_worker_graph_info{worker,graph}                      1: the decoder graph in use
     speechd_worker_batch_size{worker}                            histogram: chunks per step
 """
 
@@ -58,6 +59,8 @@ class WorkerReadings:
     """Why it speaks on the CPU rather than the device it was asked for ("": it does not)."""
     max_batch: int = 0
     """The most chunks it renders in one pass (`--max-batch`, or auto's choice; 0: unknown)."""
+    graph: str = ""
+    """The decoder it speaks with ("float", "fused", "int8"; "": not said)."""
 
 
 _Value = Callable[[Readings], float | int | None]
@@ -131,6 +134,24 @@ def telemetry_families(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
     yield from _labelled(measured)
     yield from _model_families(workers)
     yield from _batch_families(workers)
+    yield from _graph_family(workers)
+
+
+def _graph_family(workers: Sequence[WorkerReadings]) -> Iterator[Metric]:
+    """The decoder each worker speaks with (none where it does not say)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    graph = GaugeMetricFamily(
+        "speechd_worker_graph_info",
+        "The decoder the worker speaks with (--graph, or what auto chose at load): float, "
+        "fused (float, rewritten) or int8 (ONNX Runtime on a CPU).",
+        labels=["worker", "graph"],
+    )
+    for w in workers:
+        if w.graph:
+            graph.add_metric([w.worker, w.graph], 1.0)
+    if graph.samples:
+        yield graph
 
 
 #: Buckets of `speechd_worker_batch_size` (chunks per step).

@@ -57,6 +57,11 @@ MAX_SLIP = 2.0
 most likely stalled by something else for a moment (a neighbour's burst on a shared CPU);
 if the device stays that slow, the curve's latest chunks say so within a few chunks."""
 
+START_CASTS = 3
+"""How many of the latest casts' starts the start excess is read from (`start_excess`): at
+least two, and the least of them, so that one cast's slow start is never taken for the
+device's habit."""
+
 _BIN_SPAN = 1.5  # chunks whose audio lies within this factor are priced as one length
 _BIN_LATEST = 4  # ... by the latest this many of them
 
@@ -126,13 +131,15 @@ def chunk_quantum(
 @dataclass(frozen=True, slots=True)
 class Observation:
     """One chunk as the device made it: its length (phonemes and characters), its speed, its
-    compute and the audio the model made."""
+    compute and the audio the model made. `starts`: the first chunk of a cast's playable
+    sequence (see `ChunkTimes.start_excess`)."""
 
     units: int
     chars: int
     speed: float
     gen_s: float
     audio_s: float
+    starts: bool = False
 
 
 class ChunkTimes:
@@ -179,23 +186,42 @@ class ChunkTimes:
         self._audio_fit: tuple[float, float] | None = None
         self._curve: list[tuple[float, float]] | None = None
         self._slips: deque[float] = deque(maxlen=SLIP_CHUNKS)
+        self._starts: deque[float] = deque(maxlen=START_CASTS)  # see `start_excess`
+        self._start_slip: float | None = None  # a cast's first chunk's, until the next chunk
+        self._last_start = False  # the latest slip is a cast's first chunk's
 
     def __len__(self) -> int:
         return len(self._samples)
 
     def observe(
-        self, *, units: int, chars: int, speed: float, gen_s: float, audio_s: float
+        self,
+        *,
+        units: int,
+        chars: int,
+        speed: float,
+        gen_s: float,
+        audio_s: float,
+        starts: bool = False,
     ) -> None:
         """Record one synthesized chunk: its length, speed, compute time and audio (and, once
         three chunks are known, how far it slipped from its prediction)."""
-        self.learn(Observation(units, chars, speed, gen_s, audio_s))
+        self.learn(Observation(units, chars, speed, gen_s, audio_s, starts))
 
     def learn(self, seen: Observation) -> None:
         """Record one synthesized chunk (see `observe`)."""
+        slip = None
         if len(self._samples) >= 3 and self._within(seen.audio_s):
             predicted = self._gen_at(seen.audio_s)
             if predicted > 0:
-                self._slips.append(min(seen.gen_s / predicted, MAX_SLIP))
+                slip = min(seen.gen_s / predicted, MAX_SLIP)
+                self._slips.append(slip)
+        self._last_start = seen.starts and slip is not None
+        if seen.starts:
+            self._start_slip = slip
+        elif self._start_slip is not None:
+            if slip is not None:  # how much slower the cast's start ran than what followed
+                self._starts.append(max(self._start_slip / max(slip, 1.0), 1.0))
+            self._start_slip = None
         self._samples.append(seen)
         self._fit = self._audio_fit = self._curve = None
 
@@ -206,6 +232,7 @@ class ChunkTimes:
         twin = copy.copy(self)
         twin._samples = deque(self._samples, maxlen=self._samples.maxlen)
         twin._slips = deque(self._slips, maxlen=self._slips.maxlen)
+        twin._starts = deque(self._starts, maxlen=self._starts.maxlen)
         for observation in seen:
             twin.learn(observation)
         return twin
@@ -217,6 +244,26 @@ class ChunkTimes:
         fast is noise to the next one, a slow one a warning), 1 under `SLIP_NOISE`."""
         slip = max(self._slips, default=1.0)
         return slip if slip >= SLIP_NOISE else 1.0
+
+    @property
+    def start_excess(self) -> float:
+        """How much slower than what follows it a cast's first chunk runs on this device, as
+        the latest `START_CASTS` casts showed (the least of them; 1 until two casts did): on a
+        CPU shared with the api that took the request, a cast's start pays for more than its
+        chunk, and that is the cast's start, not the device's pace."""
+        if len(self._starts) < 2:
+            return 1.0
+        return min(self._starts)
+
+    def at_start(self) -> ChunkTimes:
+        """These costs for the rest of a cast whose first chunk was the latest learned: that
+        chunk's slip less the `start_excess` the device's casts have shown (so a device whose
+        every cast starts slow holds no listener for it), a slip beyond it counted in full."""
+        twin = self.after(())
+        excess = self.start_excess
+        if self._last_start and excess > 1.0 and twin._slips:
+            twin._slips[-1] = max(twin._slips[-1] / excess, 1.0)
+        return twin
 
     @property
     def rtf(self) -> float:

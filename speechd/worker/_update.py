@@ -19,7 +19,8 @@ the casts as they stand and their chunks' results (one chunk, or a batch's) it w
 
 A start hold prices the rest of its cast at the costs as they stand once the step's chunks up
 to its own are learned (`ChunkTimes.after`): a cast's first chunk prices the rest with its own
-cost (a worker that has not warmed up has only priors).
+cost (a worker that has not warmed up has only priors), less the slowness the device's casts
+have shown at their start (`ChunkTimes.at_start`).
 
 The step applies the outcome (`Worker._step`): the costs learn, every cast's records go to the
 store together, and each cast moves on by its own update (`Attempts.land`, `Admitted.advance`).
@@ -84,11 +85,12 @@ def step_outcome(
                 speed=cast.recipe.speed,
                 gen_s=result.gen_s if result.alone_s is None else result.alone_s,
                 audio_s=spoken_s,
+                starts=cast.origin_ms == 0,
             )
         )
         hold_ms = 0
         if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
-            hold_ms = _hold_ms(cast, audio_s, times.after(learned))
+            hold_ms = _hold_ms(cast, audio_s, times.after(learned).at_start())
         updates.append(_chunk_update(cast, planned, result, audio_s, hold_ms, sample_rate))
     return StepOutcome(updates, learned)
 

@@ -305,6 +305,7 @@ class Worker:
             chunk=inflight[0][1] if inflight else -1,
             batch=list(inflight[1:]),
             max_batch=self.batch_costs.limit,
+            graph=str(getattr(self._engine, "graph", "")),
             unspeakable=self.unspeakable if kind == "ready" else {},
             device_name=self._telemetry.device_name if self._telemetry else "",
             telemetry=self._telemetry.reading() if self._telemetry and kind != "stopped" else None,

@@ -111,6 +111,18 @@ async def test_a_batching_worker_shows_its_batch_size_and_every_batch_it_ran(
     assert found["speechd_worker_batch_size_sum"][0][1] > steps
 
 
+async def test_the_decoder_graph_a_worker_speaks_with_shows_in_readyz_and_metrics(
+    tmp_path: Path, client: AsyncTestClient
+) -> None:
+    engine = CostEngine(rtf=0.05, overhead_s=0.05)
+    engine.graph = "int8"  # type: ignore[attr-defined]  # as ONNX Runtime's auto chose it
+    with running_worker(tmp_path / "data", Telemetry(interval_s=0.05).start(), engine):
+        found = await _scrape(client, "speechd_worker_graph_info")
+        ready = (await client.get("/readyz")).json()
+    assert ready["devices"][WORKER]["graph"] == "int8"
+    assert found["speechd_worker_graph_info"] == [({"worker": WORKER, "graph": "int8"}, 1.0)]
+
+
 async def test_no_worker_no_telemetry(client: AsyncTestClient) -> None:
     text = (await client.get("/metrics")).text
     assert "speechd_worker_info" not in text and "speechd_device_" not in text

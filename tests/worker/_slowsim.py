@@ -115,6 +115,7 @@ def simulate(
     warm_cost: Callable[[float], float] | None = None,
     cold_s: float = 0.0,
     replan: bool = True,
+    first_cost: float = 1.0,
 ) -> Run_:
     """Run `casts` through `policy` on a simulated device; the listeners' playback is kept in
     each cast. `hold`: listeners start where the worker says (else at their first audio), a
@@ -122,9 +123,11 @@ def simulate(
     `cost`: the device's compute per chunk of that much audio (else `overhead + rtf * audio`);
     `warm_up`: the chunks (tokens) it measures before the first cast, at `warm_cost` (else
     `cost`: a device that slows down after its warm-up is one whose estimate lags); the first
-    chunk the device makes after it costs `cold_s` more. `replan`: every chunk is planned for
-    the costs measured then; else, as the worker plans, for those measured when the cast was
-    admitted, and again only when its quantum changes (`Admission.retime`)."""
+    chunk the device makes after it costs `cold_s` more, and each cast's first chunk
+    `first_cost` times its price (a cast's start paying for more than its chunk). `replan`:
+    every chunk is planned for the costs measured then; else, as the worker plans, for those
+    measured when the cast was admitted, and again only when its quantum changes
+    (`Admission.retime`)."""
     base = base or ChunkPolicy()
     times = ChunkTimes(prior_rtf=rtf)
 
@@ -196,7 +199,8 @@ def simulate(
             cast = next(c for c in active if c.id == decision.cast_id)
             assert cast.next is not None and cast.chunker is not None
             audio = audio_of(cast.next.tokens)
-            gen = compute(audio) + (cold_s if busy == 0 else 0.0)
+            gen = compute(audio) * (first_cost if cast.first_audio is None else 1.0)
+            gen += cold_s if busy == 0 else 0.0
             t += gen
             busy += gen
             times.observe(
@@ -205,6 +209,7 @@ def simulate(
                 speed=1.0,
                 gen_s=gen,
                 audio_s=audio,
+                starts=cast.first_audio is None,
             )
             cast.deliveries.append((t, cast.audio))
             cast.chunks.append((t, audio, gen))
@@ -216,7 +221,9 @@ def simulate(
             if cast.next is None:
                 active.remove(cast)
             if first:
+                learned, times = times, times.at_start()  # the hold's costs, as `_update`'s
                 rest = view(cast).chunks if cast.next is not None else ()
+                times = learned
                 rest = tuple((a, cast.share * g) for a, g in rest)
                 held = hold_s(t, cast.audio, rest) if hold else 0.0
                 cast.hold = held if held >= min_hold_s else 0.0
