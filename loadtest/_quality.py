@@ -88,7 +88,7 @@ class Quality:
 
 def compare(got: Sequence[Rendering], reference: Sequence[Rendering]) -> Quality:
     """`got` against `reference` (the same texts and voices, in order)."""
-    from tests.support.speech import recall, transcribe_pcm16
+    from harness.speech import recall, transcribe_pcm16
 
     same = 0
     distances: list[float] = []

@@ -19,7 +19,7 @@ from wyoming.tts import Synthesize
 
 import speechd
 from harness.podman import ADDON_IMAGE, ROOT, Container, Podman, wait_ready
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 from tests.wyoming._support import hear
 
 from ._figures import record

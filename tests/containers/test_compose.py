@@ -24,7 +24,7 @@ import pytest
 
 from harness.nats import free_port, nats_server_binary
 from harness.podman import NATS_IMAGE, ROOT, Podman, wait_ready, worker_audio
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from ._figures import record
 

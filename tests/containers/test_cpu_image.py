@@ -21,7 +21,7 @@ import pytest
 from openai import OpenAI
 
 from harness.podman import CPU_IMAGE, ONNX_IMAGE, ROOT, Container, Podman, wait_ready
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from ._figures import record
 

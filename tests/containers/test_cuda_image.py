@@ -17,7 +17,7 @@ import pytest
 from openai import OpenAI
 
 from harness.podman import CUDA_IMAGE, ROOT, Container, Podman, ca_bundle, wait_ready
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from ._figures import record
 

@@ -19,7 +19,7 @@ import pytest
 
 from harness.nats import free_port
 from harness.podman import ROOT, Podman, torch_version, wait_ready
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from .test_compose import Compose
 

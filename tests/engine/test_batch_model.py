@@ -15,7 +15,7 @@ from speechd.engine import SAMPLE_RATE, BatchItem, Engine, EngineConfig, Synthes
 from speechd.text import Chunk, ChunkPolicy
 from tests.support.batches import assert_as_alone
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from .test_model import CANDIDATES
 

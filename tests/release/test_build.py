@@ -18,7 +18,7 @@ import pytest
 
 import speechd
 from harness.servers import free_port
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from .conftest import Built
 

@@ -98,7 +98,7 @@ async def test_a_device_out_of_memory_mid_cast_is_made_smaller_without_a_gap(
     import numpy as np
 
     from tests.support.devices import FakeCudaOpener
-    from tests.support.speech import recall, transcribe_pcm16
+    from harness.speech import recall, transcribe_pcm16
 
     opener = FakeCudaOpener(str(model_dir))
     config = EngineConfig(model_dir=str(model_dir), device="cuda", engine="torch")

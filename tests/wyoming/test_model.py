@@ -32,7 +32,7 @@ from wyoming.tts import (
 from harness.servers import LiveServer, free_port, start_server
 from tests.support.devices import DEVICE
 from tests.support.live import SimulatedLlm
-from tests.support.speech import recall, transcribe_pcm16
+from harness.speech import recall, transcribe_pcm16
 
 from ._support import STOPPED, Heard, hear
 

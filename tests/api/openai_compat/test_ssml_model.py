@@ -18,7 +18,7 @@ import pytest
 
 from harness.servers import LiveServer, start_server
 from tests.api.test_serve import serve_args
-from tests.support.speech import transcribe_pcm16
+from harness.speech import transcribe_pcm16
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

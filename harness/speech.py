@@ -1,6 +1,6 @@
-"""Reading speech back with an offline recogniser: pocketsphinx's bundled en-us model (see
-../shared/kokoro-weights/README.md: a word recall around 0.8 on an English voice catches
-broken audio that duration and loudness checks miss)."""
+"""Reading speech back with an offline recogniser: pocketsphinx's bundled en-us model (a word
+recall around 0.8 on an English voice catches broken audio that duration and loudness checks
+miss)."""
 
 from __future__ import annotations
 
