@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.speech import recall, transcribe_pcm16
 from speechd.engine import SAMPLE_RATE, BatchItem, Engine, EngineConfig, Synthesis, load_engine
 from speechd.text import Chunk, ChunkPolicy
 from tests.support.batches import assert_as_alone
 from tests.support.devices import DEVICE, RUNTIMES, skip_unless_runs
-from harness.speech import recall, transcribe_pcm16
 
 from .test_model import CANDIDATES
 

@@ -97,8 +97,8 @@ async def test_a_device_out_of_memory_mid_cast_is_made_smaller_without_a_gap(
     failure), and its audio has no gap where pieces join, and reads back as the text."""
     import numpy as np
 
-    from tests.support.devices import FakeCudaOpener
     from harness.speech import recall, transcribe_pcm16
+    from tests.support.devices import FakeCudaOpener
 
     opener = FakeCudaOpener(str(model_dir))
     config = EngineConfig(model_dir=str(model_dir), device="cuda", engine="torch")

@@ -30,9 +30,9 @@ from wyoming.tts import (
 )
 
 from harness.servers import LiveServer, free_port, start_server
+from harness.speech import recall, transcribe_pcm16
 from tests.support.devices import DEVICE
 from tests.support.live import SimulatedLlm
-from harness.speech import recall, transcribe_pcm16
 
 from ._support import STOPPED, Heard, hear
 

@@ -17,8 +17,8 @@ import numpy.typing as npt
 import pytest
 
 from harness.servers import LiveServer, start_server
-from tests.api.test_serve import serve_args
 from harness.speech import transcribe_pcm16
+from tests.api.test_serve import serve_args
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
