@@ -236,7 +236,7 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
-    async def _resolve_voice(self, voice: str | None) -> tuple[str, str]:
+    async def resolve_voice(self, voice: str | None) -> tuple[str, str]:
         """The voice spec a cast asking for `voice` (None: the default) is made with, and its
         language."""
         voices = self._voices(await self.require_workers())
@@ -279,7 +279,7 @@ class CastService:
         check_format(request.format)
         speed = check_speed(request.speed)
         reading = input_format(request, text)
-        voice, lang = await self._resolve_voice(request.voice)
+        voice, lang = await self.resolve_voice(request.voice)
         cast_id = None
         unsupported: tuple[str, ...] = ()
         if isinstance(request, CastRequest):
