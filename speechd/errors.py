@@ -43,6 +43,8 @@ from typing import ClassVar
 __all__ = [
     "AuthenticationFailed",
     "BadBook",
+    "BookNotFound",
+    "BookNotReady",
     "BookTooLarge",
     "CastFailed",
     "CastNotFound",
@@ -157,6 +159,18 @@ class ModelNotFound(NotFound):
 
 class CastNotFound(NotFound):
     code = "cast_not_found"
+
+
+class BookNotFound(NotFound):
+    code = "book_not_found"
+
+
+class BookNotReady(SpeechdError):
+    """A book's file asked for before every chosen chapter is done."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "book_not_ready"
 
 
 class PayloadTooLarge(SpeechdError):

@@ -10,6 +10,8 @@
         cast = client.submit_cast(open("chapter.txt").read())  # queued; returns at once
         print(cast.url, client.cast_status(cast.id).progress)
         print(client.captions(cast.id))                        # WebVTT, timed to the audio
+        book = client.create_book(open("novel.epub", "rb").read(), "application/epub+zip")
+        print(client.book_status(book.id).progress)            # made in the background
         with client.live_cast(voice="af_heart") as live:      # text that arrives over time
             for token in llm_reply():
                 live.append(token)                             # spoken as it comes
@@ -48,6 +50,8 @@ from ._version import __version__ as __version__
 from ._wire import (
     FORMATS,
     AudioFormat,
+    BookChapter,
+    BookView,
     CastCreated,
     CastRecord,
     CastView,
@@ -73,6 +77,8 @@ __all__ = [
     "AudioStream",
     "AuthenticationError",
     "BadRequest",
+    "BookChapter",
+    "BookView",
     "CastCreated",
     "CastFailed",
     "CastNotFound",

@@ -14,6 +14,7 @@ from ._errors import UnexpectedResponse
 from ._version import __version__
 from ._wire import (
     AudioFormat,
+    BookView,
     CastCreated,
     CastView,
     InputAccepted,
@@ -75,6 +76,8 @@ class Call(NamedTuple):
     """A long-poll: the server may hold the answer this long before it starts."""
     headers: dict[str, str] | None = None
     """Headers of this call's own (a live cast's input token instead of the API key)."""
+    content: bytes | None = None
+    """A body that is not JSON (a book's file), sent as it is."""
 
 
 def base_url_from(url: str | None) -> str:
@@ -181,6 +184,46 @@ def records(cast_id: str, *, seq_num: int, wait: float, max_records: int | None)
     if max_records is not None:
         params["max_records"] = max_records
     return Call("GET", _cast_path(cast_id, "/records"), params=params, wait=wait)
+
+
+BOOK_TYPES = {
+    ".epub": "application/epub+zip",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+}
+"""A book file's media type, by its name's suffix."""
+
+
+def create_book(
+    data: bytes,
+    content_type: str,
+    *,
+    voice: str | None,
+    speed: float | None,
+    format: str | None,
+    chapters: str | None,
+) -> Call:
+    params = {"voice": voice, "speed": speed, "format": format, "chapters": chapters}
+    return Call(
+        "POST",
+        "/v1/books",
+        params={k: v for k, v in params.items() if v is not None},
+        headers={"content-type": content_type},
+        content=data,
+    )
+
+
+def book_status(book_id: str) -> Call:
+    return Call("GET", f"/v1/books/{quote(book_id, safe='')}")
+
+
+def book_audio(book_id: str, fmt: str) -> Call:
+    return Call("GET", f"/v1/books/{quote(book_id, safe='')}/audio.{fmt}")
+
+
+def book_view(response: httpx.Response) -> BookView:
+    return _decode(response, BookView)
 
 
 def voices() -> Call:

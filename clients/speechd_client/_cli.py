@@ -6,6 +6,7 @@
     speechd-client cast --file chapter.txt       queue a cast, print its link
     speechd-client follow <id or link> | mpv -   a cast's audio, live while it is generated
     speechd-client voices                        the voices the server has
+    speechd-client book novel.epub -o novel.m4b  a book, made in the background, then saved
 
 `--url` (SPEECHD_URL) names the server and `--api-key` (SPEECHD_API_KEY) the key. Long work
 shows a progress line on stderr when it is a terminal. Errors print one line and exit 1
@@ -21,9 +22,10 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._calls import DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
+from ._calls import BOOK_TYPES, DEFAULT_TIMEOUT, DEFAULT_URL, MAX_SPEECH_CHARS
 from ._cli_io import (
     CommandError,
     UsageError,
@@ -144,6 +146,19 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flag(follow)
 
     commands.add_parser("voices", help="list the server's voices")
+
+    book = commands.add_parser(
+        "book",
+        help="make an audiobook of an EPUB, Markdown or text file (run it again to resume)",
+    )
+    book.add_argument("file", help="the book: .epub, .md or .txt")
+    book.add_argument("-o", "--output", help="write the audiobook here (.m4b or .mp3)")
+    book.add_argument("--voice", help="a voice id (see `voices`), an OpenAI name, or a blend")
+    book.add_argument("--speed", type=float, help="0.25 to 4.0 (default 1.0)")
+    book.add_argument("--chapters", help="the chapters to make, like 3-5 or 1,4 (default all)")
+    book.add_argument(
+        "--list", action="store_true", help="list the chapters and their lengths, then stop"
+    )
     for sub in commands.choices.values():
         _connection_flags(sub, defaults=False)
     return parser
@@ -321,7 +336,56 @@ async def _voices(client: AsyncClient, args: argparse.Namespace) -> None:
         print(f"{voice.id}\t{voice.name}")
 
 
-_COMMANDS = {"say": _say, "cast": _cast, "follow": _follow, "voices": _voices}
+async def _book(client: AsyncClient, args: argparse.Namespace) -> None:
+    """Upload the book (the same file and options find the same book: a second run resumes
+    it), show its progress, then write its file."""
+    suffix = os.path.splitext(args.file)[1].lower()
+    content_type = BOOK_TYPES.get(suffix)
+    if content_type is None:
+        raise UsageError(f"a book is a .epub, .md or .txt file, not {args.file!r}")
+    fmt = "mp3" if (args.output or "").lower().endswith(".mp3") else "m4b"
+    if not args.list:
+        check_output(args.output)
+        if not args.output or args.output == "-":
+            raise UsageError("give the audiobook's file with -o (book.m4b or book.mp3)")
+    try:
+        data = await asyncio.to_thread(Path(args.file).read_bytes)
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
+    view = await client.create_book(
+        data, content_type, voice=args.voice, speed=args.speed, format=fmt, chapters=args.chapters
+    )
+    if args.list:
+        for chapter in view.chapters:
+            mark = "" if chapter.chosen else "  (not chosen)"
+            print(f"{chapter.number}\t{chapter.chars} chars\t{chapter.title}{mark}")
+        return
+    show = _label(args, "book") is not None
+    while not view.finished:
+        if show:
+            making = next((c for c in view.chapters if c.state == "generating"), None)
+            doing = f", chapter {making.number}: {making.title[:40]}" if making else ""
+            eta = f", about {view.eta_s:.0f} s left" if view.eta_s is not None else ""
+            print(f"\r\x1b[Kbook {view.progress:.0%}{doing}{eta}", end="", file=sys.stderr)
+        await asyncio.sleep(_POLL_S * 4)
+        view = await client.book_status(view.id)
+    if show:
+        print(file=sys.stderr)
+    if view.state != "done":
+        raise CommandError(f"the book was not made ({view.state}); run the command again")
+    with output_to(args.output) as sink:
+        async with client.book_audio(view.id, fmt) as audio:
+            async for data in audio:
+                sink.write(data)
+
+
+_COMMANDS = {
+    "say": _say,
+    "cast": _cast,
+    "follow": _follow,
+    "voices": _voices,
+    "book": _book,
+}
 
 
 async def _run(args: argparse.Namespace) -> None:

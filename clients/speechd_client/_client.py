@@ -22,6 +22,7 @@ from ._errors import error_from_response, transport_errors
 from ._live import AsyncLiveCast, LiveCast
 from ._wire import (
     AudioFormat,
+    BookView,
     CastCreated,
     CastRecord,
     CastView,
@@ -123,6 +124,7 @@ class Client(_Base):
             call.method,
             call.path,
             json=call.json,
+            content=call.content,
             params=call.params,
             headers=call.headers,
             timeout=calls.timeout_for(call, self.timeout),
@@ -258,6 +260,32 @@ class Client(_Base):
                     return
                 seq_num = record.seq_num + 1
 
+    def create_book(
+        self,
+        data: bytes,
+        content_type: str,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        format: str | None = None,
+        chapters: str | None = None,
+    ) -> BookView:
+        """Make a book of `data` (an EPUB, Markdown or plain text: `content_type`), or find
+        the one the same upload made; `chapters` like "3-5" (from 1; default all)."""
+        call = calls.create_book(
+            data, content_type, voice=voice, speed=speed, format=format, chapters=chapters
+        )
+        return calls.book_view(self._send(call))
+
+    def book_status(self, book_id: str) -> BookView:
+        return calls.book_view(self._send(calls.book_status(book_id)))
+
+    def book_audio(
+        self, book_id: str, format: str = "m4b"
+    ) -> contextlib.AbstractContextManager[AudioStream]:
+        """A finished book's whole file (m4b or mp3, the book's own)."""
+        return self._audio(calls.book_audio(book_id, format))
+
     def voices(self) -> list[Voice]:
         """`GET /v1/audio/voices`: the voices the ready workers have."""
         return calls.voices_of(self._send(calls.voices()))
@@ -294,6 +322,7 @@ class AsyncClient(_Base):
             call.method,
             call.path,
             json=call.json,
+            content=call.content,
             params=call.params,
             headers=call.headers,
             timeout=calls.timeout_for(call, self.timeout),
@@ -411,6 +440,29 @@ class AsyncClient(_Base):
                 if record.terminal:
                     return
                 seq_num = record.seq_num + 1
+
+    async def create_book(
+        self,
+        data: bytes,
+        content_type: str,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        format: str | None = None,
+        chapters: str | None = None,
+    ) -> BookView:
+        call = calls.create_book(
+            data, content_type, voice=voice, speed=speed, format=format, chapters=chapters
+        )
+        return calls.book_view(await self._send(call))
+
+    async def book_status(self, book_id: str) -> BookView:
+        return calls.book_view(await self._send(calls.book_status(book_id)))
+
+    def book_audio(
+        self, book_id: str, format: str = "m4b"
+    ) -> contextlib.AbstractAsyncContextManager[AsyncAudioStream]:
+        return self._audio(calls.book_audio(book_id, format))
 
     async def voices(self) -> list[Voice]:
         return calls.voices_of(await self._send(calls.voices()))

@@ -99,6 +99,40 @@ class Progress(msgspec.Struct, frozen=True):
     """While that hold still runs: seconds until its listeners start hearing it."""
 
 
+class BookChapter(msgspec.Struct, frozen=True):
+    """One chapter of a book: its number (from 1), title, length in characters, the cast that
+    speaks it, whether it was chosen, and its state (queued, generating, done, failed, or
+    not_made)."""
+
+    number: int
+    title: str
+    chars: int
+    cast: str
+    chosen: bool
+    state: str
+    audio_ms: int = 0
+
+
+class BookView(msgspec.Struct, frozen=True):
+    """`GET /v1/books/{id}`: a book and its chapters. `state`: queued, generating, done,
+    failed or cancelled; `progress` 0..1 of the chosen chapters' text; `eta_s` the seconds
+    the rest should take (None: not known)."""
+
+    id: str
+    state: str
+    title: str
+    author: str
+    format: str
+    progress: float
+    chapters: list[BookChapter]
+    eta_s: float | None = None
+    created: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
+
+
 class CastView(msgspec.Struct, frozen=True):
     """`GET /v1/casts/{id}`: a cast's public facts and progress (never its text)."""
 

@@ -53,6 +53,7 @@ from ._auth import ApiKeys, HostNames, Origins, check_origin, machine_names
 from ._clients import ClientAddress
 from ._errors import exception_handlers
 from ._slots import ClientSlots, release_slots
+from .books import books_router
 from .gateway import Gateway, GatewaySettings, gateway_router
 from .metrics import CONTENT_TYPE, ApiMetrics, SupervisedWorker
 from .openai_compat import openai_router
@@ -173,11 +174,12 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            service, live = await stack.enter_async_context(
+            service, live, books = await stack.enter_async_context(
                 open_services(settings, store=store, clock=clock)
             )
             app.state.service = service
             app.state.live_casts = live
+            app.state.books = books
             app.state.gateway = Gateway(service, read_path, slots=client_slots)
             stack.push_async_callback(app.state.gateway.close)
             if settings.retention is not None:
@@ -212,13 +214,21 @@ def create_app(
             ],
         )
     return Litestar(
-        route_handlers=[healthz, readyz, metrics_text, openai_router, gateway_router()],
+        route_handlers=[
+            healthz,
+            readyz,
+            metrics_text,
+            openai_router,
+            books_router,
+            gateway_router(),
+        ],
         guards=[check_origin],
         cors_config=cors,
         dependencies={
             "service": Provide(_state_value("service"), sync_to_thread=False),
             "gateway": Provide(_state_value("gateway"), sync_to_thread=False),
             "live_casts": Provide(_state_value("live_casts"), sync_to_thread=False),
+            "books": Provide(_state_value("books"), sync_to_thread=False),
             "metrics": Provide(_state_value("metrics"), sync_to_thread=False),
             "settings": Provide(_state_value("settings"), sync_to_thread=False),
             "slots": Provide(_state_value("slots"), sync_to_thread=False),

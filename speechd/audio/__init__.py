@@ -95,7 +95,7 @@ read, and `plan.stream(files)` yields the bytes chapter by chapter, nothing tran
 (`_audiobook`).
 """
 
-from ._audiobook import AudiobookChapter, frame_table, plan_audiobook
+from ._audiobook import AudiobookChapter, AudiobookPlan, frame_table, plan_audiobook
 from ._factory import new_encoder
 from ._formats import FORMATS, LAYOUTS, SAMPLE_RATE, check_format, content_type
 from ._raw import finished_bytes
@@ -106,6 +106,7 @@ __all__ = [
     "LAYOUTS",
     "SAMPLE_RATE",
     "AudiobookChapter",
+    "AudiobookPlan",
     "check_format",
     "content_type",
     "finished_bytes",

@@ -1,6 +1,7 @@
 """Casts: what every reader and writer of the store agrees on.
 
-* ids (`_ids`): a cast's content address (`cast_id`), keyed with the deployment secret;
+* ids (`_ids`, `_books`): a cast's content address (`cast_id`) and a book's (`book_id`),
+  keyed with the deployment secret; a book's stream and records are in `schema`;
 * submitting (`_submit`): the claims that make one cast and one job (`submit`);
 * reading (`_playable`, `_reader`): the playable sequence, one rule for every reader
   (`read_head`, `playable_spans`, `kept_spans`, `resume_point`), a cast's status, audio and
@@ -21,6 +22,7 @@ public module `speechd.casts.schema`; tests reach the rest through the private m
 from __future__ import annotations
 
 from . import schema
+from ._books import book_id
 from ._captions import CastCaptions, CastWord, record_words
 from ._file import CastFile, file_bytes, lay_out, wait_ended
 from ._health import (
@@ -59,6 +61,7 @@ __all__ = [
     "QueueLine",
     "WorkerHealth",
     "append_input",
+    "book_id",
     "cast_audio",
     "cast_id",
     "cast_status",

@@ -5,7 +5,8 @@ A job's cast is *waiting* while its stream holds only `meta` (no worker has star
 the job (a failed cast submitted again waits to be made again: its stream ends in `retry`, or
 in the `error` before its new job), or is gone. Workers admit waiting casts in `jobs` order,
 so a cast's place in line is the number of distinct waiting casts whose jobs come before its
-own.
+own. A background job (a book's chapter, made with the device's spare time only) is no place
+in line: it neither counts against the queue limit nor stands ahead of anyone.
 
 `tail(jobs) - cursor` is no measure of that: the cursor only moves over a contiguous run of
 finished jobs, so one long cast at the head of the line keeps every short cast finished behind
@@ -158,6 +159,17 @@ class QueueLine:
         rate = 1.0 if capacity is None else min(1.0, capacity / max(len(active), 1))
         return QueuePlace(len(waiting), round(_first_free(remaining, waiting, rate), 1))
 
+    async def making_s(self, chars: int, speed: float, *, workers: Sequence[str]) -> float | None:
+        """Seconds the ready `workers` should take to make `chars` characters at `speed`, at
+        their measured speed with the device to themselves (None: nothing measured yet)."""
+        await self.refresh()
+        capacity = self._capacity(workers) if workers else None
+        if not capacity:
+            return None
+        audio, done = self._audio_chars
+        per_char = audio / done if done else _PRIOR_AUDIO_PER_CHAR
+        return chars * per_char / max(speed, 0.01) / capacity
+
     # -- learning -------------------------------------------------------------------------
 
     async def refresh(self, *, full: bool = False) -> None:
@@ -196,9 +208,12 @@ class QueueLine:
             self._jobs_tail = batch.tail
             for record in batch.records:
                 try:
-                    cast_id = decode(record.body, Job).id
-                except msgspec.DecodeError:
+                    job = decode(record.body, Job)
+                except msgspec.DecodeError:  # a book's cancel, or not a job
                     continue
+                if job.background:  # a book's chapter: spare time only, never in the line
+                    continue
+                cast_id = job.id
                 known = self._by_cast.get(cast_id)
                 if known is not None:  # a duplicate: the first job's place holds
                     known.job_ms = max(known.job_ms, record.timestamp)

@@ -241,6 +241,9 @@ class Eos(msgspec.Struct, frozen=True):
     chunks: int
     audio_ms: int
     gen_ms: int
+    samples: int = 0
+    """The playable sequence's length in samples (what an audiobook file is planned from);
+    0 on an eos written before it was kept."""
 
 
 class Failure(msgspec.Struct, frozen=True):
@@ -303,10 +306,18 @@ class Job(msgspec.Struct, frozen=True, omit_defaults=True):
     `at_once`: the request that appended it wants its first audio at once (`start: now`), so
     the worker may make the cast's first chunk while it still waits in line for capacity.
     Only the request that creates the cast (or makes a failed one again) appends a job; an
-    identical request joining the cast later does not change it."""
+    identical request joining the cast later does not change it.
+
+    `background`: made with the device's spare time only (a book's chapter): the worker
+    admits it, and gives it a chunk, only when no listener's job waits and no listener needs
+    the device (see docs/design/worker.md#background-work). `book`: the book it was appended
+    for, so a `CancelBook` later in `jobs` skips it. A foreground job for the same cast (its
+    listener opened it) promotes it to listener priority."""
 
     id: str
     at_once: bool = False
+    background: bool = False
+    book: str = ""
 
 
 class Cursor(msgspec.Struct, frozen=True):

@@ -16,8 +16,11 @@ each page of expired streams, and spares every stream of a cast that is still al
   takes. Its activity when it ends then counts from there.
 
 A cast whose streams are all older than the retention and that has ended, or has no job left
-(nothing will ever make it), goes whole. The store checks and deletes each stream atomically,
-as it was when its page was listed, so a stream appended to during a sweep survives it. A
+(nothing will ever make it), goes whole. A book's stream (`books/<id>`) goes once it has been
+quiet for the retention, on its own: its chapters are casts, each kept or removed by these
+rules (a chapter still waiting in the line is spared, as any cast with a job is). The store
+checks and deletes each stream atomically, as it was when its page was listed, so a stream
+appended to during a sweep survives it. A
 request that makes the cast again while its page is judged (a retry, or a new `pub/casts/<id>`
 after the old one went) appends to its catalog before its job (`_submit`), so the recipe the
 worker reads is never removed under it.
@@ -34,7 +37,7 @@ from speechd.durable import Retention, SeqOutOfRange, Store, sweep_forever
 
 from ._jobs import waiting_jobs
 from ._records import Event, event_of
-from ._streams import CAST_PREFIX, CATALOG_PREFIX, INPUT_PREFIX, LEASES_PREFIX
+from ._streams import BOOKS_PREFIX, CAST_PREFIX, CATALOG_PREFIX, INPUT_PREFIX, LEASES_PREFIX
 
 __all__ = ["CAST_STREAM_PREFIXES", "CastRetention", "sweep_casts_forever"]
 
@@ -85,7 +88,7 @@ class CastRetention:
         self, store: Store, max_age_s: float, *, clock: Callable[[], float] = time.time
     ) -> None:
         self._store = store
-        self.retention = Retention(max_age_s, CAST_STREAM_PREFIXES)
+        self.retention = Retention(max_age_s, (*CAST_STREAM_PREFIXES, BOOKS_PREFIX))
         self._clock = clock
 
     async def spare(self, names: list[str]) -> set[str]:

@@ -4,6 +4,7 @@ Only `pub/casts/*` is public."""
 from __future__ import annotations
 
 __all__ = [
+    "BOOKS_PREFIX",
     "CAST_PREFIX",
     "CATALOG_PREFIX",
     "INPUT_PREFIX",
@@ -15,6 +16,7 @@ __all__ = [
     "PROGRESS_DONE",
     "SECRET",
     "WORKERS_PREFIX",
+    "book_stream",
     "cast_stream",
     "catalog_stream",
     "input_stream",
@@ -35,6 +37,7 @@ CAST_PREFIX = "pub/casts/"
 LEASES_PREFIX = "leases/"
 INPUT_PREFIX = "input/"
 WORKERS_PREFIX = "workers/"
+BOOKS_PREFIX = "books/"
 
 
 def catalog_stream(cast_id: str) -> str:
@@ -61,3 +64,8 @@ def input_stream(cast_id: str) -> str:
     """A live cast's text as it arrives, then its closing record (private: only the api
     writes it and only the worker reads it)."""
     return INPUT_PREFIX + cast_id
+
+
+def book_stream(book_id: str) -> str:
+    """A book's private stream: its recipe, cover and events (see `_books`)."""
+    return BOOKS_PREFIX + book_id

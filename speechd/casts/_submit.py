@@ -10,6 +10,11 @@ if none waits in `jobs` above the committed cursor. A cast that is merely waitin
 long line keeps its one job, however many callers ask for it: each look costs one read of the
 waiting jobs and one append, at most once per `STALE_QUEUED_S` per cast.
 
+A cast left without a maker (a cancelled book's chapter: started, stopped after a chunk, its
+job finished) is healed the same way: once its stream has been quiet for `STALE_QUEUED_S` and
+no job for it waits, a later identical submit appends one, and the new attempt keeps the audio
+made so far.
+
 A cast that ended in `error` is made again by the same request: it claims the remake with a
 `retry` record, appended only at the error's tail (so one request wins), then appends a job;
 the worker opens a new attempt that keeps the audio that can continue. A `retry` left without
@@ -69,14 +74,18 @@ async def submit(
     *,
     sample_rate: int,
     at_once: bool = False,
+    background: bool = False,
+    book: str = "",
     clock: Callable[[], float] = time.time,
 ) -> Submission:
     """Create the cast `cast_id` from `recipe` unless it exists; either way name it.
 
-    `at_once`: the caller wants its first audio at once (see `Job`). It rides on the job this
-    call appends (creating the cast, or making a failed one again); a call that joins an
-    existing cast changes nothing. `clock`: now, in seconds since the epoch (how long a
-    waiting cast has waited is judged by it against the store's timestamps)."""
+    `at_once`: the caller wants its first audio at once; `background`: it is made with the
+    device's spare time, for the book `book` (see `Job`). They ride on the job this call
+    appends (creating the cast, or making a failed one again); a call that joins an existing
+    cast changes nothing. `clock`: now, in seconds since the epoch (how long a waiting cast
+    has waited is judged by it against the store's timestamps)."""
+    job = AppendRecord(encode(Job(cast_id, at_once=at_once, background=background, book=book)))
     meta = Meta(
         model=recipe.model,
         voice=recipe.voice,
@@ -98,11 +107,11 @@ async def submit(
     try:
         await store.append(cast_stream(cast_id), [meta_record(meta)], match_seq_num=0)
     except SeqMismatch:
-        retried = await _heal(store, cast_id, recipe, at_once=at_once, now_ms=now_ms)
+        retried = await _heal(store, cast_id, recipe, job=job, now_ms=now_ms)
         return Submission(cast_id, created=False, retried=retried)
     if not wrote:
         await _keep_recipe(store, cast_id, recipe, now_ms=now_ms)
-    await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
+    await store.append(JOBS, [job])
     return Submission(cast_id, created=True)
 
 
@@ -122,9 +131,10 @@ async def _keep_recipe(store: Store, cast_id: str, recipe: Recipe, *, now_ms: in
 
 
 async def _heal(
-    store: Store, cast_id: str, recipe: Recipe, *, at_once: bool, now_ms: int
+    store: Store, cast_id: str, recipe: Recipe, *, job: AppendRecord, now_ms: int
 ) -> bool:
-    """Make a failed cast again, or enqueue a stuck one again; True if this call retried it."""
+    """Make a failed cast again, or enqueue a stuck or abandoned one again (with `job`); True
+    if this call retried it."""
     head = await read_head(store, cast_id)
     if head.event == Event.ERROR:
         retry = Retry(attempt=head.attempt, requested_ms=now_ms)
@@ -135,15 +145,18 @@ async def _heal(
                 match_seq_num=head.tail,
             )
             await _keep_recipe(store, cast_id, recipe, now_ms=now_ms)
-            await store.append(JOBS, [AppendRecord(encode(Job(cast_id, at_once=at_once)))])
+            await store.append(JOBS, [job])
             return True
         return False
-    if head.last is not None and (head.tail == 1 or head.event == Event.RETRY):
-        await _requeue(store, cast_id, quiet_since=head.last.timestamp, now_ms=now_ms)
+    unended = (Event.RETRY, Event.START, Event.AUDIO)
+    if head.last is not None and (head.tail == 1 or head.event in unended):
+        await _requeue(store, cast_id, job, quiet_since=head.last.timestamp, now_ms=now_ms)
     return False
 
 
-async def _requeue(store: Store, cast_id: str, *, quiet_since: int, now_ms: int) -> None:
+async def _requeue(
+    store: Store, cast_id: str, job: AppendRecord, *, quiet_since: int, now_ms: int
+) -> None:
     """Append a job for a waiting cast that has none (see the module docstring)."""
     catalog = catalog_stream(cast_id)
     tail = await store.check_tail(catalog)
@@ -165,4 +178,4 @@ async def _requeue(store: Store, cast_id: str, *, quiet_since: int, now_ms: int)
     except SeqMismatch:  # another caller looked first
         return
     if not in_line:
-        await store.append(JOBS, [AppendRecord(encode(Job(cast_id)))])
+        await store.append(JOBS, [job])

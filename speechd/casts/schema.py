@@ -16,6 +16,20 @@ package.
 
 from __future__ import annotations
 
+from ._books import (
+    H_BOOK_CAST,
+    H_BOOK_ETAG,
+    H_BOOK_SAMPLES,
+    BookChapter,
+    BookEvent,
+    BookRecipe,
+    CancelBook,
+    book_event,
+    chapters_of,
+    frames_record,
+    is_book_id,
+    recipe_records,
+)
 from ._health import IDLE, LOADING, READY, STOPPED, UNAVAILABLE, WAKING
 from ._input import InputEnd, input_event, piece_record
 from ._records import (
@@ -53,6 +67,7 @@ from ._streams import (
     LEASES_PREFIX,
     PROGRESS_DONE,
     WORKERS_PREFIX,
+    book_stream,
     cast_stream,
     catalog_stream,
     input_stream,
@@ -63,6 +78,9 @@ from ._streams import (
 __all__ = [
     "CAST_PREFIX",
     "CATALOG_PREFIX",
+    "H_BOOK_CAST",
+    "H_BOOK_ETAG",
+    "H_BOOK_SAMPLES",
     "H_EVENT",
     "IDLE",
     "JOBS",
@@ -77,6 +95,10 @@ __all__ = [
     "WAKING",
     "WORKERS_PREFIX",
     "AudioChunk",
+    "BookChapter",
+    "BookEvent",
+    "BookRecipe",
+    "CancelBook",
     "Cursor",
     "DeadJob",
     "Eos",
@@ -93,18 +115,24 @@ __all__ = [
     "Word",
     "WorkerNotice",
     "audio_record",
+    "book_event",
+    "book_stream",
     "cast_stream",
     "catalog_stream",
+    "chapters_of",
     "decode",
     "encode",
     "eos_record",
     "error_record",
     "event_of",
+    "frames_record",
     "input_event",
     "input_stream",
+    "is_book_id",
     "lease_stream",
     "piece_record",
     "public_headers",
+    "recipe_records",
     "start_record",
     "worker_stream",
 ]

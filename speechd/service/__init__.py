@@ -13,7 +13,10 @@ make and read casts.
   `check`, -> `LiveCast`: a random id and an input token), append the pieces of its input to
   `input/<id>` (`speechd.casts` holds the layout and the rules) and follow its audio.
 * `cast_url`, `cast_api_url`, `input_url` (`_links`): the links every door hands out.
-* `open_services` (`_open`): the two, built from the settings over a store, as every door
+* `BookService` (`_books`): books (`BookRequest`: an EPUB, Markdown or plain-text upload)
+  made as ordered chapter casts in the background; a book's status (`BookStatus`), cancel,
+  and a chapter opened by a listener.
+* `open_services` (`_open`): the three, built from the settings over a store, as every door
   opens them (`OpenStore`: a store a door is handed, to pass on to it).
 * `Watch` (`_watch`): what a door's reads of a cast race (the workers' health, the door's own
   stops), so that its caller never waits in vain.
@@ -30,6 +33,7 @@ framework, the worker or torch.
 
 from __future__ import annotations
 
+from ._books import BookRequest, BookService, BookStatus
 from ._casts import CastService, SubmittedCast, voice_label
 from ._links import cast_api_url, cast_url, input_url
 from ._live import LiveCast, LiveCasts
@@ -50,6 +54,9 @@ __all__ = [
     "MAX_PIECE_CHARS",
     "MAX_TOKEN_CHARS",
     "MODEL",
+    "BookRequest",
+    "BookService",
+    "BookStatus",
     "CastReader",
     "CastRecord",
     "CastRequest",

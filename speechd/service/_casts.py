@@ -242,6 +242,12 @@ class CastService:
             self._book = (key, _Voices(book, unspeakable))
         return self._book[1]
 
+    async def resolve_voice(self, voice: str | None) -> tuple[str, str]:
+        """The voice spec a cast asking for `voice` (None: the default) is made with, and its
+        language."""
+        resolved, lang, _ = await self._resolve_voice(voice)
+        return resolved, lang
+
     async def _resolve_voice(self, voice: str | None) -> tuple[str, str, _Voices]:
         """The voice spec a cast asking for `voice` (None: the default) is made with, its
         language, and the voices it was resolved among."""

@@ -12,6 +12,7 @@ from speechd import casts
 from speechd.config import Settings
 from speechd.durable import Store, open_store
 
+from ._books import BookService
 from ._casts import CastService
 from ._live import LiveCasts
 
@@ -26,16 +27,17 @@ it, so it needs no more of `speechd.durable` than this name."""
 class Services(NamedTuple):
     service: CastService
     live: LiveCasts
+    books: BookService
 
 
 @contextlib.asynccontextmanager
 async def open_services(
     settings: Settings, *, store: OpenStore | None = None, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[Services]:
-    """A `CastService` and its `LiveCasts` for `settings` (queue limit, default voice and
-    aliases, live inputs' idle timeout), over `store` (the caller closes it) or else the store
-    `settings.store_url` names, opened here and closed on exit. Live sessions are told to end
-    on exit."""
+    """A `CastService`, its `LiveCasts` and its `BookService` for `settings` (queue limit,
+    default voice and aliases, live inputs' idle timeout), over `store` (the caller closes it)
+    or else the store `settings.store_url` names, opened here and closed on exit. Live
+    sessions are told to end on exit."""
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             store = await open_store(settings.store_url)
@@ -52,4 +54,4 @@ async def open_services(
         )
         live = LiveCasts(service, secret, idle_s=settings.live_idle_timeout, clock=clock)
         stack.callback(live.close)
-        yield Services(service, live)
+        yield Services(service, live, BookService(service, store, secret, clock=clock))

@@ -22,6 +22,17 @@ device slower than real time, where a cast waits whole for the one ahead of it t
 listener gets audio within about one chunk of the casts running (`chunk_quantum`) plus its
 own first chunk, then waits at the live edge. At most `ahead` casts are parked at once, each
 for one short chunk, so a flood of them cannot starve the admitted listeners.
+
+**Background work** (a book's chapters: `JobRef.background`, in the intake's `background`
+line) is admitted only when no job waits in `pending` (a listener's job always goes first,
+waiting for capacity included), `BACKGROUND_ACTIVE` at a time, and takes no room: the policy
+sees it only where no listener needs the device (`_policy`), its chunks always keep to the
+quantum, and `max_active` does not count it. A foreground job for a cast being made in the
+background (its listener opened the chapter) promotes it once the admission rule lets it in
+as any newcomer: its listener's clock starts then, and its chunks not cut yet are planned for
+its share of the device. A book's cancel (`Intake.cancels`) stops its background casts after
+the chunk in flight (`Admitting.cancelled`, for the loop to drop: nothing is written into
+them).
 """
 
 from __future__ import annotations
@@ -29,8 +40,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from speechd.casts import CastHead, read_head
 from speechd.casts.schema import Event
@@ -44,13 +56,16 @@ from ._ownership import Ownership
 from ._planning import predictions
 from ._policy import ActiveCast, Candidate, Policy
 
-__all__ = ["AHEAD", "Admission", "Admitting"]
+__all__ = ["AHEAD", "BACKGROUND_ACTIVE", "Admission", "Admitting"]
 
 log = logging.getLogger("speechd.worker")
 
 AHEAD = 4
 """Without `max_active`, how many of the first jobs in line may have their first chunk made
 ahead of their admission (those that want it: `start: now`)."""
+
+BACKGROUND_ACTIVE = 1
+"""Background casts made at once: a book's chapters one after another, in order."""
 
 
 @dataclass
@@ -60,6 +75,7 @@ class Admitting:
 
     opened: list[Admitted]
     starved: bool = False
+    cancelled: list[Admitted] = field(default_factory=list)  # background casts of a cancelled book
 
 
 class Admission:
@@ -100,13 +116,25 @@ class Admission:
         """Admit waiting jobs beside the active `casts` while the policy allows (until `stop`
         is set). Then open the at-once casts that wait early in line for their first chunk
         (see above). Every cast opened is in the result, none is added to `casts`."""
+        intake = self._intake
         back = await self._ownership.recheck()
-        self._intake.pending.extendleft(reversed(back))
-        await self._intake.commit()
+        for job in [j for j in back if intake.cancelled(j)]:
+            await intake.finish(job)
+        intake.pending.extendleft(reversed([j for j in back if not j.background]))
+        intake.background.extendleft(
+            reversed([j for j in back if j.background and not intake.cancelled(j)])
+        )
+        await intake.commit()
         done = Admitting([])
+        for book, offset in intake.take_cancels():
+            done.cancelled += [
+                c for c in casts if c.background and c.job.book == book and c.job.offset < offset
+            ]
         done.starved = await self._admit(casts, done.opened, stop)
-        if self._intake.pending and not stop.is_set():
+        if intake.pending and not stop.is_set():
             await self._open_ahead(casts, done.opened)
+        elif not done.starved:
+            await self._admit_background(casts, done.opened, done.cancelled, stop)
         return done
 
     async def _admit(self, casts: ActiveCasts, opened: list[Admitted], stop: asyncio.Event) -> bool:
@@ -120,6 +148,41 @@ class Admission:
                 return True
             self._looked.discard(pending.popleft().offset)
         return False
+
+    async def _admit_background(
+        self,
+        casts: ActiveCasts,
+        opened: list[Admitted],
+        cancelled: list[Admitted],
+        stop: asyncio.Event,
+    ) -> None:
+        """Open the background line's casts while no job waits in `pending`, up to
+        `BACKGROUND_ACTIVE` at a time, each planned within the quantum (see above)."""
+        intake, line = self._intake, self._intake.background
+        while line and not intake.pending and not stop.is_set():
+            making = [c for c in [*casts, *opened] if c.background and c not in cancelled]
+            if len(making) >= BACKGROUND_ACTIVE:
+                return
+            job = line.popleft()
+            revived = next((c for c in cancelled if c.id == job.id), None)
+            if revived is not None and not intake.cancelled(job):  # its book made again
+                cancelled.remove(revived)  # read with the cancel: it just goes on
+                await intake.finish(job)
+                continue
+            mine = job.id in casts or any(cast.id == job.id for cast in opened)
+            if mine or intake.cancelled(job):  # made already (any priority), or not wanted
+                await intake.finish(job)
+                continue
+            head = await self._settle(job)
+            if head is None:
+                continue
+            quantum = chunk_quantum(self._times, quantum_s=self._quantum_s, protects=True)
+            timing = plan_timing(self._times, quantum_s=quantum)
+            cast = await self._attempts.open(job, head, timing)
+            if cast is not None:
+                cast.background = True
+                opened.append(cast)
+                log.info("cast %s: made in the background", job.id)
 
     async def _open_ahead(self, casts: ActiveCasts, opened: list[Admitted]) -> None:
         """Open the casts of the at-once jobs among the first `ahead` in line that have no
@@ -163,6 +226,11 @@ class Admission:
         cast = casts.get(job.id) or next((c for c in opened if c.id == job.id), None)
         if cast is not None and cast.parked:
             return self._unpark(cast, [*casts, *opened])
+        if cast is not None and cast.background:  # its listener opened it
+            promoted = self._promote(cast, [*casts, *opened])
+            if promoted:
+                await self._intake.finish(job)  # the cast's own job ends with it
+            return promoted
         if cast is not None:  # a duplicate job: the cast is being made
             await self._intake.finish(job)
             return False
@@ -233,6 +301,29 @@ class Admission:
         log.info("cast %s: admitted after its first chunk", cast.id)
         return True
 
+    def _promote(self, cast: Admitted, casts: list[Admitted]) -> bool | None:
+        """Make background `cast` a listener's if the policy lets it in beside `casts` now
+        (None: not yet; it goes on in the background meanwhile): its listener starts now,
+        from its first audio, and its chunks not cut yet are planned for its share."""
+        policy, times = self._policy, self._times
+        made = cast.samples / self._rate
+        whole = times.audio_for_chars(len(cast.recipe.text), cast.recipe.speed)
+        candidate = Candidate(cast.id, max(whole - made, 0.0))
+        others = [c for c in casts if c is not cast]
+        now, views = self._clock(), self.views(others, admission=True, ahead=False)
+        if not policy.admit(now, views, candidate, rtf=times.rtf, together=self._together):
+            return None
+        share = policy.share(now, views, candidate)
+        pending = self._intake.pending
+        behind = Candidate(pending[1].id, 0.0) if len(pending) > 1 else None
+        quantum = self.quantum(now, views, cast.id, behind, share)
+        cast.promote(now, time.time_ns() // 1_000_000)
+        cast.timing = plan_timing(times, share=share, quantum_s=quantum)
+        cast.plan.quantum_s = quantum
+        self._attempts.retime(cast, cast.timing)
+        log.info("cast %s: a listener opened it; made at listener priority from now", cast.id)
+        return True
+
     def quantum(
         self,
         now: float,
@@ -240,13 +331,15 @@ class Admission:
         cast_id: str,
         waiting: Candidate | None,
         share: float,
+        *,
+        background: bool = False,
     ) -> float:
         """The most compute one chunk of cast `cast_id` may take (0: no cap but the token
         caps): the quantum while it protects someone (`Policy.protects`: another cast is
-        active, or `waiting`, the next cast in line, could be let in beside it); otherwise
-        past it (`chunk_quantum`: up to `MAX_LIFT` quanta)."""
+        active, or `waiting`, the next cast in line, could be let in beside it; always, for a
+        `background` cast); otherwise past it (`chunk_quantum`: up to `MAX_LIFT` quanta)."""
         times = self._times
-        protects = self._policy.protects(now, views, cast_id, waiting, rtf=times.rtf)
+        protects = background or self._policy.protects(now, views, cast_id, waiting, rtf=times.rtf)
         return chunk_quantum(times, quantum_s=self._quantum_s, protects=protects, share=share)
 
     async def _settle(self, job: JobRef) -> CastHead | None:
@@ -295,6 +388,7 @@ class Admission:
                     first_audio_s=cast.origin_s,
                     audio_s=cast.samples / self._rate,
                     chunks=chunks,
+                    background=cast.background,
                 )
             )
         return views
@@ -315,7 +409,7 @@ class Admission:
             if plan.done or cast.waits:
                 continue  # nothing left to cut, or cut for its share once admitted
             share = cast.timing.share
-            quantum = self.quantum(now, views, cast.id, waiting, share)
+            quantum = self.quantum(now, views, cast.id, waiting, share, background=cast.background)
             if quantum == plan.quantum_s:
                 continue
             plan.quantum_s = quantum

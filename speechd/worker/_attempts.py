@@ -398,6 +398,16 @@ class Attempts:
             return await self.done(cast, update.eos)
         return Fate.GOES_ON
 
+    async def abandon(self, cast: Admitted) -> Fate:
+        """Stop making `cast` here, writing nothing into it (its book was cancelled while it
+        was made in the background, and a chapter's cast may be someone else's too): its
+        lease is released and its job finished. What it made stays; a later job for it (the
+        book made again, or the same request) resumes it by reference."""
+        await self._ownership.release(cast)
+        await self._intake.finish(cast.job)
+        log.info("cast %s: its book was cancelled; it stops here as it is", cast.id)
+        return Fate.ENDED
+
     async def done(self, cast: Admitted, eos: Eos) -> Fate:
         """The cast's eos is durable: its receipt, its job finished."""
         await self._endings.finished(cast, eos)
@@ -421,7 +431,8 @@ class Attempts:
             plan=cast.plan.planner.position,
             start_seq=cast.start_seq,
         )
-        eos = Eos(chunks=cast.index + 1, audio_ms=offset_ms, gen_ms=round(cast.gen_s * 1000))
+        gen_ms = round(cast.gen_s * 1000)
+        eos = Eos(chunks=cast.index + 1, audio_ms=offset_ms, gen_ms=gen_ms, samples=cast.samples)
         records = [audio_record(chunk), eos_record(cast.attempt, eos, cast.start_seq)]
         update = Update(self._store.limits.batches(records), made=1, eos=eos)
         return await self._apply(cast, update, await self._send(cast, update))
@@ -436,4 +447,5 @@ def _chunks_estimate(recipe: Recipe) -> int:
 def _eos(head: CastHead, resume: Resume | None) -> Eos:
     """The eos of a cast whose chunks are all durable already (`head`'s playable sequence)."""
     gen_ms = resume.gen_ms if resume is not None else 0
-    return Eos(chunks=head.length, audio_ms=head.audio_ms, gen_ms=gen_ms)
+    samples = resume.samples if resume is not None else 0
+    return Eos(chunks=head.length, audio_ms=head.audio_ms, gen_ms=gen_ms, samples=samples)

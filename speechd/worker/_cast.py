@@ -32,12 +32,15 @@ _CONTRACT = Limits(MAX_BODY_BYTES + MAX_HEADER_BYTES, MAX_BATCH_RECORDS, MAX_BAT
 
 @dataclass(frozen=True, slots=True)
 class JobRef:
-    """A job read from `jobs`: its offset there, its cast, and whether the request that
-    appended it wants its first audio at once (`Job.at_once`)."""
+    """A job read from `jobs`: its offset there, its cast, whether the request that
+    appended it wants its first audio at once (`Job.at_once`), and whether it is background
+    work and for which book (`Job.background`, `Job.book`)."""
 
     offset: int
     id: str
     at_once: bool = False
+    background: bool = False
+    book: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,10 @@ class Admitted:
     parked: bool = False
     # No longer active here (ended, given up, or taken over): nothing more is written for it.
     dropped: bool = False
+    # Made with the device's spare time only (a book's chapter nobody listens to yet): the
+    # policy gives it a chunk only when no listener needs one (`_policy`). Its listener
+    # opening it promotes it (`Admission`): from then on it is any listener's cast.
+    background: bool = False
 
     @property
     def id(self) -> str:
@@ -149,6 +156,14 @@ class Admitted:
     def spans(self) -> list[RecordSpan]:
         """The playable sequence so far, as seq spans."""
         return playable_spans(self.start, self.start_seq, self.made)
+
+    def promote(self, now_s: float, now_ms: int) -> None:
+        """A background cast someone opened: a listener's from now. Nobody listened to what
+        was made, so its listeners' clock starts now (`now_s` on the worker's clock, `now_ms`
+        the writer's), with all of it ahead of them."""
+        self.background = False
+        if self.origin_s is not None:
+            self.origin_s, self.origin_ms = now_s, now_ms
 
     def advance(self, update: Update, landed: Landed, *, sample_rate: int) -> None:
         """`update`'s records are durable (`landed`): move the cast on. A new attempt's
@@ -227,8 +242,9 @@ class ActiveCasts:
 
     @property
     def admitted(self) -> int:
-        """Casts admitted by capacity (not those parked ahead of their turn)."""
-        return sum(1 for cast in self._casts.values() if not cast.parked)
+        """Casts admitted by capacity (not those parked ahead of their turn, nor background
+        ones: those take no listener's room)."""
+        return sum(1 for c in self._casts.values() if not c.parked and not c.background)
 
     @property
     def parked(self) -> int:

@@ -2,11 +2,16 @@
 moved only over a contiguous run of finished jobs (see docs/design/index.md#the-worker).
 
 `Intake.run` long-polls `jobs` from the read offset and queues each job; the worker takes them
-from the head of the line (`pending`). Finishing a job (its cast ended, was skipped or went to
-`jobs/dead`) moves the watermark (`Watermark`: the first job not finished), and `commit`
-appends the new offset to `jobs/_cursor` (never backwards, even when other workers commit
-too). After a crash the next life reads from the committed offset again; jobs of casts
-already ended are finished at once.
+from the head of the line (`pending`). Background jobs (a book's chapters, `Job.background`)
+wait in a line of their own (`background`), which the worker takes from only when nobody waits
+in `pending` (`_admission`). A book's cancel (`CancelBook`) is read in the same order: the
+background jobs of that book read before it are finished at once, and the cancel is kept
+(`cancels`, for the loop to stop the book's chapters being made, and `cancelled` for a job of
+the book met again later: one deferred to another worker, say). Finishing a job (its cast
+ended, was skipped or went to `jobs/dead`) moves the watermark (`Watermark`: the first job not
+finished), and `commit` appends the new offset to `jobs/_cursor` (never backwards, even when
+other workers commit too). After a crash the next life reads from the committed offset again;
+jobs of casts already ended are finished at once.
 
 **Trim.** Every reader of `jobs` reads only at or above the committed cursor (the workers'
 intakes, from the offset they opened at; the api's `QueueLine`, for place in line), and a
@@ -24,12 +29,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 
 import msgspec
 
 from speechd.casts import committed_offset
-from speechd.casts.schema import JOBS, JOBS_CURSOR, Cursor, Job, decode, encode
+from speechd.casts.schema import JOBS, JOBS_CURSOR, CancelBook, Cursor, Job, decode, encode
 from speechd.durable import AppendRecord, SeqMismatch, SeqOutOfRange, Store
 
 from ._cast import JobRef
@@ -41,6 +46,7 @@ log = logging.getLogger("speechd.worker")
 _JOBS_PAGE = 256
 _MAX_PENDING = 10_000
 TRIM_EVERY = 64  # records that could go before a trim is worth its store operation
+_CANCELS_KEPT = 1024  # books whose cancel is remembered (the latest ones)
 
 
 class Watermark:
@@ -88,6 +94,12 @@ class Intake:
         self._store = store
         self._wake = wake  # set when jobs were queued
         self.pending: deque[JobRef] = deque()
+        self.background: deque[JobRef] = deque()
+        """Background jobs (books' chapters), in line order, taken only when `pending` is
+        empty."""
+        self.cancels: list[tuple[str, int]] = []
+        """Books cancelled since the loop last looked: (book, the cancel's offset)."""
+        self._cancelled: OrderedDict[str, int] = OrderedDict()  # book -> its latest cancel
         self._watermark = Watermark()
         self.committed = 0
         self._cursor_tail = 0
@@ -126,13 +138,43 @@ class Intake:
                 try:
                     job = decode(record.body, Job)
                 except msgspec.DecodeError:
-                    log.warning("jobs[%d] is not a job; skipped", record.seq_num)
                     self._watermark.finish(record.seq_num)
+                    try:
+                        self._cancel(decode(record.body, CancelBook).cancel_book, record.seq_num)
+                    except msgspec.DecodeError:
+                        log.warning("jobs[%d] is not a job; skipped", record.seq_num)
                     continue
-                self.pending.append(JobRef(record.seq_num, job.id, job.at_once))
+                ref = JobRef(record.seq_num, job.id, job.at_once, job.background, job.book)
+                (self.background if job.background else self.pending).append(ref)
             if batch.records:
                 self._read_offset = batch.records[-1].seq_num + 1
                 self._wake.set()
+
+    def _cancel(self, book: str, offset: int) -> None:
+        """Book `book` is cancelled at `offset`: its background jobs in line go (finished at
+        the next commit), and the loop is told (`cancels`)."""
+        self._cancelled[book] = offset
+        self._cancelled.move_to_end(book)
+        while len(self._cancelled) > _CANCELS_KEPT:
+            self._cancelled.popitem(last=False)
+        kept: deque[JobRef] = deque()
+        for job in self.background:
+            if self.cancelled(job):
+                self._watermark.finish(job.offset)
+            else:
+                kept.append(job)
+        self.background = kept
+        self.cancels.append((book, offset))
+        log.info("a book was cancelled: its chapters waiting in the background are skipped")
+
+    def cancelled(self, job: JobRef) -> bool:
+        """Whether `job` is a background job of a book cancelled after it."""
+        return job.background and self._cancelled.get(job.book, -1) > job.offset
+
+    def take_cancels(self) -> list[tuple[str, int]]:
+        """The books cancelled since the last call, each with its cancel's offset."""
+        taken, self.cancels = self.cancels, []
+        return taken
 
     async def finish(self, job: JobRef) -> None:
         """`job` needs nothing more: let the cursor pass it."""
@@ -160,7 +202,7 @@ class Intake:
     async def _trim(self) -> None:
         """Drop what every reader is done with (see the module docstring): at most two store
         operations, and none unless `TRIM_EVERY` records could go or the line is empty."""
-        idle = not self.pending
+        idle = not self.pending and not self.background
         behind = self.committed - self._jobs_first
         if behind > 0 and (idle or behind >= TRIM_EVERY):
             self._jobs_first = await _trim(self._store, JOBS, self.committed)

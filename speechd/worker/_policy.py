@@ -65,8 +65,17 @@ The unit of fairness is one chunk. `DeadlinePolicy`:
   for the chunks not cut yet (`Planner.retime`; the one or two already cut ahead stay as they
   are), and its end lifts it again. On a fast device the token caps bind first.
 
+* **Background work last.** A background cast (a book's chapter nobody listens to yet,
+  `ActiveCast.background`) is the lowest class: every rule above sees only the others (the
+  listeners' casts), and a background cast gets a chunk only when their decision is to
+  sleep or to idle, and only while its chunk costs no listener a stall it would not
+  otherwise hear (`_room`, as for a newcomer). So it takes the device's spare time and
+  nothing else: it never counts against a listener's admission, share or sleep, and the
+  oldest background cast goes first (a book's chapters in order). Its chunks always keep to
+  the quantum (`protects`), so a newcomer waits at most one quantum behind one.
+
 `FifoPolicy` is the baseline: one cast at a time, each finished before the next starts (so
-the quantum protects nobody there).
+the quantum protects nobody there); background casts after every other.
 
 What a chunk costs on this device (`ChunkTimes`) and what a cast's chunks are planned for
 (`PlanTiming`, `chunk_quantum`) are in `_costs`; how long a listener's start is held back
@@ -117,6 +126,7 @@ class ActiveCast:
     first_audio_s: float | None  # its listeners' clock origin (see above); None: no audio yet
     audio_s: float  # seconds of audio in its playable sequence
     chunks: tuple[tuple[float, float], ...]  # (audio, generation) predicted per chunk left
+    background: bool = False  # made with spare time only (nobody listens to it yet)
 
     @property
     def next_gen_s(self) -> float:
@@ -224,6 +234,21 @@ class DeadlinePolicy:
         self.min_sleep_s = min_sleep_s
 
     def choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool = False) -> Decision:
+        decision = self._choose(now, _foreground(casts), starved=starved)
+        if isinstance(decision, Run):
+            return decision
+        spare = [c for c in casts if c.background]
+        if not spare:
+            return decision
+        oldest = min(spare, key=lambda c: c.order)
+        listeners = [c for c in casts if not c.background and c.first_audio_s is not None]
+        # Only the time the listeners would sleep or idle through, and only a chunk that
+        # costs none of them a stall (a newcomer's chunk, had one come, went first above).
+        if listeners and not _room(now, oldest.next_gen_s, listeners):
+            return decision
+        return Run(oldest.id)
+
+    def _choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool) -> Decision:
         if not casts:
             return Idle()
         listeners = sorted(
@@ -251,6 +276,7 @@ class DeadlinePolicy:
         rtf: float,
         together: Callable[[int], float] | None = None,
     ) -> bool:
+        casts = _foreground(casts)  # a background cast takes nobody's room
         if not casts:
             return True
         # Every chunk still to make is a job due when its listener reaches it: a listener
@@ -295,7 +321,7 @@ class DeadlinePolicy:
         """Itself, plus each active listener weighted by the part of `candidate`'s life it
         still needs audio in (a listener far enough ahead needs none of it)."""
         life = max(candidate.audio_s, 1e-6)
-        return 1.0 + _need(_demands(now, casts), life) / life
+        return 1.0 + _need(_demands(now, _foreground(casts)), life) / life
 
     def protects(
         self,
@@ -309,7 +335,12 @@ class DeadlinePolicy:
         """Another active cast, or a candidate that the admission rule lets in before one of
         this cast's chunks (as predicted: its chunks made back to back, the next
         `_PROTECT_STEPS` of them; one let in later than that is looked at again as the cast
-        goes on). Only on a device that may admit a cast beside another at all."""
+        goes on). Only on a device that may admit a cast beside another at all. A
+        background cast always keeps to it: a newcomer may come at any time, and it never
+        waits longer than one quantum behind a book."""
+        if any(c.id == cast_id and c.background for c in casts):
+            return True
+        casts = _foreground(casts)  # a background cast waits anyway: it protects nobody
         if any(c.id != cast_id for c in casts):
             return True
         if candidate is None:
@@ -329,6 +360,13 @@ class DeadlinePolicy:
         return False
 
 
+def _foreground(casts: Sequence[ActiveCast]) -> Sequence[ActiveCast]:
+    """The casts but the background ones: what every listener's rule sees."""
+    if not any(c.background for c in casts):
+        return casts
+    return [c for c in casts if not c.background]
+
+
 #: How many of a lone cast's chunks `DeadlinePolicy.protects` looks ahead.
 _PROTECT_STEPS = 16
 
@@ -337,7 +375,9 @@ def _after_chunk(cast: ActiveCast, t: float) -> ActiveCast:
     """`cast` once its next chunk landed at `t`."""
     audio = cast.chunks[0][0]
     first = cast.first_audio_s if cast.first_audio_s is not None else t
-    return ActiveCast(cast.id, cast.order, first, cast.audio_s + audio, cast.chunks[1:])
+    return ActiveCast(
+        cast.id, cast.order, first, cast.audio_s + audio, cast.chunks[1:], cast.background
+    )
 
 
 def _slack(now: float, listeners: Sequence[ActiveCast]) -> float:
@@ -421,7 +461,7 @@ class FifoPolicy:
     def choose(self, now: float, casts: Sequence[ActiveCast], *, starved: bool = False) -> Decision:
         if not casts:
             return Idle()
-        return Run(min(casts, key=lambda c: c.order).id)
+        return Run(min(casts, key=lambda c: (c.background, c.order)).id)
 
     def admit(
         self,
@@ -432,7 +472,7 @@ class FifoPolicy:
         rtf: float,
         together: Callable[[int], float] | None = None,
     ) -> bool:
-        return not casts
+        return not _foreground(casts)
 
     def share(self, now: float, casts: Sequence[ActiveCast], candidate: Candidate) -> float:
         return 1.0  # a cast has the device to itself

@@ -130,7 +130,9 @@ def _chunk_update(
     if cast.plan.last:
         gen_ms = round((cast.gen_s + rendered.gen_s) * 1000)
         audio_ms = samples * 1000 // sample_rate
-        eos = Eos(chunks=cast.index + len(records), audio_ms=audio_ms, gen_ms=gen_ms)
+        eos = Eos(
+            chunks=cast.index + len(records), audio_ms=audio_ms, gen_ms=gen_ms, samples=samples
+        )
         records.append(eos_record(cast.attempt, eos, cast.start_seq))
     try:
         batches = cast.limits.batches(records)  # every record checked first

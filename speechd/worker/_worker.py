@@ -245,6 +245,9 @@ class Worker:
                         task.result()  # a side task died: let its error end the worker
                 self._wake.clear()
                 admitted = await self._admission.admit(self._casts, stop)
+                for cast in admitted.cancelled:  # a book cancelled: its chapters stop here
+                    if cast.background:  # (unless a listener opened it meanwhile)
+                        self._settle(cast, await self._attempts.abandon(cast))
                 for cast in admitted.opened:
                     self._casts.add(cast)
                 if stop.is_set():
@@ -370,6 +373,10 @@ class Worker:
         # A cast whose attempt began with this chunk after a failure or a death is made
         # alone: a chunk that kills the process is then found by itself.
         alone = [c.id for c in self._casts if c.made == 0 and c.start.chunk_failures > 0]
+        # A listener's batch takes no background chunk (it would cost the listeners its
+        # time), and a background one no listener's.
+        background = self._casts[first].background
+        views = [v for v in views if v.background == background]
         return fill_batch(
             self._clock(),
             views,

@@ -293,7 +293,7 @@ async def wyoming_door(
     # Wyoming's requests take at most their share of the queue (see the module docstring).
     shared = msgspec.structs.replace(settings, max_queue=queue_share(settings))
     async with contextlib.AsyncExitStack() as stack:
-        service, live = await stack.enter_async_context(open_services(shared))
+        service, live, _books = await stack.enter_async_context(open_services(shared))
         engine = settings.engine_config()
         door = WyomingDoor(
             settings.wyoming_uri,

@@ -2,7 +2,10 @@
 
 Each cast arrives at a time with a list of chunks (audio seconds, generation seconds). The
 simulation admits, chooses and "synthesizes" exactly as the worker loop does, with a real-time
-listener per cast that starts at the cast's first audio and stalls when a chunk is late.
+listener per cast that starts at the cast's first audio and stalls when a chunk is late. A
+`background` cast (a book's chapter) waits in a line of its own, is admitted as the worker's
+admission admits one (no listener's cast waiting, one at a time) and planned within the
+quantum; nobody listens to it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class SimCast:
     audio: float = 0.0
     first_audio: float | None = None
     deliveries: list[tuple[float, float, float]] = field(default_factory=list)  # t, offset, dur
+    background: bool = False
 
     def ttfa(self) -> float:
         assert self.first_audio is not None
@@ -80,6 +84,7 @@ def simulate(
     quantum_s: float = 2.5,
     batches: list[int] | None = None,
     warm_up: Sequence[float] = (),
+    steps: list[tuple[float, str]] | None = None,
 ) -> float:
     """Run `casts` through `policy` on a device making audio at `rtf` plus `overhead` per
     chunk; return the time the last one finished. With `batch` (what the worker measured)
@@ -87,7 +92,8 @@ def simulate(
     n * `curve`(n) times its longest item's cost (`curve`: `batch`'s own per-item figures
     by default); `batches` collects the size of every step. `warm_up`: the audio seconds
     of the chunks the worker makes and measures before its first cast (`Worker.warm_up`
-    makes a short text's chunks, up to 5 s); none by default: the costs start at the priors."""
+    makes a short text's chunks, up to 5 s); none by default: the costs start at the priors.
+    `steps` collects each chunk made: (when it started, its cast)."""
     from harness.engines import curve_factor
 
     device = curve if curve is not None else dict(batch.per_item)
@@ -105,12 +111,15 @@ def simulate(
         for audio in c.chunks[c.next :]:
             predicted = times.audio_s(round(audio * UNITS_PER_S), 1.0)
             chunks.append((predicted, times.gen_s(predicted)))
-        return ActiveCast(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks))
+        return ActiveCast(c.id, order[c.id], c.first_audio, c.audio, tuple(chunks), c.background)
 
-    while waiting or active:
+    spare = [c for c in waiting if c.background]
+    waiting = [c for c in waiting if not c.background]
+    while waiting or active or spare:
         starved = False
         while waiting and waiting[0].arrival <= t:
-            if max_active is not None and len(active) >= max_active:
+            listening = [c for c in active if not c.background]
+            if max_active is not None and len(listening) >= max_active:
                 break
             head = waiting[0]
             views = [view(c) for c in active]
@@ -121,8 +130,16 @@ def simulate(
             head.plan_rtf = times.rtf * policy.share(t, views, candidate)
             head.chunks = plan(head.total_audio, head.plan_rtf, max_chunk_s)
             active.append(waiting.pop(0))
+        idle_line = not (waiting and waiting[0].arrival <= t)
+        if idle_line and spare and spare[0].arrival <= t and not any(c.background for c in active):
+            book = spare.pop(0)  # planned within the quantum, for the device alone
+            book.plan_rtf = times.rtf
+            within = max((quantum_s - overhead) / rtf, 0.5)
+            book.chunks = plan(book.total_audio, book.plan_rtf, min(max_chunk_s, within))
+            active.append(book)
         decision = policy.choose(t, [view(c) for c in active], starved=starved)
-        next_arrival = waiting[0].arrival if waiting and waiting[0].arrival > t else None
+        arrivals = [c.arrival for c in (*waiting[:1], *spare[:1]) if c.arrival > t]
+        next_arrival = min(arrivals) if arrivals else None
         if isinstance(decision, Run):
             ids = [decision.cast_id]
             if batch.limit > 1:
@@ -137,6 +154,8 @@ def simulate(
                 if len(ids) == 1
                 else len(ids) * curve_factor(device, len(ids)) * max(alone)
             )
+            if steps is not None:
+                steps.extend((t, c.id) for c in members)
             t += took
             if batches is not None:
                 batches.append(len(ids))
@@ -161,7 +180,7 @@ def simulate(
         else:
             assert isinstance(decision, Idle)
             if next_arrival is None:
-                assert not waiting, "idle with casts that never get in"
+                assert not waiting and not spare, "idle with casts that never get in"
                 break
             t = next_arrival
     return t

@@ -143,7 +143,7 @@ def test_a_batch_where_one_cast_ends_and_another_goes_on() -> None:
     end, on = step.updates
     assert isinstance(end, Update) and isinstance(on, Update)
     assert events(end) == ["audio", "eos"]
-    assert end.eos == Eos(chunks=1, audio_ms=1000, gen_ms=400)
+    assert end.eos == Eos(chunks=1, audio_ms=1000, gen_ms=400, samples=24000)
     assert decode(end.batches[-1][-1].body, Eos) == end.eos
     assert events(on) == ["audio"] and on.eos is None
     assert audio(end)[0].planned == 1  # `n`: the file ends with it
@@ -259,7 +259,7 @@ PROGRESS = {
 
 def test_only_advance_writes_a_casts_progress() -> None:
     """Nothing in the worker but `Admitted.advance` assigns a cast's progress, or moves its
-    plan past a chunk."""
+    plan past a chunk (`Admitted.promote` restarts a background cast's listeners' clock)."""
     writers = []
     for path in sorted((ROOT / "speechd" / "worker").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -284,7 +284,8 @@ def test_only_advance_writes_a_casts_progress() -> None:
                     if isinstance(target, ast.Attribute) and target.attr in PROGRESS:
                         writers.append((path.name, function.name, ast.unparse(target)))
     assert writers, "the check finds nothing: it no longer reads the worker"
-    assert {(module, function) for module, function, _ in writers} == {("_cast.py", "advance")}
+    found = {(module, function) for module, function, _ in writers}
+    assert found == {("_cast.py", "advance"), ("_cast.py", "promote")}
 
 
 # -- the step's appends, on the worker -------------------------------------------------------

@@ -13,6 +13,7 @@ from speechd.audio import LAYOUTS
 __all__ = [
     "PAGE_HEADERS",
     "STATIC_FILES",
+    "book_page",
     "missing_page",
     "paste_page",
     "player_page",
@@ -37,6 +38,7 @@ STATIC_FILES = {
     "player.js": "text/javascript; charset=utf-8",
     "timeline.js": "text/javascript; charset=utf-8",
     "decode.js": "text/javascript; charset=utf-8",
+    "book.js": "text/javascript; charset=utf-8",
 }
 
 
@@ -121,8 +123,22 @@ def player_page(cast_id: str, title: str) -> str:
     return _page(f"{title} · speechd", body, "player.js", f' data-cast-id="{cast_id}"')
 
 
-def missing_page() -> str:
-    body = """<main class="player"><header><p><a href="/" class="home">speechd</a></p>
-<h1>No such cast</h1></header>
-<p>This link does not lead to a cast. It may be mistyped, or the cast was removed.</p></main>"""
-    return _page("No such cast · speechd", body, None)
+def book_page(book_id: str, title: str) -> str:
+    # `book_id` passed is_book_id (url-safe base64 only); the title is the uploader's text.
+    body = f"""<main class="player book">
+<header><p><a href="/" class="home">speechd</a></p>
+<h1 id="title">{html.escape(title or "A book")}</h1><p id="meta" class="hint"></p></header>
+<p id="resume" class="now" hidden><a id="resume-link" href="#">Continue</a></p>
+<p id="status" role="status">Loading…</p>
+<ol id="chapters" class="chapters" aria-label="Chapters"></ol>
+<p class="links"><a id="download" hidden>Download the audiobook</a></p>
+</main>"""
+    return _page(f"{title or 'A book'} · speechd", body, "book.js", f' data-book-id="{book_id}"')
+
+
+def missing_page(thing: str = "cast") -> str:
+    body = f"""<main class="player"><header><p><a href="/" class="home">speechd</a></p>
+<h1>No such {thing}</h1></header>
+<p>This link does not lead to a {thing}. It may be mistyped, or the {thing} was removed.</p>
+</main>"""
+    return _page(f"No such {thing} · speechd", body, None)

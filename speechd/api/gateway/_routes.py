@@ -19,8 +19,9 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 
 from speechd.casts import CastCaptions
 from speechd.config import Settings
+from speechd.errors import BookNotFound
 from speechd.limits import MAX_SEQ_NUM
-from speechd.service import LiveCasts
+from speechd.service import BookService, LiveCasts
 
 from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
@@ -31,7 +32,14 @@ from ..openai_compat import create_live, live_created
 from ._audio import AudioReply
 from ._captions import srt, webvtt, words_page
 from ._gateway import Gateway
-from ._pages import PAGE_HEADERS, missing_page, paste_page, player_page, static_file
+from ._pages import (
+    PAGE_HEADERS,
+    book_page,
+    missing_page,
+    paste_page,
+    player_page,
+    static_file,
+)
 from ._wire import MAX_CAST_BODY_BYTES, CastCreated, CastView, NewCast, RecordsPage
 
 __all__ = ["gateway_router"]
@@ -233,6 +241,20 @@ async def player(
     )
 
 
+@get("/b/{book_id:str}", media_type=MediaType.HTML, include_in_schema=False)
+async def book_player(book_id: FromPath[str], books: NamedDependency[BookService]) -> Response[str]:
+    """A book's page: its chapters, each opening the chapter's player (`static/book.js`)."""
+    try:
+        title = await books.title(book_id)
+    except BookNotFound:
+        return Response(
+            missing_page("book"), status_code=404, media_type=MediaType.HTML, headers=PAGE_HEADERS
+        )
+    return Response(
+        book_page(book_id, title), media_type=MediaType.HTML, headers=PAGE_HEADERS
+    )
+
+
 @get("/static/{name:str}", include_in_schema=False)
 async def static(name: FromPath[str]) -> Response[bytes]:
     found = static_file(name)
@@ -258,6 +280,7 @@ def gateway_router(path: str = "/") -> Router:
             get_audio,
             get_captions_vtt,
             get_captions_srt,
+            book_player,
             get_words,
             paste,
             player,
