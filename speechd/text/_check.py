@@ -2,8 +2,10 @@
 
 * SSML is read whole (`SsmlReader` in check mode: linear, nothing kept but a sample of its
   text): malformed or refused markup, bounds, a `prosody` rate outside the speed bounds, a
-  phone Kokoro cannot say, an `xml:lang` the voice does not speak, or no text at all, is an
-  `InvalidRequest` on `input`; elements outside the subset are listed (`unsupported`);
+  phone Kokoro cannot say, an `xml:lang` the voice does not speak, no text at all, or more
+  pause than the document may hold (`MAX_PAUSE_S` in all, and `allowed_pause_s` of what it
+  speaks), is an `InvalidRequest` on `input`; elements outside the subset are listed
+  (`unsupported`);
 * plain text's pronunciation markup (`[word](/phonemes/)`) must hold phones Kokoro can say;
 * the text's script must be one the voice's language reads: Japanese text sent to an
   English voice would come out as silence or garbage, so it gets an answer that says so.
@@ -21,7 +23,15 @@ from speechd.errors import InvalidRequest
 from ._chunks import MAX_SPEED, MIN_SPEED
 from ._languages import LANGUAGES
 from ._phonemes import unsayable
-from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader
+from ._ssml import (
+    FREE_PAUSE_S,
+    MAX_PAUSE_S,
+    PAUSE_PER_LETTER_S,
+    SAMPLE_CHARS,
+    SsmlError,
+    SsmlReader,
+    allowed_pause_s,
+)
 
 __all__ = ["InputCheck", "check_input"]
 
@@ -71,6 +81,7 @@ def check_input(text: str, *, lang: str, ssml: bool, speed: float = 1.0) -> Inpu
             raise InvalidRequest(f"The SSML cannot be read: {exc}", param="input") from exc
         if not reader.speakable:
             raise InvalidRequest("The SSML holds no text to speak.", param="input")
+        _check_pauses(reader.paused_ms, reader.letters)
         sample = reader.sample
         unsupported = tuple(reader.unsupported)
     else:
@@ -86,6 +97,21 @@ def check_input(text: str, *, lang: str, ssml: bool, speed: float = 1.0) -> Inpu
                     )
     _check_script(sample, lang)
     return InputCheck(unsupported)
+
+
+def _check_pauses(paused_ms: int, letters: int) -> None:
+    """Refuse a document whose breaks add up to more than its letters allow
+    (`allowed_pause_s`); nothing is clamped: the caller is told the limit."""
+    allowed = allowed_pause_s(letters)
+    if paused_ms <= allowed * 1000:
+        return
+    raise InvalidRequest(
+        f"The SSML's breaks add up to {paused_ms / 1000:,.1f} s, more than its text allows:"
+        f" a document pauses at most {FREE_PAUSE_S} s plus {PAUSE_PER_LETTER_S} s for each"
+        f" letter or digit it speaks ({letters:,} here: {allowed:,} s), and never more than"
+        f" {MAX_PAUSE_S:,} s.",
+        param="input",
+    )
 
 
 def _check_script(sample: str, lang: str) -> None:
