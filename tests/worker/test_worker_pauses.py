@@ -70,19 +70,19 @@ async def test_a_long_pause_is_written_a_quantum_at_a_time_and_costs_nothing(
         before, _ = await _cast(store, worker, SPEECH.replace("lamp", "great lamp"))
         _, audio = await _cast(store, worker, PAUSES)
         after, _ = await _cast(store, worker, SPEECH.replace("lamp", "brass lamp"))
+    # Six minutes of silence at no compute taught the costs nothing: the next cast is planned
+    # at the device's rate for speech. Learned as audio, silence can only make the device
+    # look faster (it once cut the rate 700-fold here, 0.288 to 0.0004); the tiny model's
+    # timings on a shared machine wander a few times either way, so only a fall is checked.
+    assert after > before / 5, (before, after)
     heard_s = sum(a.duration_ms for a in audio) / 1000
     assert heard_s >= 360, heard_s  # every pause is heard
-    silent = [a for a in audio if not a.text.strip()]
-    assert sum(a.duration_ms for a in silent) >= 359_000  # ... as chunks of its own
-    # A chunk is made as one array (its records share its plan position): no chunk holds
-    # more than a quantum of silence, where one chunk of it all once held 36.
+    # A chunk is made as one array (its records share its plan position). The speech here
+    # is a few seconds a chunk, so no chunk of this cast may hold more than a quantum: the
+    # six minutes of pause are 36 chunks of their own, where one chunk once held it all.
     chunks = [
-        (sum(a.duration_ms for a in records), "".join(a.text for a in records))
+        sum(a.duration_ms for a in records)
         for _, records in itertools.groupby(audio, key=lambda a: a.plan)
     ]
     assert len(chunks) >= 36 + 2, chunks
-    assert max(ms for ms, text in chunks if not text.strip()) <= SILENCE_CHUNK_MS, chunks
-    # Six minutes of silence at no compute taught the costs nothing: the next cast is planned
-    # at the device's rate for speech (timings on a shared machine wander; learned as audio,
-    # the silence once cut the rate twentyfold).
-    assert before / 2 < after < before * 2, (before, after)
+    assert max(chunks) <= SILENCE_CHUNK_MS, chunks
