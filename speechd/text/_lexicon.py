@@ -48,7 +48,7 @@ from ._phonemes import KOKORO_PHONEMES
 
 __all__ = ["Lexicon", "LexiconError", "LexiconFile"]
 
-log = logging.getLogger("speechd.engine")
+log = logging.getLogger("speechd.text")
 
 MAX_FILE_BYTES: Final = 8 * 1024 * 1024
 SETTLE_S: Final = 1.0

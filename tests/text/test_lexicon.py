@@ -144,7 +144,7 @@ def test_an_empty_file_keeps_the_entries_with_a_warning(
     _written(path, TEN, ago_s=3600)
     now = [0.0]
     lexicon = LexiconFile(str(path), check_s=1.0, clock=lambda: now[0])
-    with caplog.at_level(logging.INFO, logger="speechd.engine"):
+    with caplog.at_level(logging.INFO, logger="speechd.text"):
         _written(path, "", ago_s=SETTLE_S + 1)  # `> lexicon.txt`, say, and nothing after it
         for _ in range(3):
             now[0] += 1.5
@@ -163,7 +163,7 @@ def test_a_sharply_shrunk_file_is_taken_once_it_has_kept_still(
     _written(path, TEN, ago_s=3600)
     now, wall = [0.0], [time.time()]
     lexicon = LexiconFile(str(path), check_s=1.0, clock=lambda: now[0], wall=lambda: wall[0])
-    with caplog.at_level(logging.INFO, logger="speechd.engine"):
+    with caplog.at_level(logging.INFO, logger="speechd.text"):
         _written(path, "word0 = respelling 0\n", ago_s=0)
         written = path.stat().st_mtime
         for seconds in (SETTLE_S + 1, 10, SHRINK_SETTLE_S - 1):
