@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 
 from ._check import InputCheck, check_input
-from ._chunks import MAX_SPEED, MIN_SPEED, MODEL_MAX_TOKENS, SILENCE_CHUNK_MS, Chunk, ChunkPolicy
+from ._chunks import MAX_SPEED, MIN_SPEED, MODEL_MAX_TOKENS, Chunk, ChunkPolicy
 from ._g2p import G2P, build_g2p, without_torch
 from ._languages import LANGUAGES, missing_languages, voice_language
 from ._lexicon import LexiconError, LexiconFile
@@ -50,7 +50,6 @@ __all__ = [
     "MIN_SPEED",
     "MODEL_MAX_TOKENS",
     "NO_SOURCE",
-    "SILENCE_CHUNK_MS",
     "Chunk",
     "ChunkPolicy",
     "InputCheck",

@@ -15,7 +15,8 @@ from speechd.casts._records import audio_chunk
 from speechd.casts.schema import Recipe, Start, cast_stream, decode, event_of
 from speechd.durable import Store
 from speechd.engine import SAMPLE_RATE, Engine
-from speechd.text import SILENCE_CHUNK_MS, ChunkPolicy
+from speechd.text import ChunkPolicy
+from speechd.text._chunks import SILENCE_CHUNK_MS
 from speechd.worker import Worker, WorkerConfig
 
 from ._helpers import records, running, wait_ended
