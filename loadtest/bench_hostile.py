@@ -7,6 +7,8 @@
     python -m loadtest.bench_hostile --section ssml [--n 50000]
     python -m loadtest.bench_hostile --section words-load --model-dir ~/.cache/speechd/kokoro-82m
     python -m loadtest.bench_hostile --section whole-rss [--mib 50] [--hold 20]
+    python -m loadtest.bench_hostile --section pauses --model-dir ~/.cache/speechd/kokoro-82m
+        [--device cpu] [--threads N] [--pause-s S]
 
 Sections (`--section`, repeatable; default: every section listed here):
 
@@ -48,6 +50,12 @@ Sections (`--section`, repeatable; default: every section listed here):
              (the control) and beside 60 asking `/words` of a long generating cast (target
              <= 1.2x alone); the api's RSS while 64 clients read a big finished file slowly
              with `stream: false` (target: under 300 MB).
+
+  pauses     SSML breaks (issue 36, items 1-2), on the real model (`loadtest._hostile_pauses`):
+             the largest pause document each door accepts (`/v1/audio/speech`, Wyoming,
+             `/v1/casts`), the worker's peak RSS while making it against its RSS before
+             (target: under 1.2x), and the cost model's rtf before and after them (target:
+             within 10%). `--pause-s` caps each document's pause for a quick run.
 
 A section is a function taking the parsed arguments; add it to SECTIONS.
 """
@@ -253,6 +261,12 @@ def whole_rss(args: argparse.Namespace) -> None:
     run(args)
 
 
+def pauses(args: argparse.Namespace) -> None:
+    from ._hostile_pauses import pauses as run
+
+    run(args)
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "planning": planning,
     "api": api,
@@ -260,6 +274,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
     "first-audio": first_audio,
     "words-load": words_load,
     "whole-rss": whole_rss,
+    "pauses": pauses,
 }
 
 
@@ -283,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mib", type=float, default=50, help="whole-rss: the file's size")
     parser.add_argument(
         "--hold", type=float, default=20, help="whole-rss: seconds the slow readers read"
+    )
+    parser.add_argument(
+        "--pause-s", type=float, help="pauses: cap each document's pause (default: its bound)"
     )
     args = parser.parse_args(argv)
     print(f"speechd hostile-input benchmark, {os.cpu_count()} CPUs")

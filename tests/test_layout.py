@@ -212,7 +212,9 @@ chunks = list(text.Planner(g2p, text.ChunkPolicy(), text=SSML, done=True, ssml=T
 words = [(span.text, SSML[slice(*span.source)]) for chunk in chunks for span in chunk.words]
 assert words[0] == ("Hello", "Hello") and chunks[0].pause_ms == 300, (chunks[0], words)
 assert ("forty", "42") in words and words[-1] == ("pounds.", "pounds"), words
-assert all(chunk.phonemes for chunk in chunks)
+assert [chunk.silent for chunk in chunks][:3] == [False, True, False], chunks
+assert sum(chunk.silent for chunk in chunks) == 1, chunks
+assert chunks[1].lead_ms == 300 and all(chunk.phonemes for chunk in chunks if not chunk.silent)
 loaded = [m for m in ("torch", "onnxruntime", "kokoro", "speechd.engine") if m in sys.modules]
 assert not loaded, loaded
 """

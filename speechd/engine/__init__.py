@@ -20,6 +20,9 @@ the ONNX one, which exports the weights once in a child process).
     size = choose_max_batch(costs)                       # 1 on a CPU, more on a GPU
     results = engine.synthesize_batch([BatchItem(chunk, spec, 1.0, seed), ...])
     # one Synthesis or SpeechdError per item, each as that item alone would give it
+
+A pause (SSML `break`) is a silent chunk of its own: `silence(chunk)` makes it without the
+model (`synthesize` hands it there too), and the worker writes it so, never asking the engine.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import contextlib
 from ._batch import BatchItem, choose_max_batch, measure_batch_costs
 from ._config import DEFAULT_VOICE_MAP, SAMPLE_RATE, EngineConfig
 from ._device import DEVICE_HELP, device_name, parse_device
-from ._engine import Engine, Synthesis
+from ._engine import Engine, Synthesis, silence
 from ._loading import load_engine
 from ._memory import parse_size
 from ._runtime import SAMPLES_PER_FRAME
@@ -51,6 +54,7 @@ __all__ = [
     "measure_batch_costs",
     "parse_device",
     "parse_size",
+    "silence",
 ]
 
 for _name in __all__:

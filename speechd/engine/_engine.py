@@ -20,7 +20,9 @@ process-wide generator is touched.
 
 Joins: Kokoro pads every utterance with silence; each chunk's PCM has that padding cut to a
 pause that fits how the chunk ends (`_trim`), so chunks played back to back sound like one
-utterance rather than a string of them.
+utterance rather than a string of them. A pause the text asks for (SSML `break`) is a chunk of
+its own, silent, and never reaches the model: `silence` makes it (zeros), and `synthesize`
+hands such a chunk to it.
 
 Batches: `synthesize_batch` renders several chunks in one forward pass where the runtime can
 (`_batch`: each item as it would be alone, within float rounding; a failure stays with its
@@ -71,10 +73,10 @@ from ._runtime import Inference, Request, Runtime
 from ._sanity import SanityReport
 from ._timing import WordTiming, word_timings
 from ._torch import quiet_third_party
-from ._trim import chunk_ending, trim_silence, with_pauses
+from ._trim import chunk_ending, silence_samples, trim_silence
 from ._voices import VoiceBook
 
-__all__ = ["Engine", "Synthesis"]
+__all__ = ["Engine", "Synthesis", "silence"]
 
 log = logging.getLogger("speechd.engine")
 
@@ -304,10 +306,12 @@ class Engine:
     ) -> Synthesis:
         """Audio for one planned chunk. Same chunk, voice, speed and seed: same PCM on the
         same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
-        `rate` scales `speed` (kept within the speed bounds), and its `lead_ms` and
-        `pause_ms` are silence before and after its speech (`with_pauses`). `voice` is the
-        cast's: a chunk planned with another (SSML `<voice>`: `chunk.voice`) is read with
-        that one (`chunk_voice`), here and in `synthesize_batch` alike."""
+        `rate` scales `speed` (kept within the speed bounds). `voice` is the cast's: a chunk
+        planned with another (SSML `<voice>`: `chunk.voice`) is read with that one
+        (`chunk_voice`), here and in `synthesize_batch` alike. A silent chunk (a pause) is
+        `silence(chunk)`: the model is not asked."""
+        if _is_pause(chunk):
+            return silence(chunk)
         request, kept = self._request(chunk, voice, speed, seed)
         output = self._runtime.infer(*request)
         result = self._finish(chunk, voice, kept, output)
@@ -357,6 +361,9 @@ class Engine:
         results: list[Synthesis | SpeechdError | None] = [None] * len(items)
         ready: list[tuple[int, tuple[int, Request, str]]] = []
         for place, item in enumerate(items):
+            if _is_pause(item.chunk):
+                results[place] = silence(item.chunk)
+                continue
             try:
                 request, kept = self._request(item.chunk, item.voice, item.speed, item.seed)
             except SpeechdError as exc:
@@ -449,7 +456,6 @@ class Engine:
         pcm, head = trim_silence(output.audio, durations, chunk_ending(chunk))
         vocab = self._vocab
         words = word_timings(phonemes, chunk.words, durations, head=head, pcm=pcm, vocab=vocab)
-        pcm, words = with_pauses(chunk, pcm, words)
         return Synthesis(
             pcm,
             words=words,
@@ -483,6 +489,28 @@ class Engine:
 def chunk_voice(chunk: Chunk, voice: str) -> str:
     """The voice a chunk is read with: its own (SSML `<voice>`), else the cast's `voice`."""
     return getattr(chunk, "voice", "") or voice
+
+
+def silence(chunk: Chunk) -> Synthesis:
+    """A pause's chunk made without the model (`Chunk.silent`): zeros, as long as
+    `silence_samples` says (its `pause_ms`, or its `lead_ms` less what the speech after it
+    keeps before its voice), and its marks, at its start. A silent chunk is at most
+    `speechd.text`'s `SILENCE_CHUNK_MS`, so that is the most silence ever made at once; the
+    worker writes it as it writes any chunk, without the engine."""
+    pcm = np.zeros(silence_samples(chunk), np.float32)
+    marks = tuple(
+        WordTiming("", 0, 0, span.source, span.mark)
+        for span in getattr(chunk, "words", ())
+        if getattr(span, "mark", "")
+    )
+    return Synthesis(pcm, words=marks)
+
+
+def _is_pause(chunk: Chunk) -> bool:
+    """A silent chunk: no phonemes, a pause (a chunk with neither is refused as ever)."""
+    return not chunk.phonemes and bool(
+        getattr(chunk, "pause_ms", 0) or getattr(chunk, "lead_ms", 0)
+    )
 
 
 def chunk_speed(chunk: Chunk, speed: float) -> float:

@@ -1,10 +1,12 @@
 """Trimming the silence Kokoro pads every utterance with, so that chunks played back to back
-sound like one utterance (`trim_silence`), by how each chunk ends (`chunk_ending`); and the
-pauses a chunk asks for around its speech (`with_pauses`)."""
+sound like one utterance (`trim_silence`), by how each chunk ends (`chunk_ending`); and how
+long a pause's own chunk is (`silence_samples`), so that the silence heard between two voices
+is the pause asked for."""
 
 from __future__ import annotations
 
-import msgspec
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -12,9 +14,8 @@ from speechd.text import Chunk
 
 from ._config import SAMPLE_RATE
 from ._runtime import SAMPLES_PER_FRAME
-from ._timing import WordTiming
 
-__all__ = ["LEAD_S", "chunk_ending", "trim_silence", "with_pauses"]
+__all__ = ["LEAD_S", "chunk_ending", "silence_samples", "trim_silence"]
 
 #: Below this a sample counts as silent (-60 dBFS).
 _SILENT = 1e-3
@@ -28,7 +29,7 @@ _FADE = 120  # samples (5 ms)
 
 def chunk_ending(chunk: Chunk) -> str:
     """How a chunk ends, for the pause kept after it: "sentence", "clause", "word", or
-    "break" (an SSML break follows: its pause is silence of its own)."""
+    "break" (an SSML break follows: its pause is a chunk of silence of its own)."""
     if getattr(chunk, "pause_ms", 0):
         return "break"  # the pause after it is silence of its own
     last = chunk.phonemes.rstrip("\"')\u201d ")[-1:]
@@ -88,23 +89,12 @@ def trim_silence(
     return _faded(pcm[span[0] : span[1]]), span[0]
 
 
-def with_pauses(
-    chunk: Chunk, pcm: npt.NDArray[np.float32], words: tuple[WordTiming, ...]
-) -> tuple[npt.NDArray[np.float32], tuple[WordTiming, ...]]:
-    """The chunk's speech with its pauses (SSML `break`): `lead_ms` of silence before it and
-    `pause_ms` after it, less the lead the next chunk keeps before its voice (`LEAD_S`), so
-    the silence heard between two voices is the pause asked for. Word times move with the
-    lead."""
-    lead = round(getattr(chunk, "lead_ms", 0) * SAMPLE_RATE / 1000)
+def silence_samples(chunk: Any, sample_rate: int = SAMPLE_RATE) -> int:
+    """The samples of a pause's own chunk (`speechd.text.Chunk`, silent): its `pause_ms`, or,
+    when speech follows it at once, its `lead_ms` less the `LEAD_S` that speech keeps before
+    its voice, so the silence heard between two voices is the pause asked for (the speech
+    before a pause keeps none after its voice: `chunk_ending`)."""
+    lead_ms = getattr(chunk, "lead_ms", 0)
     pause_ms = getattr(chunk, "pause_ms", 0)
-    tail = round(max(pause_ms / 1000 - LEAD_S, 0.0) * SAMPLE_RATE) if pause_ms else 0
-    if not lead and not tail:
-        return pcm, words
-    out = np.concatenate(
-        [np.zeros(lead, np.float32), pcm, np.zeros(tail, np.float32)]
-    ).astype(np.float32, copy=False)
-    if lead:
-        words = tuple(
-            msgspec.structs.replace(w, start=w.start + lead, end=w.end + lead) for w in words
-        )
-    return out, words
+    lead = max(lead_ms / 1000 - LEAD_S, 0.0) if lead_ms else 0.0
+    return round((lead + pause_ms / 1000) * sample_rate)

@@ -38,13 +38,14 @@ from ._languages import LANGUAGES, missing_languages, voice_language
 from ._lexicon import LexiconError, LexiconFile
 from ._planner import FLUSH_S, Planner, PlanStatus
 from ._spans import NO_SOURCE, Span, UnitKind, unit_kind
-from ._ssml import looks_like_ssml
+from ._ssml import MAX_PAUSE_S, allowed_pause_s, looks_like_ssml
 from ._xml import SsmlError, XmlReader
 
 __all__ = [
     "FLUSH_S",
     "G2P",
     "LANGUAGES",
+    "MAX_PAUSE_S",
     "MAX_SPEED",
     "MIN_SPEED",
     "MODEL_MAX_TOKENS",
@@ -60,6 +61,7 @@ __all__ = [
     "SsmlError",
     "UnitKind",
     "XmlReader",
+    "allowed_pause_s",
     "build_g2p",
     "check_input",
     "looks_like_ssml",

@@ -2,11 +2,13 @@
 
 * SSML is read whole (`SsmlReader` in check mode: linear, nothing kept but a sample of its
   text in each language): malformed or refused markup, bounds, a `prosody` rate outside the
-  speed bounds, a phone Kokoro cannot say, an `xml:lang` no Kokoro voice speaks, or no text
-  at all, is an `InvalidRequest` on `input`, and so is a `<voice>` naming no voice here (an
-  `UnknownVoice`, on `input`); elements outside the subset are listed (`unsupported`), and
-  so are the voices and languages the text is read with besides the request voice's own
-  (`voices`, `languages`: whoever checks them against what the workers speak);
+  speed bounds, a phone Kokoro cannot say, an `xml:lang` no Kokoro voice speaks, no text at
+  all, or more pause than the document may hold (`MAX_PAUSE_S` in all, and
+  `allowed_pause_s` of what it speaks), is an `InvalidRequest` on `input`, and so is a
+  `<voice>` naming no voice here (an `UnknownVoice`, on `input`); elements outside the
+  subset are listed (`unsupported`), and so are the voices and languages the text is read
+  with besides the request voice's own (`voices`, `languages`: whoever checks them against
+  what the workers speak);
 * plain text's pronunciation markup (`[word](/phonemes/)`) must hold phones Kokoro can say;
 * the text's script must be one its language's G2P reads: Japanese text sent to an English
   voice would come out as silence or garbage, so it gets an answer that says so. Only the
@@ -25,7 +27,16 @@ from speechd.errors import InvalidRequest, UnknownVoice
 from ._chunks import MAX_SPEED, MIN_SPEED
 from ._languages import LANGUAGES
 from ._phonemes import unsayable
-from ._ssml import SAMPLE_CHARS, SsmlError, SsmlReader, VoiceResolver
+from ._ssml import (
+    FREE_PAUSE_S,
+    MAX_PAUSE_S,
+    PAUSE_PER_LETTER_S,
+    SAMPLE_CHARS,
+    SsmlError,
+    SsmlReader,
+    VoiceResolver,
+    allowed_pause_s,
+)
 
 __all__ = ["InputCheck", "check_input"]
 
@@ -109,12 +120,28 @@ def check_input(
         raise InvalidRequest(message, param="input") from exc
     if not reader.speakable:
         raise InvalidRequest("The SSML holds no text to speak.", param="input")
+    _check_pauses(reader.paused_ms, reader.letters)
     for language, sample in reader.samples.items():
         _check_script(sample, language)
     return InputCheck(
         tuple(reader.unsupported),
         tuple(v for v in reader.voices_used if v != voice),
         tuple(code for code in reader.languages if code != lang),
+    )
+
+
+def _check_pauses(paused_ms: int, letters: int) -> None:
+    """Refuse a document whose breaks add up to more than its letters allow
+    (`allowed_pause_s`); nothing is clamped: the caller is told the limit."""
+    allowed = allowed_pause_s(letters)
+    if paused_ms <= allowed * 1000:
+        return
+    raise InvalidRequest(
+        f"The SSML's breaks add up to {paused_ms / 1000:,.1f} s, more than its text allows:"
+        f" a document pauses at most {FREE_PAUSE_S} s plus {PAUSE_PER_LETTER_S} s for each"
+        f" letter or digit it speaks ({letters:,} here: {allowed:,} s), and never more than"
+        f" {MAX_PAUSE_S:,} s.",
+        param="input",
     )
 
 

@@ -7,6 +7,8 @@ strongest boundary its token budget allows: a sentence end, then a clause (`;` `
 comma or dash, then (English) a phrase start before a verb, preposition, conjunction or
 determiner, then between two words, and after a word that leans on the next ("the",
 "below", "narrow") only as a last resort. No chunk exceeds the model's 510-token context.
+A pause (SSML `break`) is never part of a chunk of speech: it is a silent chunk of its own
+(`Chunk.silent`), at most `SILENCE_CHUNK_MS`, which the worker writes without the model.
 
 Budgets grow as the listener's buffer does (`ChunkPolicy`): the first chunk is a clause or
 the first few words, so audio starts fast; the second is at most the rest of a sentence; later
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_SPEED",
     "MIN_SPEED",
     "MODEL_MAX_TOKENS",
+    "SILENCE_CHUNK_MS",
     "Boundary",
     "Chunk",
     "ChunkPolicy",
@@ -51,6 +54,10 @@ MODEL_MAX_TOKENS: Final = 510
 #: they are written; every request shape and check reads them from here.
 MIN_SPEED: Final = 0.25
 MAX_SPEED: Final = 4.0
+#: The most silence one chunk holds: a longer pause is written as several chunks, so no more
+#: than this is ever made at once, and a worker that dies in a long pause loses at most this.
+#: A break is at most as long (`_ssml.MAX_BREAK_MS`), and a chunk holds whole breaks.
+SILENCE_CHUNK_MS: Final = 10_000
 
 
 class Chunk(msgspec.Struct, frozen=True):
@@ -59,12 +66,19 @@ class Chunk(msgspec.Struct, frozen=True):
     `_spans`).
 
     From the front end's markup (SSML): `rate` multiplies the cast's speed for this chunk
-    (`prosody rate`); `pause_ms` is silence after its speech and `lead_ms` silence before it
-    (`break`: a chunk never spans one, so a pause is always between two chunks' speech);
-    `voice` is the voice it is read with (`<voice>`: a spec; "" the plan's own, the cast's
-    voice), and a chunk never spans a change of voice; `lang` the language code of the G2P
-    that read its first word (`xml:lang`, or a `<voice>` of another language; "" the
-    plan's own)."""
+    (`prosody rate`). A pause (`break`) is a chunk of its own, `silent`: no phonemes and no
+    text, silence the worker writes and no model makes, at most `SILENCE_CHUNK_MS` (a longer
+    pause is several), its words the marks just before it. Its silence is `lead_ms` when
+    speech follows it at once (that speech keeps a little silence of its own before its
+    voice, which this one leaves out: `speechd.engine.silence`), else `pause_ms`. A chunk of
+    speech never holds a pause: its `pause_ms` is the pause right after it (its speech then
+    keeps no silence after its voice) and its `lead_ms` is 0. A silent chunk moves neither
+    the chunker's `index` nor its buffer: it has the index of the speech after it.
+
+    `voice` is the voice a chunk is read with (`<voice>`: a spec; "" the plan's own, the
+    cast's voice), and a chunk never spans a change of voice; `lang` the language code of
+    the G2P that read its first word (`xml:lang`, or a `<voice>` of another language; ""
+    the plan's own)."""
 
     index: int
     text: str
@@ -79,6 +93,11 @@ class Chunk(msgspec.Struct, frozen=True):
     @property
     def tokens(self) -> int:
         return len(self.phonemes)
+
+    @property
+    def silent(self) -> bool:
+        """A pause: silence, no speech (see the class docstring)."""
+        return not self.phonemes
 
 
 _Tokens = Annotated[int, msgspec.Meta(ge=1, le=MODEL_MAX_TOKENS)]
@@ -267,7 +286,7 @@ class Boundary(IntEnum):
     COMMA = 2  # a comma, dash or bracket, or a full stop that a lowercase word follows
     CLAUSE = 3  # ; :
     SENTENCE = 4  # . ! ? … before a capital, or the end of a block
-    BREAK = 5  # a pause or a change of rate or voice (markup): no chunk spans it
+    BREAK = 5  # a pause or a change of rate or voice (markup): no chunk of speech spans it
 
 
 @dataclass(slots=True)
@@ -342,6 +361,38 @@ def _hard_boundary(window: Sequence[Unit]) -> int | None:
                 return i
         elif unit.pause_ms and reading is not None:
             return i
+    return None
+
+
+def _pause_run(window: Sequence[Unit]) -> tuple[int, int] | None:
+    """The silent chunk the window starts with, as (units it takes, its ms): the marks and
+    stray symbols before its first pause, then whole pauses up to `SILENCE_CHUNK_MS` (one at
+    least); None when the window does not start with a pause before any speech."""
+    at = 0
+    while at < len(window) and not window[at].phonemes.strip() and not window[at].pause_ms:
+        at += 1
+    if at == len(window) or not window[at].pause_ms or window[at].phonemes.strip():
+        return None
+    ms = 0
+    while at < len(window):
+        unit = window[at]
+        if not unit.pause_ms or unit.phonemes.strip():
+            break
+        if ms and ms + unit.pause_ms > SILENCE_CHUNK_MS:
+            break
+        ms += unit.pause_ms
+        at += 1
+    return at, ms
+
+
+def _voice_after(window: Sequence[Unit], at: int) -> bool | None:
+    """Whether speech follows the units before `at` at once (the next unit that is speech
+    or a pause is speech); None: the window does not tell yet."""
+    for unit in window[at:]:
+        if unit.phonemes.strip():
+            return True
+        if unit.pause_ms:
+            return False
     return None
 
 
@@ -441,8 +492,6 @@ class Chunker:
         #: Units taken into chunks (or dropped in a chunk without phonemes), in all.
         self.taken = 0
         self._truncated = False
-        #: Silence owed before the next chunk's speech (a pause with no speech before it).
-        self._lead_ms = 0
 
     def push(self, unit: Unit) -> None:
         self.window.append(unit)
@@ -479,12 +528,13 @@ class Chunker:
         """
         while self.window:
             window = self.window
-            while window and window[0].pause_ms and not window[0].phonemes.strip():
-                # A pause before any speech in the window: silence before the next chunk.
-                self._lead_ms += window.pop(0).pause_ms
-                self.taken += 1
-            if not window:
-                return None
+            run = _pause_run(window)
+            if run is not None:  # a pause before any speech in the window: a silent chunk
+                taken, ms = run
+                voice = _voice_after(window, taken)
+                if voice is None and end is None:
+                    return None  # what comes next decides whether speech follows it at once
+                return self._silent(taken, ms, voice=bool(voice))
             budget = self.budget
             hard = _hard_boundary(window)
             if hard is None and end is None and (
@@ -511,29 +561,33 @@ class Chunker:
                 _cut_first if self.index == 0 else _cut_sentence if self.index == 1 else _cut_fill
             )
             cut = cutter(costs, marks, policy, budget)
-            # Units without phonemes (a stray symbol, a pause, a mark) ride along with the
-            # chunk before them.
+            # Units without phonemes (a stray symbol, a mark) ride along with the chunk before
+            # them; a pause does not: it is silence of its own.
             riders = 0
-            while cut < len(window) and riders < _RIDE_ALONG and not window[cut].phonemes.strip():
+            while (
+                cut < len(window)
+                and riders < _RIDE_ALONG
+                and not window[cut].phonemes.strip()
+                and not window[cut].pause_ms
+            ):
                 cut += 1
                 riders += 1
             if cut >= len(window) and end is None and riders < _RIDE_ALONG:
                 return None  # the next unit decides whether one more rides along
+            following = window[cut] if cut < len(window) else None
             taken = window[:cut]
             del window[:cut]
             self.window_tokens -= sum(len(u.phonemes) for u in taken)
             self.taken += len(taken)
             text, phonemes, words = _join(taken)
-            pause_ms = sum(u.pause_ms for u in taken)
-            if not phonemes:  # only stray symbols: nothing to say (a pause waits for speech)
-                self._lead_ms += pause_ms
+            if not phonemes:  # only stray symbols: nothing to say
                 continue
             truncated = _truncate(phonemes, policy.limit_tokens, quiet=self._truncated)
             self._truncated |= truncated != phonemes  # said once per plan, not per chunk
             phonemes = truncated
             first = next((u for u in taken if u.phonemes.strip()), None)
             rate = first.rate if first is not None else 1.0
-            lead_ms, self._lead_ms = self._lead_ms, 0
+            pause_ms = following.pause_ms if following is not None else 0
             chunk = Chunk(
                 index=self.index,
                 text=text,
@@ -541,7 +595,6 @@ class Chunker:
                 words=words,
                 rate=rate,
                 pause_ms=pause_ms,
-                lead_ms=lead_ms,
                 voice=first.voice if first is not None else "",
                 lang=first.lang if first is not None else "",
             )
@@ -549,6 +602,23 @@ class Chunker:
             self.index += 1
             return chunk
         return None
+
+    def _silent(self, taken: int, ms: int, *, voice: bool) -> Chunk:
+        """The window's first `taken` units as a silent chunk of `ms` (see `Chunk`): `lead_ms`
+        when speech follows it at once (`voice`), else `pause_ms`; its marks are its words,
+        at its start."""
+        units = self.window[:taken]
+        del self.window[:taken]
+        self.taken += taken
+        marks = tuple(Span("", 0, 0, u.source, u.mark) for u in units if u.mark)
+        return Chunk(
+            index=self.index,
+            text="",
+            phonemes="",
+            words=marks,
+            pause_ms=0 if voice else ms,
+            lead_ms=ms if voice else 0,
+        )
 
 
 def iter_chunks(units: Iterable[Unit], policy: ChunkPolicy) -> Iterator[Chunk]:

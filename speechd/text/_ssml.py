@@ -12,7 +12,8 @@ The subset (anything else is spoken as its text and named in `unsupported`):
                     in `unsupported`)
     lang            `xml:lang`: the text's language
     break           `time` (`500ms`, `2s`, at most 10 s) or `strength` (none .. x-strong):
-                    a pause, a planner unit of its own (real silence between two chunks)
+                    a pause, a planner unit of its own (silence the worker writes, in chunks
+                    of its own: never audio the model made)
     sub             `alias` is read in place of the element's text
     say-as          `interpret-as` characters, spell-out, digits, cardinal, ordinal, date
                     (`format`), time, telephone (`_sayas`)
@@ -34,10 +35,12 @@ The reader never expands anything: `_xml` refuses a DTD, every entity but XML's 
 and character references, and processing instructions but the XML declaration, and bounds
 names and attributes. This module bounds the rest as the document is read, before anything
 is built on it: nesting depth (`MAX_DEPTH`), elements (`MAX_ELEMENTS`), the text of `say-as`
-and `phoneme` (`MAX_CONTENT`), a break's length, the distinct names `<voice>` gives
-(`MAX_VOICES`, counted before a new one is resolved; a name's length is the resolver's to
-bound, as a request's voice is). Reading is linear in the document: each
-token is read once and the position only moves forward.
+and `phoneme` (`MAX_CONTENT`), a break's length, the pauses in all (`MAX_PAUSE_S`: the
+hard cap, refused where it is passed; the check also holds a document to `allowed_pause_s`
+of the letters and digits it speaks, which it knows only once read whole), the distinct
+names `<voice>` gives (`MAX_VOICES`, counted before a new one is resolved; a name's length
+is the resolver's to bound, as a request's voice is). Reading is linear in the document:
+each token is read once and the position only moves forward.
 
 What the planner gets (`SsmlReader.read`, a bounded piece of the document at a time): plain
 text (whitespace collapsed, `p`/`s` as blank lines, `sub` and `say-as` rewritten, `phoneme`
@@ -65,15 +68,19 @@ from ._sayas import INTERPRETATIONS, say_as
 from ._xml import SsmlError, XmlReader
 
 __all__ = [
+    "FREE_PAUSE_S",
     "MAX_BREAK_MS",
     "MAX_DEPTH",
     "MAX_ELEMENTS",
+    "MAX_PAUSE_S",
     "MAX_VOICES",
+    "PAUSE_PER_LETTER_S",
     "SENTINEL",
     "Event",
     "SsmlError",
     "SsmlReader",
     "VoiceResolver",
+    "allowed_pause_s",
     "looks_like_ssml",
 ]
 
@@ -90,6 +97,16 @@ MAX_VOICES: Final = 16
 #: The most text a `say-as` or `phoneme` holds (misaki's markup takes 100 for a word).
 MAX_CONTENT: Final = 100
 MAX_BREAK_MS: Final = 10_000
+#: The pauses one document holds in all, at most (its breaks added up): silence costs the device
+#: nothing, but a listener hears it, the store keeps it and a download waits for it; 3,989
+#: characters of 10 s breaks once asked for 35 minutes of it. Refused where it is passed.
+MAX_PAUSE_S: Final = 3600
+#: Below that, a document pauses at most `FREE_PAUSE_S` plus `PAUSE_PER_LETTER_S` for each
+#: letter or digit it speaks (`allowed_pause_s`): about fifteen times the speech, so a guided
+#: breathing script or a quiz's silences pass, and a page of breaks with a word at its end
+#: does not.
+FREE_PAUSE_S: Final = 60
+PAUSE_PER_LETTER_S: Final = 1
 #: What a check keeps of the text it reads (the start, to tell its script).
 SAMPLE_CHARS: Final = 4000
 _BREAKS: Final = {"none": 0, "x-weak": 100, "weak": 250, "medium": 500, "strong": 750,
@@ -155,6 +172,13 @@ class _Open(NamedTuple):
     lang: str  # the text's language code
 
 
+def allowed_pause_s(letters: int) -> int:
+    """The most pause (seconds, all its breaks added up) a document that speaks `letters`
+    letters and digits may ask for: `FREE_PAUSE_S`, plus `PAUSE_PER_LETTER_S` a letter, and
+    never more than `MAX_PAUSE_S`."""
+    return min(MAX_PAUSE_S, FREE_PAUSE_S + PAUSE_PER_LETTER_S * max(letters, 0))
+
+
 def looks_like_ssml(text: str) -> bool:
     """A request's input is SSML when it starts (after whitespace) with `<speak`, an XML
     declaration or a DTD (which is then refused)."""
@@ -187,7 +211,6 @@ class SsmlReader(XmlReader):
         # `SAMPLE_CHARS` of each language's (`samples`), and whether any of it is speakable.
         self._keep = keep
         self.samples: dict[str, str] = {}
-        self.speakable = False
         self._lang = lang
         self._voice = voice
         self._voices = voices
@@ -209,6 +232,13 @@ class SsmlReader(XmlReader):
         self._elements = 0
         self.unsupported: dict[str, None] = {}
         self.made = 0  # characters of planner text made so far
+        self.paused_ms = 0  # the breaks read so far, added up
+        self.letters = 0  # letters and digits of the text made so far (what it speaks)
+
+    @property
+    def speakable(self) -> bool:
+        """Whether the text made so far holds anything to say (a letter or a digit)."""
+        return self.letters > 0
 
     @property
     def done(self) -> bool:
@@ -412,6 +442,12 @@ class SsmlReader(XmlReader):
             ms = _BREAKS[strength]
         if ms > MAX_BREAK_MS:
             raise self._fail(f"A break is at most {MAX_BREAK_MS // 1000} s")
+        self.paused_ms += ms
+        if self.paused_ms > MAX_PAUSE_S * 1000:
+            raise self._fail(
+                f"The breaks add up to more than {MAX_PAUSE_S:,} s: a document pauses at most"
+                f" {MAX_PAUSE_S // 60} minutes in all"
+            )
         if ms > 0:
             self._event(Event(pause_ms=ms, source=span))
 
@@ -479,6 +515,7 @@ class SsmlReader(XmlReader):
         if top is not None and not text.text.isspace():  # a space goes with what it follows
             text = self._read_as(top, text)
         self._tail = text.text[-1]
+        self.letters += sum(map(str.isalnum, text.text))
         if self._keep:
             self._out.append(text)
             return
@@ -486,8 +523,6 @@ class SsmlReader(XmlReader):
         sample = self.samples.get(lang, "")
         if len(sample) < SAMPLE_CHARS:
             self.samples[lang] = sample + text.text[: SAMPLE_CHARS - len(sample)]
-        if not self.speakable:
-            self.speakable = any(c.isalnum() for c in text.text)
 
     def _read_as(self, top: _Open, text: Mapped) -> Mapped:
         """Before `text` (read as `top` says): an event where that is not how the text

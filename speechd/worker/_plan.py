@@ -16,6 +16,11 @@ planner's `position` after the chunk. A new attempt that keeps earlier chunks bu
 planner from the last kept record's position, fed the same text from its start, and goes on
 with exactly the chunks that follow (positions carry the chunk index, so seeds match too).
 
+**Pauses.** A pause (SSML `break`) is a chunk of its own with no phonemes (`pause_s`):
+planned, positioned and landed like any chunk, but made without the engine
+(`_render.render`), priced at no compute (`_planning.predictions`) and never learned by the
+costs (`_update`).
+
 **Live input.** A live cast's text arrives in `input/<id>`; the worker's follower (`_input`)
 queues the pieces here (`pending`, `pending_close`) and the loop hands them to the planner
 before its next step (the planner is only ever touched between engine calls, on the loop, or
@@ -40,13 +45,31 @@ from speechd.text import PlanStatus
 
 from ._protocols import ChunkLike, ChunkPolicyLike, EngineLike, PlannerLike
 
-__all__ = ["PLANNER", "CastPlan", "Planned", "model_fingerprint", "open_plan", "plan_fingerprint"]
+__all__ = [
+    "PLANNER",
+    "CastPlan",
+    "Planned",
+    "model_fingerprint",
+    "open_plan",
+    "pause_s",
+    "plan_fingerprint",
+]
 
-PLANNER = "incremental/1"
-"""How the worker plans and what its positions mean: bump it when either changes."""
+PLANNER = "incremental/2"
+"""How the worker plans and what its positions mean: bump it when either changes (2: a pause
+is a chunk of its own, never part of a chunk of speech)."""
 SSML_PLANNER = "ssml/2"
 """How an SSML document is planned beyond that (2: `<voice>` and `xml:lang` choose each
 chunk's voice and each slice's G2P): bump it when that changes."""
+
+
+def pause_s(chunk: ChunkLike) -> float | None:
+    """The silence a pause's chunk holds, in seconds (within `LEAD_S`, 50 ms:
+    `speechd.engine.silence` says to the sample); None for a chunk of speech. A chunk without
+    phonemes is a pause (`speechd.text.Chunk.silent`): the worker writes it, never the model."""
+    if chunk.phonemes:
+        return None
+    return (getattr(chunk, "pause_ms", 0) + getattr(chunk, "lead_ms", 0)) / 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 
 from ._cast import Admitted
 from ._costs import ChunkTimes
+from ._plan import pause_s
+from ._protocols import ChunkLike
 from ._thread import EngineThread
 
 __all__ = ["PLAN_SLICE_S", "Planning", "predictions", "whole_rest"]
@@ -121,17 +123,26 @@ class Planning:
                     return failed
 
 
+def _predicted(chunk: ChunkLike, speed: float, times: ChunkTimes) -> tuple[float, float]:
+    """(audio, generation) seconds predicted for a planned chunk: a pause is its silence at
+    no compute (the worker writes it; the device is not asked), speech is priced by its
+    phonemes."""
+    silence = pause_s(chunk)
+    if silence is not None:
+        return silence, 0.0
+    audio = times.audio_s(len(chunk.phonemes), speed)
+    return audio, times.gen_s(audio)
+
+
 def predictions(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float], ...]:
     """(audio, generation) seconds predicted per chunk the cast has left: its planned chunks,
     then the planner's estimate of the rest of its text in chunks of the most a chunk of the
     cast may hold (`PlanTiming.max_chunk_s`: chunks grow to it after the first two or three),
     the next `_REST_CHUNKS` of them: what falls due soonest, which is what scheduling and
-    admission weigh. A cast with none planned yet is all estimate."""
+    admission weigh. A cast with none planned yet is all estimate; a pause planned costs no
+    compute (the estimate of the text not planned yet counts no pauses: it errs short)."""
     speed = cast.recipe.speed
-    chunks = []
-    for planned in cast.plan.ahead:
-        audio = times.audio_s(len(planned.chunk.phonemes), speed)
-        chunks.append((audio, times.gen_s(audio)))
+    chunks = [_predicted(planned.chunk, speed, times) for planned in cast.plan.ahead]
     rest = cast.plan.planner.audio_left_s
     cap = cast.timing.max_chunk_s or _MAX_CHUNK_S
     size = max(cap, chunks[-1][0] if chunks else 0.0, 0.5)
@@ -149,10 +160,7 @@ def whole_rest(cast: Admitted, times: ChunkTimes) -> tuple[tuple[float, float], 
     planned chunks, then the chunks its planner expects the rest of its text to make
     (`Planner.estimate`: cut at its sentence ends within each budget), however many."""
     speed = cast.recipe.speed
-    chunks = []
-    for planned in cast.plan.ahead:
-        audio = times.audio_s(len(planned.chunk.phonemes), speed)
-        chunks.append((audio, times.gen_s(audio)))
+    chunks = [_predicted(planned.chunk, speed, times) for planned in cast.plan.ahead]
     if not cast.plan.done:
         for tokens in cast.plan.planner.estimate():
             audio = times.audio_s(tokens, speed)

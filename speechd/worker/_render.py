@@ -2,7 +2,8 @@
 encoded.
 
 A chunk is synthesized (seeded from the cast id and the chunk's index, so a chunk made twice
-sounds the same), cut into pieces, and encoded by the cast's one encoder, which continues the
+sounds the same; a pause's chunk is silence made here, never by the engine), cut into pieces,
+and encoded by the cast's one encoder, which continues the
 file across records and attempts; the encoder's checkpoint after the chunk is taken too. What
 the pieces become (the records, the resume checkpoint `k` on the last, the eos) is the step's
 outcome (`_update`), worked out on the loop.
@@ -33,10 +34,12 @@ from typing import Any
 import numpy as np
 
 from speechd.durable import Limits, RecordTooLarge
+from speechd.engine import silence  # torch-free
 from speechd.errors import ModelUnavailable
 
 from ._cast import Admitted
 from ._costs import ChunkTimes
+from ._plan import pause_s
 from ._protocols import ChunkLike, ChunkPolicyLike, EncoderLike, EngineLike
 
 __all__ = [
@@ -157,8 +160,12 @@ def record_samples(
 
 def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> Rendered:
     """On the engine thread: synthesize one chunk and encode it, in records that fit the
-    store (`cast.limits`, `record_samples`)."""
+    store (`cast.limits`, `record_samples`). A pause (`pause_s`) is not synthesized: its
+    silence is made here, one chunk's worth (`speechd.text`'s `SILENCE_CHUNK_MS`) at most,
+    and encoded like any audio, so the file stays one stream."""
     begun = time.perf_counter()
+    if pause_s(chunk) is not None:
+        return _encode(engine, cast, chunk, last, silence(chunk), begun)  # type: ignore[arg-type]
     try:
         synthesis = engine.synthesize(
             chunk, cast.recipe.voice, cast.recipe.speed, seed=chunk_seed(cast.id, chunk.index)

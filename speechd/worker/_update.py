@@ -12,10 +12,12 @@ the casts as they stand and their chunks' results (one chunk, or a batch's) it w
   the cast moves on once they are durable (records, samples, compute, checkpoint, plan). Or
   its chunk's failure (`ChunkFailed`): the engine's, the encoder's, or records over the
   store's limits (then nothing of it is appended, and its encoder may hold part of it);
-* what the device's costs learn from the step (`Observation`s, in order): each chunk at what
-  it would have cost alone (one made in a batch is priced alone, scaled by the batch's
-  measured time over its predicted one: the saving is the scheduler's to predict, not a
-  cheaper device), over the audio the model made.
+* what the device's costs learn from the step (`Observation`s, in order): each chunk of
+  speech at what it would have cost alone (one made in a batch is priced alone, scaled by the
+  batch's measured time over its predicted one: the saving is the scheduler's to predict, not
+  a cheaper device), over the audio the model made; never a pause, which the worker writes
+  at no device time (learned as audio, one mostly silent chunk once priced the device 12x
+  faster than it is for the next 48 chunks).
 
 A start hold prices the rest of its cast at the costs as they stand once the step's chunks up
 to its own are learned (`ChunkTimes.after`): a cast's first chunk prices the rest with its own
@@ -41,7 +43,7 @@ from ._cast import Admitted, Update
 from ._continuation import Resume, resume_header
 from ._costs import ChunkTimes, Observation
 from ._hold import MIN_HOLD_S, hold_s
-from ._plan import Planned
+from ._plan import Planned, pause_s
 from ._planning import whole_rest
 from ._render import ChunkFailed, Rendered
 
@@ -77,17 +79,20 @@ def step_outcome(
             continue
         planned = cast.plan.ahead[0]
         audio_s = sum(size for size, _ in result.pieces) / sample_rate  # what its listeners hear
-        spoken_s = audio_s  # what the model made, what its costs are learned over: all of it
-        learned.append(
-            Observation(
-                units=len(planned.chunk.phonemes),
-                chars=len(planned.chunk.text),
-                speed=cast.recipe.speed,
-                gen_s=result.gen_s if result.alone_s is None else result.alone_s,
-                audio_s=spoken_s,
-                starts=cast.origin_ms == 0,
+        # What the model made, what its costs are learned over: a pause's silence is none of
+        # it (the worker wrote it, at no device time), speech is all of its chunk.
+        spoken_s = 0.0 if pause_s(planned.chunk) is not None else audio_s
+        if spoken_s > 0:
+            learned.append(
+                Observation(
+                    units=len(planned.chunk.phonemes),
+                    chars=len(planned.chunk.text),
+                    speed=cast.recipe.speed,
+                    gen_s=result.gen_s if result.alone_s is None else result.alone_s,
+                    audio_s=spoken_s,
+                    starts=cast.origin_ms == 0,
+                )
             )
-        )
         hold_ms = 0
         if cast.origin_ms == 0:  # the playable sequence's first audio: hold its listeners back?
             hold_ms = _hold_ms(cast, audio_s, times.after(learned).at_start())

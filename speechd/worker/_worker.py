@@ -58,6 +58,7 @@ from ._idle import ModelKeeper
 from ._input import Followers
 from ._intake import Intake
 from ._ownership import Ownership
+from ._plan import pause_s
 from ._planning import Planning
 from ._policy import ActiveCast, Idle, Policy, Run, Sleep, make_policy
 from ._protocols import ChunkPolicyLike, EncoderFactory, EngineLike
@@ -371,8 +372,14 @@ class Worker:
         if self.batch_costs.limit <= 1 or self.policy.name != "deadline":
             return [first]
         # A cast whose attempt began with this chunk after a failure or a death is made
-        # alone: a chunk that kills the process is then found by itself.
-        alone = [c.id for c in self._casts if c.made == 0 and c.start.chunk_failures > 0]
+        # alone: a chunk that kills the process is then found by itself. A pause is never in
+        # a batch: the engine does not make it.
+        alone = [
+            c.id
+            for c in self._casts
+            if (c.made == 0 and c.start.chunk_failures > 0)
+            or (c.plan.ahead and pause_s(c.plan.ahead[0].chunk) is not None)
+        ]
         # A listener's batch takes no background chunk (it would cost the listeners its
         # time), and a background one no listener's.
         background = self._casts[first].background
@@ -388,11 +395,13 @@ class Worker:
         )
 
     async def _step(self, casts: list[Admitted]) -> None:
-        """Render the casts' next chunks (one, or a batch); work out what that does to each
-        cast, as data (`step_outcome`); then apply it: the device's costs learn, the step's
-        records go to the store together and each cast moves on by its own update, or its
-        failed chunk alone is counted (`Attempts.land`)."""
-        await self._model.ready()  # the model, taken again if it was given back
+        """Render the casts' next chunks (one, or a batch; a pause alone, written without the
+        model, which is not taken again for it); work out what that does to each cast, as
+        data (`step_outcome`); then apply it: the device's costs learn, the step's records go
+        to the store together and each cast moves on by its own update, or its failed chunk
+        alone is counted (`Attempts.land`)."""
+        if any(c.plan.ahead and pause_s(c.plan.ahead[0].chunk) is None for c in casts):
+            await self._model.ready()  # the model, taken again if it was given back
         for cast in casts:
             await self._ownership.renew_if_lapsing(cast)
         casts = [c for c in casts if not c.dropped]

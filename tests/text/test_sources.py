@@ -9,9 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speechd.engine import Engine
-from speechd.engine._engine import with_pauses
-from speechd.engine._timing import WordTiming
+from speechd.engine import SAMPLE_RATE, Engine, silence
+from speechd.engine._trim import LEAD_S
 from speechd.text import Chunk, ChunkPolicy, PlanStatus
 
 POLICY = ChunkPolicy(rtf=0)
@@ -132,16 +131,46 @@ def test_ssml_words_point_at_the_elements(tiny_engine: Engine) -> None:
 def test_ssml_pauses_and_rates_shape_the_chunks(tiny_engine: Engine) -> None:
     chunks = plan(tiny_engine, SSML, ssml=True)
     assert chunks[0].text == "Hello" and chunks[0].pause_ms == 1500  # a pause ends a chunk
+    pause = chunks[1]  # ... and is a chunk of its own, speech right after it
+    assert pause.silent and (pause.text, pause.lead_ms, pause.pause_ms) == ("", 1500, 0)
+    assert pause.index == chunks[2].index == 1  # it moves neither the index nor the budgets
     slow = [c for c in chunks if c.rate != 1.0]
     assert [c.text for c in slow] == ["Slowly"] and slow[0].rate == 0.5
     assert all(c.pause_ms == 0 for c in chunks[1:])
+    assert [c.silent for c in chunks].count(True) == 1
     mark = next(s for c in chunks for s in c.words if s.mark)
     assert mark.start == mark.end  # a point: where "call" starts
 
 
-def test_a_pause_before_any_speech_leads_the_first_chunk(tiny_engine: Engine) -> None:
-    chunks = plan(tiny_engine, '<speak><break time="2s"/>Hi <break time="1s"/></speak>', ssml=True)
-    assert [(c.text, c.lead_ms, c.pause_ms) for c in chunks] == [("Hi", 2000, 1000)]
+def test_a_pause_is_silence_of_its_own_before_and_after_speech(tiny_engine: Engine) -> None:
+    text = '<speak><break time="2s"/>Hi <break time="1s"/></speak>'
+    chunks = plan(tiny_engine, text, ssml=True)
+    assert [(c.text, c.silent, c.lead_ms, c.pause_ms) for c in chunks] == [
+        ("", True, 2000, 0),  # speech follows at once: it keeps a little silence of its own
+        ("Hi", False, 0, 1000),
+        ("", True, 0, 1000),  # nothing follows
+    ]
+    lead, _, tail = (tiny_engine.synthesize(c, "af_heart", 1.0, seed=1) for c in chunks)
+    assert len(lead.pcm) == round((2.0 - LEAD_S) * SAMPLE_RATE) and not lead.pcm.any()
+    assert len(tail.pcm) == SAMPLE_RATE and not tail.pcm.any()
+
+
+def test_long_pauses_are_cut_into_chunks_of_whole_breaks(tiny_engine: Engine) -> None:
+    breaks = '<break time="10s"/>' * 3 + '<break time="4s"/><break time="5s"/><mark name="m"/>'
+    text = f'<speak>One. {breaks}<break time="1s"/>Two.</speak>'
+    chunks = plan(tiny_engine, text, ssml=True)
+    assert [(c.text, c.pause_ms, c.lead_ms) for c in chunks] == [
+        ("One.", 10_000, 0),
+        ("", 10_000, 0),
+        ("", 10_000, 0),
+        ("", 10_000, 0),
+        ("", 9_000, 0),  # 4 s and 5 s together, within SILENCE_CHUNK_MS
+        ("", 0, 1_000),  # the mark rides in front of the pause after it, at its start
+        ("Two.", 0, 0),
+    ]
+    assert [s.mark for s in chunks[5].words] == ["m"]
+    made = silence(chunks[5])
+    assert [(w.mark, w.start, w.end) for w in made.words] == [("m", 0, 0)]
 
 
 def test_an_ssml_plan_resumes_from_every_position(tiny_engine: Engine) -> None:
@@ -167,16 +196,14 @@ def test_without_normalisation_the_text_is_read_as_sent(tiny_engine: Engine) -> 
     assert sources(tiny_engine, text, normalize=False)[1] == ("2024-01-15,", "2024-01-15")
 
 
-def test_pauses_are_silence_around_the_speech() -> None:
-    pcm = np.ones(2400, np.float32)
-    words = (WordTiming("hi", 100, 2000, (0, 2)),)
-    chunk = Chunk(0, "hi", "hI", pause_ms=1000, lead_ms=500)
-    out, moved = with_pauses(chunk, pcm, words)
-    lead, pause = 12_000, 24_000 - 1200  # the next chunk keeps 50 ms before its voice
-    assert len(out) == lead + 2400 + pause and out.dtype == np.float32
-    assert not out[:lead].any() and out[lead : lead + 2400].all() and not out[lead + 2400 :].any()
-    assert moved == (WordTiming("hi", 100 + lead, 2000 + lead, (0, 2)),)
-    assert with_pauses(Chunk(0, "hi", "hI"), pcm, words) == (pcm, words)
+def test_silence_is_made_without_the_model_and_counts_from_the_speech_after_it() -> None:
+    before_voice = Chunk(0, "", "", lead_ms=1000)
+    alone = Chunk(0, "", "", pause_ms=1000)
+    assert len(silence(before_voice).pcm) == round((1.0 - LEAD_S) * SAMPLE_RATE)
+    assert len(silence(alone).pcm) == SAMPLE_RATE
+    assert silence(alone).pcm.dtype == np.float32 and not silence(alone).pcm.any()
+    assert silence(alone).words == ()
+    assert len(silence(Chunk(0, "", "", lead_ms=30)).pcm) == 0  # within the speech's own lead
 
 
 @pytest.mark.parametrize("lang_voice", ["ff_siwis"])

@@ -249,3 +249,20 @@ async def test_text_format_ssml_reads_the_text_as_ssml_as_http_does(
     assert heard.of("audio-start")[0].data["cast_id"] == ssml_cast and heard.audio
     assert refused.kinds == ["error"] and "plain text" in refused.errors[0].text
     assert stopped.kinds == ["synthesize-stopped"]
+
+
+async def test_a_document_of_breaks_is_refused_before_any_work(
+    store: Store, tmp_path: Path
+) -> None:
+    # Wyoming has no key: 3,989 characters of ten-second breaks once made 35 minutes of
+    # silence in one chunk here.
+    document = "<speak>" + '<break time="10s"/>' * 209 + "Hi.</speak>"
+    async with served(store, tmp_path) as door, door.client() as client:
+        await client.write_event(Synthesize(text=document, text_format="ssml").event())
+        refused = await hear(client)
+        await client.write_event(Synthesize(text=TEXT).event())
+        fine = await hear(client)
+    assert refused.kinds == ["error"] and refused.errors[0].code == "invalid_request_error"
+    assert "more than its text allows" in refused.errors[0].text
+    assert await store.check_tail(schema.JOBS) == 1  # only the ordinary request's job
+    assert fine.kinds[0] == "audio-start" and fine.audio

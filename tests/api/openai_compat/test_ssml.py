@@ -118,3 +118,36 @@ async def test_a_live_cast_takes_plain_text(client: AsyncTestClient, store: Stor
     assert made.status_code == 201, made.text
     recipe = await read_recipe(store, made.json()["id"])
     assert recipe.live and not recipe.normalize
+
+
+def breaks_then(n: int, tail: str = "Hi.") -> str:
+    """`n` ten-second breaks, then `tail`: a document that asks for far more silence than
+    speech."""
+    return "<speak>" + '<break time="10s"/>' * n + tail + "</speak>"
+
+
+async def test_a_document_of_breaks_is_refused_before_any_work(
+    client: AsyncTestClient, store: Store
+) -> None:
+    # 3,989 characters that once answered 35 minutes of silence in one chunk (a 191 MiB
+    # array), and 95 KB of breaks that once asked for 13.9 hours of it.
+    speech = breaks_then(209)
+    assert len(speech) == 3_989
+    for path, text, says in (
+        ("/v1/audio/speech", speech, "2,090.0 s, more than its text allows"),
+        ("/v1/casts", breaks_then(4_990), "at most 60 minutes in all"),
+    ):
+        response = await client.post(path, json={"input": text, "response_format": "pcm"})
+        assert response.status_code == 400, (path, response.text[:300])
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == "input"
+        assert says in error["message"], error
+    assert await store.check_tail(schema.JOBS) == 0  # nothing was made
+
+
+async def test_pauses_within_the_bound_are_taken(client: AsyncTestClient) -> None:
+    # A minute of pause is free; beyond it, a second for each letter or digit spoken.
+    letters = "Breathe in slowly. " * 4  # 60 letters: two minutes of pause in all
+    for text, code in ((breaks_then(12, letters), 201), (breaks_then(13, letters), 400)):
+        response = await client.post("/v1/casts", json={"input": text})
+        assert response.status_code == code, response.text[:300]
