@@ -12,13 +12,11 @@ plain blocking sockets. Example counts are bounded for CI: `SPEECHD_FUZZ_EXAMPLE
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import resource
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,10 +28,11 @@ from hypothesis import strategies as st
 
 from speechd import casts
 from speechd.config import Settings
-from speechd.durable import EmbeddedStore
+from speechd.durable import Store
 from speechd.service import CastService, LiveCasts
 from speechd.wyoming import MAX_PART_BYTES, WyomingDoor
 from tests.support.live import serve
+from tests.support.threaded import ThreadedServer
 
 EXAMPLES = int(os.environ.get("SPEECHD_FUZZ_EXAMPLES", "25"))
 TIMEOUT_S = 20.0  # far above any answer here; a hang fails the example
@@ -45,74 +44,41 @@ FUZZ = settings(
 )
 
 
-class _Server:
+class _Server(ThreadedServer):
     """The app and the Wyoming door over one store, with the worker, on a thread."""
 
+    name = "Wyoming fuzz server"
+
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.url = ""
+        super().__init__(folder)
         self.port = 0
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="wyoming-fuzz", daemon=True)
 
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._body())
-        except BaseException as exc:  # reported by start()/stop()
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    async def _body(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        store = await EmbeddedStore.open(self.folder)
+    async def _serve(self, store: Store) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        try:
-            options = Settings(data_dir="unused", max_queue=1000, live_idle_timeout=5)
-            async with serve(store, settings=options) as live:
-                secret = await casts.deployment_secret(store)
-                service = CastService(
-                    store, secret, max_queue=1000, default_voice="af_heart", voice_map={}
-                )
-                door = WyomingDoor(
-                    f"tcp://127.0.0.1:{port}",
-                    service=service,
-                    live=LiveCasts(service, secret, idle_s=5),
-                    slots=live.app.state.slots.slots,  # the api's table, as serve shares it
-                    default_voice="af_heart",
-                    voice_map={},
-                    idle_s=5,
-                    send_timeout_s=5,
-                )
-                await door.start()
-                try:
-                    self.url, self.port = live.url, port
-                    self._ready.set()
-                    await self._stop.wait()
-                finally:
-                    await door.close()
-        finally:
-            await store.close()
-
-    def start(self) -> _Server:
-        self._thread.start()
-        self._ready.wait(60)
-        if self._error is not None or not self.url:
-            raise RuntimeError("the fuzz server did not start") from self._error
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
-        if self._error is not None:
-            raise RuntimeError("the fuzz server failed") from self._error
+        options = Settings(data_dir="unused", max_queue=1000, live_idle_timeout=5)
+        async with serve(store, settings=options) as live:
+            secret = await casts.deployment_secret(store)
+            service = CastService(
+                store, secret, max_queue=1000, default_voice="af_heart", voice_map={}
+            )
+            door = WyomingDoor(
+                f"tcp://127.0.0.1:{port}",
+                service=service,
+                live=LiveCasts(service, secret, idle_s=5),
+                slots=live.app.state.slots.slots,  # the api's table, as serve shares it
+                default_voice="af_heart",
+                voice_map={},
+                idle_s=5,
+                send_timeout_s=5,
+            )
+            await door.start()
+            try:
+                self.url, self.port = live.url, port
+                await self._serving()
+            finally:
+                await door.close()
 
 
 class _Errors(logging.Handler):

@@ -11,10 +11,8 @@ counts are bounded for CI: `SPEECHD_FUZZ_EXAMPLES` (default 25) per test.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +25,10 @@ from hypothesis import strategies as st
 
 from speechd.audio import FORMATS
 from speechd.config import Settings
-from speechd.durable import EmbeddedStore
+from speechd.durable import Store
 from speechd.engine import DEFAULT_VOICE_MAP
 from tests.api.gateway._support import StepEngine, running_worker, serve
+from tests.support.threaded import ThreadedServer
 
 EXAMPLES = int(os.environ.get("SPEECHD_FUZZ_EXAMPLES", "25"))
 TIMEOUT_S = 20.0  # far above any answer here; a hang fails the example
@@ -66,60 +65,27 @@ def _first_voice(voice: str) -> str:
     return voice.split("+", 1)[0].split("(", 1)[0]
 
 
-class _Server:
+class _Server(ThreadedServer):
+    name = "fuzz server"
+
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.url = ""
+        super().__init__(folder)
         self.cast_id = ""
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="fuzz-server", daemon=True)
 
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._body())
-        except BaseException as exc:  # reported by start()/stop()
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    async def _body(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        store = await EmbeddedStore.open(self.folder)
-        try:
-            async with (
-                running_worker(store, _Blending()),
-                # A read quota that never binds, so the examples reach the routes' own code.
-                serve(store, Settings(**_OPEN)) as live,
-            ):
-                self.url = live.url
-                async with httpx.AsyncClient(base_url=live.url, timeout=TIMEOUT_S) as http:
-                    done = await http.post(
-                        "/v1/audio/speech",
-                        json={"input": "A cast to aim the fuzzed reads at.", "stream": False},
-                    )
-                    self.cast_id = done.headers["x-cast-id"]
-                self._ready.set()
-                await self._stop.wait()
-        finally:
-            await store.close()
-
-    def start(self) -> _Server:
-        self._thread.start()
-        self._ready.wait(60)
-        if self._error is not None or not self.url:
-            raise RuntimeError("the fuzz server did not start") from self._error
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
-        if self._error is not None:
-            raise RuntimeError("the fuzz server failed") from self._error
+    async def _serve(self, store: Store) -> None:
+        async with (
+            running_worker(store, _Blending()),
+            # A read quota that never binds, so the examples reach the routes' own code.
+            serve(store, Settings(**_OPEN)) as live,
+        ):
+            self.url = live.url
+            async with httpx.AsyncClient(base_url=live.url, timeout=TIMEOUT_S) as http:
+                done = await http.post(
+                    "/v1/audio/speech",
+                    json={"input": "A cast to aim the fuzzed reads at.", "stream": False},
+                )
+                self.cast_id = done.headers["x-cast-id"]
+            await self._serving()
 
 
 @pytest.fixture(scope="module")
