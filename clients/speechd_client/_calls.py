@@ -203,8 +203,17 @@ def create_book(
     speed: float | None,
     format: str | None,
     chapters: str | None,
+    chapter_voices: str | None = None,
+    chapter_speeds: str | None = None,
 ) -> Call:
-    params = {"voice": voice, "speed": speed, "format": format, "chapters": chapters}
+    params = {
+        "voice": voice,
+        "speed": speed,
+        "format": format,
+        "chapters": chapters,
+        "chapter_voices": chapter_voices,
+        "chapter_speeds": chapter_speeds,
+    }
     return Call(
         "POST",
         "/v1/books",

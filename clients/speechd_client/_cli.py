@@ -157,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--speed", type=float, help="0.25 to 4.0 (default 1.0)")
     book.add_argument("--chapters", help="the chapters to make, like 3-5 or 1,4 (default all)")
     book.add_argument(
+        "--chapter-voices", help="chapters read in their own voice, like 2=am_adam,5-7=bf_emma"
+    )
+    book.add_argument("--chapter-speeds", help="chapters read at their own speed, like 2=1.2")
+    book.add_argument(
         "--list", action="store_true", help="list the chapters and their lengths, then stop"
     )
     for sub in commands.choices.values():
@@ -353,12 +357,20 @@ async def _book(client: AsyncClient, args: argparse.Namespace) -> None:
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
     view = await client.create_book(
-        data, content_type, voice=args.voice, speed=args.speed, format=fmt, chapters=args.chapters
+        data,
+        content_type,
+        voice=args.voice,
+        speed=args.speed,
+        format=fmt,
+        chapters=args.chapters,
+        chapter_voices=args.chapter_voices,
+        chapter_speeds=args.chapter_speeds,
     )
     if args.list:
         for chapter in view.chapters:
             mark = "" if chapter.chosen else "  (not chosen)"
-            print(f"{chapter.number}\t{chapter.chars} chars\t{chapter.title}{mark}")
+            read = f"{chapter.voice} x{chapter.speed:g}"
+            print(f"{chapter.number}\t{chapter.chars} chars\t{read}\t{chapter.title}{mark}")
         return
     show = _label(args, "book") is not None
     while not view.finished:

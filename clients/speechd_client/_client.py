@@ -269,11 +269,22 @@ class Client(_Base):
         speed: float | None = None,
         format: str | None = None,
         chapters: str | None = None,
+        chapter_voices: str | None = None,
+        chapter_speeds: str | None = None,
     ) -> BookView:
         """Make a book of `data` (an EPUB, Markdown or plain text: `content_type`), or find
-        the one the same upload made; `chapters` like "3-5" (from 1; default all)."""
+        the one the same upload made; `chapters` like "3-5" (from 1; default all);
+        `chapter_voices` like "2=am_adam,5-7=bf_emma" and `chapter_speeds` like "2=1.2": the
+        chapters read in a voice or at a speed of their own."""
         call = calls.create_book(
-            data, content_type, voice=voice, speed=speed, format=format, chapters=chapters
+            data,
+            content_type,
+            voice=voice,
+            speed=speed,
+            format=format,
+            chapters=chapters,
+            chapter_voices=chapter_voices,
+            chapter_speeds=chapter_speeds,
         )
         return calls.book_view(self._send(call))
 
@@ -450,9 +461,18 @@ class AsyncClient(_Base):
         speed: float | None = None,
         format: str | None = None,
         chapters: str | None = None,
+        chapter_voices: str | None = None,
+        chapter_speeds: str | None = None,
     ) -> BookView:
         call = calls.create_book(
-            data, content_type, voice=voice, speed=speed, format=format, chapters=chapters
+            data,
+            content_type,
+            voice=voice,
+            speed=speed,
+            format=format,
+            chapters=chapters,
+            chapter_voices=chapter_voices,
+            chapter_speeds=chapter_speeds,
         )
         return calls.book_view(await self._send(call))
 

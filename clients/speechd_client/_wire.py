@@ -101,8 +101,8 @@ class Progress(msgspec.Struct, frozen=True):
 
 class BookChapter(msgspec.Struct, frozen=True):
     """One chapter of a book: its number (from 1), title, length in characters, the cast that
-    speaks it, whether it was chosen, and its state (queued, generating, done, failed, or
-    not_made)."""
+    speaks it, whether it was chosen, its state (queued, generating, done, failed, or
+    not_made), and the voice and speed it is read in."""
 
     number: int
     title: str
@@ -111,6 +111,8 @@ class BookChapter(msgspec.Struct, frozen=True):
     chosen: bool
     state: str
     audio_ms: int = 0
+    voice: str = ""
+    speed: float = 1.0
 
 
 class BookView(msgspec.Struct, frozen=True):

@@ -3,6 +3,8 @@ nothing of the store (the service's `_books` does the rest)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import msgspec
 
 from speechd.books import Book, BookLimits
@@ -17,7 +19,9 @@ __all__ = [
     "BookChapterStatus",
     "BookRequest",
     "BookStatus",
+    "ChapterVoice",
     "check_chapters",
+    "check_overridden",
     "chosen_indices",
     "is_cancelled",
 ]
@@ -37,6 +41,18 @@ class BookRequest(msgspec.Struct, frozen=True, kw_only=True):
     alt_text: bool = False
     scope: str = ""
     """Who shares the book and its chapters (as `CastRequest.scope`)."""
+    chapter_voices: dict[int, str] = msgspec.field(default_factory=dict)
+    """Chapter (from 1) -> the voice it is read in instead of `voice`."""
+    chapter_speeds: dict[int, float] = msgspec.field(default_factory=dict)
+    """Chapter (from 1) -> its speed instead of `speed`."""
+
+
+class ChapterVoice(msgspec.Struct, frozen=True):
+    """How one chapter is read: its voice spec, that voice's language and its speed."""
+
+    voice: str
+    lang: str
+    speed: float
 
 
 class BookChapterStatus(msgspec.Struct, frozen=True):
@@ -49,6 +65,9 @@ class BookChapterStatus(msgspec.Struct, frozen=True):
     """A chosen chapter's cast's state (`queued`, `generating`, `done`, `failed`); a chapter
     not chosen, or a cancelled book's chapter not done: `not_made`."""
     audio_ms: int = 0
+    voice: str = ""
+    """The voice spec the chapter is read in (the book's, or its own)."""
+    speed: float = 1.0
 
 
 class BookStatus(msgspec.Struct, frozen=True):
@@ -104,16 +123,27 @@ def is_cancelled(events: list[Record]) -> bool:
     return state
 
 
+def check_overridden(numbers: Iterable[int], count: int, param: str) -> None:
+    """InvalidRequest unless each chapter an override names (from 1) is one of `count`."""
+    bad = sorted(n for n in numbers if not 1 <= n <= count)
+    if bad:
+        raise InvalidRequest(
+            f"{param}: the book has chapters 1 to {count}; there is no chapter {bad[0]}.",
+            param=param,
+        )
+
+
 def check_chapters(
-    book: Book, voice: str, lang: str, speed: float, fmt: str, limits: BookLimits
+    book: Book, voices: Sequence[ChapterVoice], fmt: str, limits: BookLimits
 ) -> list[CheckedRequest]:
-    """Each chapter's text checked as a cast's (on a thread: a book's text is long)."""
+    """Each chapter's text checked as a cast's, read as `voices` says for it (on a thread: a
+    book's text is long)."""
     checked: list[CheckedRequest] = []
-    for n, chapter in enumerate(book.chapters, start=1):
+    for n, (chapter, how) in enumerate(zip(book.chapters, voices, strict=True), start=1):
         text = check_text(chapter.text, max_chars=limits.max_chapter_chars, param="file")
         try:
-            check_input(text, lang=lang, ssml=False, speed=speed)
+            check_input(text, lang=how.lang, ssml=False, speed=how.speed)
         except InvalidRequest as exc:
             raise InvalidRequest(f"Chapter {n}: {exc.message}", param="file") from exc
-        checked.append(CheckedRequest(text, voice, speed, fmt, "text", True))
+        checked.append(CheckedRequest(text, how.voice, how.speed, fmt, "text", True))
     return checked

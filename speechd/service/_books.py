@@ -40,7 +40,9 @@ from ._book_shapes import (
     BookChapterStatus,
     BookRequest,
     BookStatus,
+    ChapterVoice,
     check_chapters,
+    check_overridden,
     chosen_indices,
     is_cancelled,
 )
@@ -59,6 +61,7 @@ __all__ = [
 
 _MAX_COVER_BYTES = 512 * 1024  # a larger cover is left out (it is one record of the stream)
 _PAGE = 1000
+_MAX_CHAPTER_VOICES = 32  # distinct voices one book's chapters may name (each is resolved)
 
 
 class BookService:
@@ -102,6 +105,12 @@ class BookService:
             )
         speed = check_speed(request.speed)
         voice, lang = await self._service.resolve_voice(request.voice)
+        own = await self._own_voices(request)
+        overrides = {
+            n - 1: (own[n].voice if n in request.chapter_voices else "",
+                    own[n].speed if n in request.chapter_speeds else 0.0)
+            for n in own
+        }  # fmt: skip
         book_id = await asyncio.to_thread(
             casts.book_id,
             self._secret,
@@ -111,26 +120,31 @@ class BookService:
             speed=speed,
             format=request.format,
             alt_text=request.alt_text,
-            overrides={},
+            overrides=overrides,
             scope=request.scope,
         )
+
+        def reads(count: int) -> list[ChapterVoice]:
+            check_overridden(own, count, "chapter_voices, chapter_speeds")
+            book_voice = ChapterVoice(voice, lang, speed)
+            return [own.get(n, book_voice) for n in range(1, count + 1)]
+
         found = await self._recipe(book_id)
         if found is not None:
             chosen = chosen_indices(request.chapters, len(found.chapters))
-            return await self._again(book_id, found, chosen, request, lang)
+            return await self._again(book_id, found, chosen, request, reads(len(found.chapters)))
         book = await asyncio.to_thread(
             read_book, request.data, request.kind, limits=self.limits, alt_text=request.alt_text
         )
         chosen = chosen_indices(request.chapters, len(book.chapters))
-        checked = await asyncio.to_thread(
-            check_chapters, book, voice, lang, speed, chapter_format, self.limits
-        )
+        voices = reads(len(book.chapters))
+        checked = await asyncio.to_thread(check_chapters, book, voices, chapter_format, self.limits)
         ids = [
             casts.cast_id(
                 self._secret,
                 model=MODEL,
-                voice=voice,
-                speed=speed,
+                voice=c.voice,
+                speed=c.speed,
                 format=chapter_format,
                 text=c.text,
                 input_format="text",
@@ -150,8 +164,14 @@ class BookService:
             format=request.format,
             created_ms=now_ms,
             chapters=[
-                schema.BookChapter(title=ch.title, chars=len(c.text), cast=cid)
-                for ch, c, cid in zip(book.chapters, checked, ids, strict=True)
+                schema.BookChapter(
+                    title=ch.title,
+                    chars=len(c.text),
+                    cast=cid,
+                    voice=overrides.get(n, ("", 0.0))[0],
+                    speed=overrides.get(n, ("", 0.0))[1],
+                )
+                for n, (ch, c, cid) in enumerate(zip(book.chapters, checked, ids, strict=True))
             ],
             cover_type=book.cover_type if len(book.cover) <= _MAX_COVER_BYTES else "",
             alt_text=request.alt_text,
@@ -187,7 +207,7 @@ class BookService:
         recipe: schema.BookRecipe,
         chosen: list[int],
         request: BookRequest,
-        lang: str,
+        voices: list[ChapterVoice],
     ) -> BookStatus:
         """The same upload posted again: choose its chapters too, make it again if it was
         cancelled, give a chosen chapter that never got a job one, and make a failed one
@@ -212,9 +232,7 @@ class BookService:
                 read_book, request.data, request.kind, limits=self.limits, alt_text=recipe.alt_text
             )
             fmt = BOOK_FORMATS[recipe.format]
-            checked = await asyncio.to_thread(
-                check_chapters, book, recipe.voice, lang, recipe.speed, fmt, self.limits
-            )
+            checked = await asyncio.to_thread(check_chapters, book, voices, fmt, self.limits)
             now_ms = int(self._clock() * 1000)
             with store_trouble("submitting a book's chapters"):
                 for n in sorted({*new, *missing}):
@@ -275,6 +293,32 @@ class BookService:
             await self._store.append(schema.JOBS, [AppendRecord(schema.encode(schema.Job(cast)))])
         return cast
 
+    async def _own_voices(self, request: BookRequest) -> dict[int, ChapterVoice]:
+        """The chapters (from 1) read in a voice or at a speed of their own, each as it is
+        read; UnknownVoice, InvalidRequest. Each distinct voice is resolved once."""
+        named = set(request.chapter_voices.values())
+        if len(named) > _MAX_CHAPTER_VOICES:
+            raise InvalidRequest(
+                f"chapter_voices names more than {_MAX_CHAPTER_VOICES} voices.",
+                param="chapter_voices",
+            )
+        resolved: dict[str, tuple[str, str]] = {}
+        for name in sorted(named):
+            try:
+                resolved[name] = await self._service.resolve_voice(name)
+            except InvalidRequest as exc:  # an unknown voice: name the option it came in
+                exc.param = "chapter_voices"
+                raise
+        speeds = {
+            n: check_speed(s, param="chapter_speeds") for n, s in request.chapter_speeds.items()
+        }
+        book_voice, book_lang = await self._service.resolve_voice(request.voice)
+        own: dict[int, ChapterVoice] = {}
+        for n in sorted({*request.chapter_voices, *speeds}):
+            voice, lang = resolved.get(request.chapter_voices.get(n, ""), (book_voice, book_lang))
+            own[n] = ChapterVoice(voice, lang, speeds.get(n, check_speed(request.speed)))
+        return own
+
     # -- reading --------------------------------------------------------------------------
 
     async def status(self, book_id: str) -> BookStatus:
@@ -310,6 +354,8 @@ class BookService:
                     chosen=n in chosen,
                     state=state,
                     audio_ms=audio_ms,
+                    voice=chapter.voice or recipe.voice,
+                    speed=chapter.speed or recipe.speed,
                 )
             )
         total = sum(recipe.chapters[n].chars for n in chosen)

@@ -165,12 +165,13 @@ def check_piece(text: str, *, param: str = "text") -> None:
     _speakable(text, noun="text", param=param)
 
 
-def check_speed(speed: float) -> float:
-    """`speed` as a recipe keeps it (3 decimals), or `InvalidRequest` outside the engine's
-    bounds."""
+def check_speed(speed: float, *, param: str = "speed") -> float:
+    """`speed` as a recipe keeps it (3 decimals), or `InvalidRequest` (naming `param`) outside
+    the engine's bounds."""
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise InvalidRequest(
-            f"The speed must be between {MIN_SPEED} and {MAX_SPEED}.", param="speed"
+            f"The {param.replace('_', ' ')} must be between {MIN_SPEED} and {MAX_SPEED}.",
+            param=param,
         )
     return round(float(speed), 3)
 

@@ -132,6 +132,61 @@ async def test_a_cancelled_book_stops_and_is_made_again_when_posted_again(
     await until_done(client, made["id"])
 
 
+async def test_a_chapter_is_read_in_its_own_voice_and_speed(client: AsyncTestClient) -> None:
+    headers = {"content-type": "text/markdown"}
+    query = "voice=af_heart&chapter_voices=2=am_adam&chapter_speeds=2=1.25"
+    made = await client.post(f"/v1/books?{query}", content=MARKDOWN, headers=headers)
+    assert made.status_code == 201, made.text
+    book = await until_done(client, made.json()["id"])
+    assert [(c["voice"], c["speed"]) for c in book["chapters"]] == [
+        ("af_heart", 1.0),
+        ("am_adam", 1.25),
+    ]
+    second = (await client.get(f"/v1/casts/{book['chapters'][1]['cast']}")).json()
+    assert (second["voice"], second["speed"]) == ("am_adam", 1.25)
+    plain = (
+        await client.post("/v1/books?voice=af_heart", content=MARKDOWN, headers=headers)
+    ).json()
+    assert plain["id"] != book["id"]  # another chapter's voice is another book
+    assert plain["chapters"][0]["cast"] == book["chapters"][0]["cast"]  # the same chapter cast
+    assert plain["chapters"][1]["cast"] != book["chapters"][1]["cast"]
+    again = await client.post(f"/v1/books?{query}", content=MARKDOWN, headers=headers)
+    assert again.status_code == 200 and again.json()["id"] == book["id"]
+    form = await client.post(
+        "/v1/books",
+        files={"file": ("b.md", MARKDOWN.encode(), "text/markdown")},
+        data={"voice": "af_heart", "chapter_voices": "2=am_adam", "chapter_speeds": "2=1.25"},
+    )
+    assert form.status_code == 200 and form.json()["id"] == book["id"]
+
+
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("chapter_voices=3=am_adam", "chapter_voices, chapter_speeds"),
+        ("chapter_voices=2=nobody", "chapter_voices"),
+        ("chapter_voices=2", "chapter_voices"),
+        ("chapter_voices==am_adam", "chapter_voices"),
+        ("chapter_voices=x=am_adam", "chapter_voices"),
+        ("chapter_voices=1-99999=am_adam", "chapter_voices"),
+        ("chapter_voices=" + "1-9999=am_adam," * 3, "chapter_voices"),
+        ("chapter_voices=" + "1=am_adam," * 1000, "chapter_voices"),
+        ("chapter_speeds=1=9", "chapter_speeds"),
+        ("chapter_speeds=1=nan", "chapter_speeds"),
+        ("chapter_speeds=1=fast", "chapter_speeds"),
+    ],
+)
+async def test_a_bad_chapter_override_is_refused_before_any_work(
+    client: AsyncTestClient, query: str, param: str
+) -> None:
+    made = await client.post(
+        f"/v1/books?{query}", content=MARKDOWN, headers={"content-type": "text/markdown"}
+    )
+    error = error_of(made, 400)
+    assert error["param"] == param, error
+    assert len(error["message"]) < 300
+
+
 async def test_what_is_not_a_book_is_refused(client: AsyncTestClient) -> None:
     error = error_of(
         await client.post("/v1/books", content=b"{}", headers={"content-type": "application/json"}),

@@ -26,6 +26,24 @@ def test_book_lists_its_chapters(server: LiveServer, tmp_path: Path) -> None:
     assert lines[1].startswith("2\t") and lines[1].endswith("\tThe Second")
 
 
+def test_book_reads_a_chapter_in_its_own_voice(server: LiveServer, tmp_path: Path) -> None:
+    source = tmp_path / "tale.md"
+    source.write_text(BOOK)
+    run = run_cli(
+        "book", str(source), "--list", "--voice", "af_heart",
+        "--chapter-voices", "2=am_adam", "--chapter-speeds", "2=1.5",
+        url=server.url, key=KEY,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    lines = run.stdout.decode().splitlines()
+    assert lines[0].split("\t")[2] == "af_heart x1"
+    assert lines[1].split("\t")[2] == "am_adam x1.5"
+    bad = run_cli(
+        "book", str(source), "--list", "--chapter-voices", "3=am_adam", url=server.url, key=KEY
+    )
+    assert bad.code != 0 and "no chapter 3" in bad.stderr
+
+
 def test_book_writes_the_audiobook_and_a_second_run_finds_it(
     server: LiveServer, tmp_path: Path
 ) -> None:

@@ -31,7 +31,16 @@ _MAX_PARTS = 16
 _MAX_PART_HEADER = 4096
 _MAX_FIELD_BYTES = 4096
 _MAX_CHAPTER_SPEC = 1000
-_OPTIONS = ("voice", "speed", "format", "chapters", "alt_text")
+_MAX_OVERRIDES = 10_000  # chapters named in all of one override option's entries
+_OPTIONS = (
+    "voice",
+    "speed",
+    "format",
+    "chapters",
+    "alt_text",
+    "chapter_voices",
+    "chapter_speeds",
+)
 
 
 def media_type(content_type: str | None) -> str:
@@ -74,8 +83,49 @@ def options_request(
         format=options.get("format", "m4b").strip().lower(),
         chapters=parse_chapters(options["chapters"]) if options.get("chapters") else None,
         alt_text=alt in ("true", "1"),
+        chapter_voices=parse_overrides(options.get("chapter_voices", ""), "chapter_voices"),
+        chapter_speeds={
+            n: _number(value, "chapter_speeds")
+            for n, value in parse_overrides(
+                options.get("chapter_speeds", ""), "chapter_speeds"
+            ).items()
+        },
         scope=scope,
     )
+
+
+def _number(value: str, param: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise InvalidRequest(f"{param} holds {value[:20]!r}, not a number.", param=param) from None
+
+
+def parse_overrides(spec: str, param: str) -> dict[int, str]:
+    """`3=am_adam,5-7=bf_emma` -> {3: "am_adam", 5: "bf_emma", 6: ..., 7: ...} (chapters
+    from 1, as `parse_chapters` reads them; a later entry for a chapter wins); "" -> {}.
+    InvalidRequest for anything else. The values are checked by the service."""
+    if len(spec) > _MAX_FIELD_BYTES:
+        raise InvalidRequest(f"{param} is too long.", param=param)
+    found: dict[int, str] = {}
+    named = 0
+    for entry in spec.split(",") if spec.strip() else ():
+        chapters, equals, value = entry.partition("=")
+        value = value.strip()
+        if not equals or not value or not chapters.strip():
+            raise InvalidRequest(
+                f"{param} must be chapters and a value, like 3=am_adam,5-7=bf_emma.", param=param
+            )
+        try:
+            numbers = parse_chapters(chapters)
+        except InvalidRequest as exc:
+            raise InvalidRequest(exc.message.replace("chapters", param, 1), param=param) from None
+        named += len(numbers)
+        if named > _MAX_OVERRIDES:
+            raise InvalidRequest(f"{param} names too many chapters.", param=param)
+        for number in numbers:
+            found[number] = value
+    return found
 
 
 def parse_chapters(spec: str) -> list[int]:
