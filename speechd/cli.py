@@ -225,6 +225,12 @@ def _worker_flags(parser: argparse.ArgumentParser) -> None:
         "--quantum", help=f"longest synthesis of one chunk, in seconds ({default.quantum_s:g})"
     )
     group.add_argument(
+        "--comfortable-lead",
+        metavar="SECONDS",
+        help="how far ahead of every listener the worker gets before it sleeps "
+        f"({default.comfortable_lead_s:g})",
+    )
+    group.add_argument(
         "--receipts",
         type=int,
         help=f"latest receipts progress/done keeps, older trimmed ({default.receipts})",

@@ -49,6 +49,7 @@ WORKER_KNOBS: Final = MappingProxyType(
         "quantum": "quantum_s",
         "receipts": "receipts",
         "max_active": "max_active",
+        "comfortable_lead": "comfortable_lead_s",
     }
 )
 """The settings that are the worker's own knobs, each with the `WorkerConfig` field it sets: one
@@ -165,6 +166,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     quantum: Seconds | None = None
     """The longest one chunk may take to synthesize (it cannot be interrupted, so it bounds
     how long a newcomer waits for the device); on a GPU the chunk length caps bind first."""
+    comfortable_lead: Seconds | None = None
+    """How far ahead of every listener the worker gets before it sleeps rather than racing a
+    cast to its end (a cast nobody plays yet counts as played from its first audio): larger
+    makes a long cast fetched whole come sooner, at the price of the device's idle time."""
     # Home Assistant's door (`speechd.wyoming`): off unless a URI is given.
     wyoming_uri: str | None = None
     """Where the Wyoming server listens: `tcp://host:port` or `unix:///path`; None: no

@@ -131,3 +131,15 @@ def test_max_batch_reaches_the_worker_config_from_flag_or_env() -> None:
     for bad in ("0", "many", "-2"):
         with pytest.raises(SettingsError, match="--max-batch / SPEECHD_MAX_BATCH"):
             load_settings({}, {"SPEECHD_MAX_BATCH": bad})
+
+
+def test_comfortable_lead_reaches_the_worker_config_from_flag_or_env() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["serve", "--comfortable-lead", "600"]).comfortable_lead == "600"
+    assert parser.parse_args(["worker", "--comfortable-lead", "5"]).comfortable_lead == "5"
+    assert load_settings({}, {}).worker_config().comfortable_lead_s == 30.0  # the worker's own
+    env = {"SPEECHD_COMFORTABLE_LEAD": "600"}
+    assert load_settings({}, env).worker_config().comfortable_lead_s == 600.0
+    assert load_settings({"comfortable_lead": "90"}, env).worker_config().comfortable_lead_s == 90
+    with pytest.raises(SettingsError, match="--comfortable-lead / SPEECHD_COMFORTABLE_LEAD"):
+        load_settings({}, {"SPEECHD_COMFORTABLE_LEAD": "-1"})

@@ -107,6 +107,7 @@ def player_page(cast_id: str, title: str) -> str:
 <h1 id="title">{html.escape(title)}</h1><p id="meta" class="hint"></p></header>
 <section class="controls">
 <button id="play" type="button" disabled>Play</button>
+<button id="resume" type="button" hidden>Resume</button>
 <span class="time"><span id="clock">0:00</span> / <span id="duration">0:00</span></span>
 <div id="bar" class="bar" title="Click to seek">
 <div id="bar-ready"></div><div id="bar-played"></div></div>

@@ -354,3 +354,41 @@ async def test_paste_page_shows_errors(server: LiveServer, browser: Browser) -> 
     await page.wait_for_selector("#form-error:not([hidden])")
     assert "input" in (await page.text_content("#form-error") or "")
     assert page.url == server.url + "/"
+
+
+async def test_the_player_keeps_this_browsers_place_and_offers_it_again(
+    engine: StepEngine, server: LiveServer, http: httpx.AsyncClient, browser: Browser
+) -> None:
+    """A book's chapter is a long listen over several visits: the player keeps where this
+    browser was (localStorage) as it plays, offers it on the next visit, and forgets it at
+    the end."""
+    text = words(2 + 4 + 8 + 16 + 16 + 16 + 16, "place")
+    duration = sum(engine.durations(text))
+    assert duration > 12, duration
+    cast_id = await submit(http, text, response_format="wav")
+    player = await open_player(browser, server.url, cast_id)
+    page = player.page
+    await player.wait_for("all its audio", lambda s: s["complete"] and s["state"] == "playing")
+    assert await page.is_hidden("#resume")  # no past visit
+    box = await page.locator("#bar").bounding_box()
+    assert box is not None
+    await page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+    await player.wait_for("the middle", lambda s: s["clock"] >= duration * 0.5 + 2.5)
+    kept = float(await page.evaluate(f"localStorage.getItem('speechd.place.{cast_id}')"))
+    assert duration * 0.5 <= kept <= duration
+
+    await page.reload()  # the next visit, in the same browser
+    await page.wait_for_function("window.speechd !== undefined")
+    again = Player(page)
+    shown = await again.wait_for("its offer", lambda s: s["duration"] >= kept)
+    assert shown["resumeAt"] == pytest.approx(kept, abs=0.05)
+    await page.wait_for_selector("#resume", state="visible")
+    minutes, seconds = divmod(int(kept), 60)
+    assert await page.text_content("#resume") == f"Resume at {minutes}:{seconds:02d}"
+    await page.click("#resume")
+    resumed = await again.wait_for("the place", lambda s: s["clock"] >= kept)
+    assert resumed["clock"] < kept + 1.0  # from there, not from the start
+    assert await page.is_hidden("#resume")
+    await again.wait_for("the end", lambda s: s["state"] == "ended", within_s=duration)
+    assert await page.evaluate(f"localStorage.getItem('speechd.place.{cast_id}')") is None
+    assert player.errors == [] and again.errors == []

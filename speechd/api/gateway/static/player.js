@@ -23,6 +23,10 @@
 // start that keeps everything played so far is followed seamlessly; one that keeps less (the
 // cast started over: another model, encoder or plan) resets the player to its kept records.
 //
+// Where this browser was in a cast is kept in its localStorage (the server keeps no listener's
+// place), every few seconds while it plays: opened again, the player offers "Resume at m:ss"
+// once the audio reaches there (a book's chapters are casts: each remembers its own place).
+//
 // Test hook: window.speechd.snapshot() -> {state, clock, caption, chunks, planned, duration,
 // complete, attempt, restarts, error, captions, word, wordIndex, source, words, holdS};
 // window.speechd.seek(chunkIndex).
@@ -64,6 +68,29 @@ let sourceShown = 0; // characters of it already split into the panel (sources a
 let sourceRest = null; // the text node holding the rest
 let sourceLast = null; // the last word span, and its [begin, end)
 let shownWord = -1;
+// This browser's place in the cast (seconds; 0: none), kept as it plays.
+const PLACE = `speechd.place.${castId}`;
+const PLACE_MIN_S = 5; // nearer the start than this, starting over loses nothing
+const PLACE_EVERY_MS = 2000;
+const storage = {
+  get: () => {
+    try {
+      return Number(localStorage.getItem(PLACE)) || 0;
+    } catch {
+      return 0;
+    }
+  },
+  set: (seconds) => {
+    try {
+      if (seconds > 0) localStorage.setItem(PLACE, seconds.toFixed(1));
+      else localStorage.removeItem(PLACE);
+    } catch {
+      // storage off (a private window): the place is not kept
+    }
+  },
+};
+const resumeAt = storage.get(); // where a past visit left off
+let placeKeptAt = 0;
 
 function fmtTime(s) {
   const t = Math.max(0, Math.floor(s));
@@ -148,6 +175,7 @@ function snapshot() {
     source: word >= 0 && words[word].sourceEl ? words[word].sourceEl.textContent : null,
     words: words.length,
     holdS: timeline ? timeline.heldS() : 0,
+    resumeAt,
   };
 }
 
@@ -232,6 +260,27 @@ function update() {
     }
     shownWord = s.wordIndex;
   }
+  keepPlace(s);
+}
+
+// Keeps this browser's place while the cast sounds (past its first seconds); at its end,
+// forgets it (a next visit starts over). Offers the place a past visit left while this one is
+// still near the start and the audio reaches that far.
+function keepPlace(s) {
+  if (s.state === "ended") {
+    if (placeKeptAt >= 0) storage.set(0);
+    placeKeptAt = -1;
+  } else if (sounding(s.state) && s.clock >= PLACE_MIN_S) {
+    if (Date.now() - placeKeptAt >= PLACE_EVERY_MS) {
+      storage.set(s.clock);
+      placeKeptAt = Date.now();
+    }
+  }
+  const button = $("resume");
+  const offer = resumeAt >= PLACE_MIN_S && s.duration >= resumeAt && s.clock < PLACE_MIN_S
+    && s.state !== "ended";
+  if (offer && button.hidden) button.textContent = `Resume at ${fmtTime(resumeAt)}`;
+  button.hidden = !offer;
 }
 
 function seekTo(index) {
@@ -546,6 +595,14 @@ $("play").addEventListener("click", () => {
   const s = state();
   if (sounding(s)) timeline.pause();
   else timeline.play();
+  update();
+});
+
+$("resume").addEventListener("click", () => {
+  if (!timeline) return;
+  ctx.resume();
+  timeline.wanted = true;
+  timeline.seek(resumeAt);
   update();
 });
 
