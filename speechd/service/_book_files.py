@@ -10,7 +10,9 @@ samples (its eos's), so a later download plans the file without reading any audi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Final, NamedTuple
 
 from speechd import casts
@@ -38,10 +40,11 @@ _TABLE_BATCH = 1 << 20  # bytes of a chapter's audio counted at once
 
 class BookFile(NamedTuple):
     """A book's file, planned (`plan.size` bytes, `plan.media_type`), with each chapter's cast
-    and the layout of its file."""
+    and the layout of its file, and its strong `etag` (the same bytes, the same etag)."""
 
     plan: AudiobookPlan
     chapters: list[tuple[str, casts.CastFile]]
+    etag: str
 
 
 def chosen_of(events: list[Record]) -> set[int]:
@@ -95,20 +98,41 @@ class BookFiles:
             cover=cover,
             cover_type=cover_type,
         )
-        return BookFile(plan, files)
+        return BookFile(plan, files, _etag(book_id, recipe.format, files, plan.size))
 
-    async def stream(self, file: BookFile) -> AsyncGenerator[bytes, None]:
-        """The bytes of the file `file` plans, chapter after chapter from their casts'
-        records (`file.plan.size` in all)."""
-        reader = self._reader
-        yield file.plan.head
+    async def stream(
+        self, file: BookFile, start: int = 0, stop: int | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """The bytes `[start, stop)` of the file `file` plans (`file.plan.size` in all; None:
+        to its end), chapter after chapter from their casts' records. A chapter wholly
+        outside the range is not read; the one the range starts in is read from its start
+        (its bytes in the file follow from all of its records before)."""
+        plan = file.plan
+        stop = plan.size if stop is None else min(stop, plan.size)
+
+        def within(piece: bytes, at: int) -> bytes:
+            return piece[max(start - at, 0) : max(stop - at, 0)]
+
+        if start < len(plan.head):
+            yield within(plan.head, 0)
         for index, (cast, layout) in enumerate(file.chapters):
-            writer = file.plan.chapter(index)
-            async for piece in reader.file_bytes(cast, layout, 0, layout.size):
-                out = writer.feed(piece)
-                if out:
-                    yield out
-            writer.close()
+            mark = plan.marks[index]
+            if mark.offset + mark.size <= start:
+                continue
+            if mark.offset >= stop:
+                break
+            writer, at = plan.chapter(index), mark.offset
+            async with aclosing(self._reader.file_bytes(cast, layout, 0, layout.size)) as pieces:
+                async for piece in pieces:
+                    out = writer.feed(piece)
+                    part = within(out, at) if out else b""
+                    at += len(out)
+                    if part:
+                        yield part
+                    if at >= stop:
+                        break
+            if at >= mark.offset + mark.size:
+                writer.close()  # checks the chapter came out at its planned size
 
     async def _frame_table(self, cast: str, file: casts.CastFile, source: str) -> bytes:
         """A finished cast's frame table, read from its records a piece at a time (each record
@@ -153,3 +177,12 @@ class BookFiles:
             eos = schema.decode(head.last.body, schema.Eos)
             return eos.samples or eos.audio_ms * SAMPLE_RATE // 1000
         raise BookNotReady("A chapter of the book is not done.")
+
+
+def _etag(book_id: str, fmt: str, files: list[tuple[str, casts.CastFile]], size: int) -> str:
+    """A book file's strong etag: its book, format, size and each chapter's cast and layout
+    (a chapter made again, or another chosen, is another file)."""
+    digest = hashlib.blake2b(digest_size=12)
+    for part in (book_id, fmt, str(size), *(f"{cast}:{file.etag}" for cast, file in files)):
+        digest.update(part.encode() + b"\0")
+    return f'"b-{digest.hexdigest()}"'

@@ -411,9 +411,12 @@ class BookService:
         cover, cover_type = await self.cover(book_id)
         return await self._files.plan(book_id, recipe, events, cover, cover_type)
 
-    def audiobook_bytes(self, file: BookFile) -> AsyncGenerator[bytes, None]:
-        """The bytes of the file `file` plans (`file.plan.size` in all)."""
-        return self._files.stream(file)
+    def audiobook_bytes(
+        self, file: BookFile, start: int = 0, stop: int | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """The bytes `[start, stop)` of the file `file` plans (`file.plan.size` in all; None:
+        to its end)."""
+        return self._files.stream(file, start, stop)
 
     async def cover(self, book_id: str) -> tuple[bytes, str]:
         """The book's cover and its media type (b"", "" for none); BookNotFound."""

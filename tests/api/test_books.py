@@ -279,6 +279,41 @@ async def test_the_book_file_has_a_mark_per_chapter_at_its_length(
             assert len(tags.tags.getall("CHAP")) == len(titles)
 
 
+@pytest.mark.parametrize("fmt", ["m4b", "mp3"])
+async def test_the_book_file_serves_ranges_as_a_player_seeking_in_it_asks(
+    client: AsyncTestClient, fmt: str
+) -> None:
+    """Every range of the book's file is the same bytes as the whole file's slice: in the
+    head, across chapters, inside one, the last bytes; a stale If-Range gets the whole file,
+    a matching If-None-Match a 304, a range past the end a 416 in OpenAI's shape."""
+    made = (await client.post(f"/v1/books?format={fmt}", content=epub3(), headers=EPUB)).json()
+    await until_done(client, made["id"])
+    url = f"/v1/books/{made['id']}/audio.{fmt}"
+    whole = await client.get(url)
+    assert whole.status_code == 200 and whole.headers["accept-ranges"] == "bytes"
+    data, etag, size = whole.content, whole.headers["etag"], len(whole.content)
+    assert size > 4000, size
+    spans = [(0, 0), (0, 99), (10, size // 3), (size // 3, 2 * size // 3)]
+    spans += [(size // 2, size // 2 + 7), (size - 1, size - 1), (500, size - 1)]
+    for start, stop in spans:
+        part = await client.get(url, headers={"range": f"bytes={start}-{stop}"})
+        assert part.status_code == 206, (start, stop, part.text)
+        assert part.headers["content-range"] == f"bytes {start}-{stop}/{size}"
+        assert part.content == data[start : stop + 1], (start, stop)
+    tail = await client.get(url, headers={"range": "bytes=-1000"})
+    assert tail.status_code == 206 and tail.content == data[-1000:]
+    rest = await client.get(url, headers={"range": f"bytes={size // 2}-", "if-range": etag})
+    assert rest.status_code == 206 and rest.content == data[size // 2 :]
+    stale = await client.get(url, headers={"range": "bytes=0-9", "if-range": '"b-stale"'})
+    assert stale.status_code == 200 and stale.content == data
+    same = await client.get(url, headers={"if-none-match": etag})
+    assert same.status_code == 304 and same.content == b""
+    past = await client.get(url, headers={"range": f"bytes={size}-"})
+    assert error_of(past, 416)["code"] == "range_not_satisfiable"
+    huge = await client.get(url, headers={"range": "bytes=0-" + "9" * 5000})
+    assert huge.status_code == 200 and huge.content == data  # longer than any range: absent
+
+
 async def test_the_book_page_lists_its_chapters_through_its_script(client: AsyncTestClient) -> None:
     made = (await client.post("/v1/books", content=epub3(), headers=EPUB)).json()
     page = await client.get(f"/b/{made['id']}")

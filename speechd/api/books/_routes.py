@@ -8,7 +8,9 @@
                                             now: a 303 to its audio (`?to=player`: its page)
     GET  /v1/books/{id}/audio.m4b           the whole book, once done: AAC in MP4 with chapter
     GET  /v1/books/{id}/audio.mp3           marks, tags and cover (an m4b book), or mp3 with
-                                            ID3v2 CHAP/CTOC (an mp3 book); its size up front
+                                            ID3v2 CHAP/CTOC (an mp3 book); its size and a
+                                            strong etag up front, byte ranges (`Range`,
+                                            `If-Range`, `If-None-Match`) as a done cast's audio
 
 A chapter is a cast: its status, audio, captions and words are the cast routes'
 (`/v1/casts/{cast}`...), named by each chapter's `cast` in the status. Errors are OpenAI's
@@ -18,11 +20,11 @@ shape, as on every `/v1` route (`speechd.api._errors`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, HeaderParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
@@ -32,6 +34,7 @@ from speechd.service import BookService, BookStatus, cast_api_url, cast_url
 
 from .._auth import require_api_key, sharing_scope
 from .._links import public_base_url
+from .._ranges import AudioReply, file_reply
 from ._upload import book_request, media_type, split_form
 
 __all__ = ["MAX_BOOK_BODY_BYTES", "books_router"]
@@ -98,27 +101,56 @@ async def open_chapter(
     return Response(None, status_code=HTTP_303_SEE_OTHER, headers={"location": where})
 
 
+_RangeHeader = Annotated[str | None, HeaderParameter(name="range")]
+_IfNoneMatch = Annotated[str | None, HeaderParameter(name="if-none-match")]
+_IfRange = Annotated[str | None, HeaderParameter(name="if-range")]
+
+
 @get("/books/{book_id:str}/audio.m4b")
-async def book_m4b(book_id: FromPath[str], books: NamedDependency[BookService]) -> Stream:
-    return await _book_file(books, book_id, "m4b")
+async def book_m4b(
+    book_id: FromPath[str],
+    books: NamedDependency[BookService],
+    range_header: _RangeHeader = None,
+    if_none_match: _IfNoneMatch = None,
+    if_range: _IfRange = None,
+) -> Response[Any]:
+    return await _book_file(books, book_id, "m4b", range_header, if_none_match, if_range)
 
 
 @get("/books/{book_id:str}/audio.mp3")
-async def book_mp3(book_id: FromPath[str], books: NamedDependency[BookService]) -> Stream:
-    return await _book_file(books, book_id, "mp3")
+async def book_mp3(
+    book_id: FromPath[str],
+    books: NamedDependency[BookService],
+    range_header: _RangeHeader = None,
+    if_none_match: _IfNoneMatch = None,
+    if_range: _IfRange = None,
+) -> Response[Any]:
+    return await _book_file(books, book_id, "mp3", range_header, if_none_match, if_range)
 
 
-async def _book_file(books: BookService, book_id: str, fmt: str) -> Stream:
-    """The book's whole file, planned before its first byte (its size is known)."""
+async def _book_file(
+    books: BookService,
+    book_id: str,
+    fmt: str,
+    range_header: str | None,
+    if_none_match: str | None,
+    if_range: str | None,
+) -> Response[Any]:
+    """The book's whole file, or the range asked for: planned before its first byte (its size
+    and etag are known), so a player seeks in it and a broken download goes on."""
     file = await books.audiobook(book_id, fmt)
-    plan = file.plan
+    base = {
+        "content-type": file.plan.media_type,
+        "content-disposition": f'attachment; filename="{book_id}.{fmt}"',
+    }
+    reply = file_reply(file.plan.size, file.etag, base, range_header, if_none_match, if_range)
+    if isinstance(reply, AudioReply):
+        return Response(reply.body, status_code=reply.status, headers=reply.headers)
     return Stream(
-        books.audiobook_bytes(file),
-        media_type=plan.media_type,
-        headers={
-            "content-length": str(plan.size),
-            "content-disposition": f'attachment; filename="{book_id}.{fmt}"',
-        },
+        books.audiobook_bytes(file, reply.start, reply.stop),
+        status_code=reply.status,
+        media_type=file.plan.media_type,
+        headers=reply.headers,
     )
 
 

@@ -28,17 +28,15 @@ from speechd.casts.schema import Meta
 from speechd.errors import CastFailed, InvalidRequest, RateLimited
 from speechd.limits import (
     MAX_EVENT_ID_CHARS,
-    MAX_IF_HEADER_CHARS,
-    MAX_RANGE_CHARS,
     StreamSlots,
 )
 from speechd.service import CastService, SubmittedCast
 
 from .._clients import ClientAddress
+from .._ranges import AudioReply, encode_headers, file_reply
 from .._slots import ClientSlots
 from .._streaming import StreamApp, aborting
 from ..openai_compat import resolve_model
-from ._audio import AudioReply, encode_headers, file_reply
 from ._captions import Rendered
 from ._limiter import ReadLimiter
 from ._settings import GatewaySettings
@@ -49,11 +47,6 @@ from ._wire import record_view as _record_view
 __all__ = ["Gateway"]
 
 T = TypeVar("T")
-
-
-def _bounded(header: str | None, limit: int) -> str | None:
-    """`header`, or None (absent) when it is longer than any valid value of it."""
-    return header if header is None or len(header) <= limit else None
 
 
 class Gateway:
@@ -112,9 +105,7 @@ class Gateway:
 
     # -- the cast API -------------------------------------------------------------------
 
-    async def create(
-        self, request: NewCast, *, scope: str = ""
-    ) -> tuple[SubmittedCast, CastState]:
+    async def create(self, request: NewCast, *, scope: str = "") -> tuple[SubmittedCast, CastState]:
         """Submit a cast through the shared service (the same checks, ids and queue limit as
         `/v1/audio/speech`), or find the identical one (of `scope`'s callers: see
         `CastRequest.scope`); returns it and where it stands."""
@@ -259,10 +250,6 @@ class Gateway:
     ) -> StreamApp | AudioReply:
         """The cast's audio file: live and chunked while generating (holding a stream slot of
         `request`'s client); an entity once done."""
-        range_header = _bounded(range_header, MAX_RANGE_CHARS)
-        if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
-        if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
-            if_range = ""  # matches no etag: the whole file, as for any stale validator
         status = await self.service.status(cast_id)
         meta = status.meta
         kind = content_type(meta.format) if meta.format in FORMATS else "application/octet-stream"
@@ -284,7 +271,7 @@ class Gateway:
                 stops={self._closing: None},  # an audio file has no in-band error: incomplete
             )
         file = await self.reader.finished_file(cast_id)
-        reply = file_reply(file, base, range_header, if_none_match, if_range)
+        reply = file_reply(file.size, file.etag, base, range_header, if_none_match, if_range)
         if isinstance(reply, AudioReply):
             return reply
         body = self.reader.file_bytes(cast_id, file, reply.start, reply.stop)

@@ -26,10 +26,10 @@ from speechd.service import BookService, LiveCasts
 from .._auth import require_api_key, sharing_scope
 from .._bodies import BodyDecoder
 from .._links import cast_headers, cast_url, public_base_url
+from .._ranges import AudioReply
 from .._streaming import AppResponse, StreamApp
 from ..metrics import ApiMetrics
 from ..openai_compat import create_live, live_created
-from ._audio import AudioReply
 from ._captions import srt, webvtt, words_page
 from ._gateway import Gateway
 from ._pages import (
@@ -187,9 +187,7 @@ async def get_captions_vtt(
     """The cast's words as WebVTT (cast-level times; a live cast: what exists so far)."""
     gateway.admit(request)
     state, body = await _rendered(gateway, cast_id, "vtt", functools.partial(_vtt, cast_id))
-    return Response(
-        body, media_type="text/vtt", headers=_caption_headers(cast_id, state, "vtt")
-    )
+    return Response(body, media_type="text/vtt", headers=_caption_headers(cast_id, state, "vtt"))
 
 
 @get("/v1/casts/{cast_id:str}/captions.srt")
@@ -250,9 +248,7 @@ async def book_player(book_id: FromPath[str], books: NamedDependency[BookService
         return Response(
             missing_page("book"), status_code=404, media_type=MediaType.HTML, headers=PAGE_HEADERS
         )
-    return Response(
-        book_page(book_id, title), media_type=MediaType.HTML, headers=PAGE_HEADERS
-    )
+    return Response(book_page(book_id, title), media_type=MediaType.HTML, headers=PAGE_HEADERS)
 
 
 @get("/static/{name:str}", include_in_schema=False)

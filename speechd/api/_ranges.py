@@ -1,8 +1,9 @@
-"""A cast's audio as one file: live-growing while generating; once done, a seekable entity
-served from its layout (`speechd.casts.CastFile`, through the cast service): `Content-Length`,
-a strong `ETag` and byte ranges without holding any audio in memory. `file_reply` answers a
-request for a done cast's file: 304 for a matching `If-None-Match`, 416 for a range outside
-it, else which bytes to send (whole, or a range once `If-Range` matches).
+"""A finished file as an HTTP entity: `Content-Length`, a strong `ETag` and byte ranges,
+decided before any of its bytes is read. `file_reply` answers a request for a file of known
+size and etag (a done cast's audio, a done book's audiobook): 304 for a matching
+`If-None-Match`, 416 for a range outside it, else which bytes to send (whole, or a range once
+`If-Range` matches). The request's validators are bounded first: one longer than any valid
+value of it reads as absent (a stale `If-Range`: the whole file).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import NamedTuple
 
 import msgspec
 
-from speechd.casts import CastFile
+from speechd.limits import MAX_IF_HEADER_CHARS, MAX_RANGE_CHARS
 
-from .._errors import error_body
+from ._errors import error_body
 
 __all__ = ["AudioReply", "ByteRange", "FileSpan", "encode_headers", "file_reply", "parse_range"]
 
@@ -74,24 +75,29 @@ class FileSpan(NamedTuple):
 
 
 def file_reply(
-    file: CastFile,
+    size: int,
+    etag: str,
     base: dict[str, str],
     range_header: str | None,
     if_none_match: str | None,
     if_range: str | None,
 ) -> AudioReply | FileSpan:
-    """A done cast's file as its request's validators and range ask for it: 304, 416, or
-    which of its bytes to send (200, or 206 for a range) with their headers."""
-    size = file.size
+    """A file of `size` bytes and strong `etag` as its request's validators and range ask for
+    it: 304, 416, or which of its bytes to send (200, or 206 for a range) with their headers
+    (`base`'s and the entity's)."""
+    range_header = _bounded(range_header, MAX_RANGE_CHARS)
+    if_none_match = _bounded(if_none_match, MAX_IF_HEADER_CHARS)
+    if if_range is not None and len(if_range) > MAX_IF_HEADER_CHARS:
+        if_range = ""  # matches no etag: the whole file, as for any stale validator
     headers = {
         **base,
-        "etag": file.etag,
+        "etag": etag,
         "accept-ranges": "bytes",
         "cache-control": "public, max-age=86400",
     }
-    if if_none_match is not None and _etag_matches(if_none_match, file.etag):
+    if if_none_match is not None and _etag_matches(if_none_match, etag):
         return AudioReply(304, {k: v for k, v in headers.items() if k != "content-type"})
-    if if_range is not None and if_range.strip() != file.etag:
+    if if_range is not None and if_range.strip() != etag:
         range_header = None
     span = parse_range(range_header, size)
     if span is False:
@@ -115,6 +121,9 @@ def file_reply(
     return FileSpan(status, headers, *span_)
 
 
+def _bounded(header: str | None, limit: int) -> str | None:
+    """`header`, or None (absent) when it is longer than any valid value of it."""
+    return header if header is None or len(header) <= limit else None
 
 
 def _etag_matches(header: str, etag: str) -> bool:
