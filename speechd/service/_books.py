@@ -105,7 +105,8 @@ class BookService:
             )
         speed = check_speed(request.speed)
         voice, lang = await self._service.resolve_voice(request.voice)
-        own = await self._own_voices(request)
+        book_voice = ChapterVoice(voice, lang, speed)
+        own = await self._own_voices(request, book_voice)
         overrides = {
             n - 1: (own[n].voice if n in request.chapter_voices else "",
                     own[n].speed if n in request.chapter_speeds else 0.0)
@@ -126,7 +127,6 @@ class BookService:
 
         def reads(count: int) -> list[ChapterVoice]:
             check_overridden(own, count, "chapter_voices, chapter_speeds")
-            book_voice = ChapterVoice(voice, lang, speed)
             return [own.get(n, book_voice) for n in range(1, count + 1)]
 
         found = await self._recipe(book_id)
@@ -293,9 +293,12 @@ class BookService:
             await self._store.append(schema.JOBS, [AppendRecord(schema.encode(schema.Job(cast)))])
         return cast
 
-    async def _own_voices(self, request: BookRequest) -> dict[int, ChapterVoice]:
+    async def _own_voices(
+        self, request: BookRequest, book: ChapterVoice
+    ) -> dict[int, ChapterVoice]:
         """The chapters (from 1) read in a voice or at a speed of their own, each as it is
-        read; UnknownVoice, InvalidRequest. Each distinct voice is resolved once."""
+        read (the rest as the `book`); UnknownVoice, InvalidRequest. Each distinct voice is
+        resolved once."""
         named = set(request.chapter_voices.values())
         if len(named) > _MAX_CHAPTER_VOICES:
             raise InvalidRequest(
@@ -312,11 +315,10 @@ class BookService:
         speeds = {
             n: check_speed(s, param="chapter_speeds") for n, s in request.chapter_speeds.items()
         }
-        book_voice, book_lang = await self._service.resolve_voice(request.voice)
         own: dict[int, ChapterVoice] = {}
         for n in sorted({*request.chapter_voices, *speeds}):
-            voice, lang = resolved.get(request.chapter_voices.get(n, ""), (book_voice, book_lang))
-            own[n] = ChapterVoice(voice, lang, speeds.get(n, check_speed(request.speed)))
+            voice, lang = resolved.get(request.chapter_voices.get(n, ""), (book.voice, book.lang))
+            own[n] = ChapterVoice(voice, lang, speeds.get(n, book.speed))
         return own
 
     # -- reading --------------------------------------------------------------------------
