@@ -1,6 +1,6 @@
 """One version, in speechd/__init__.py: pyproject.toml reads it from there, and every place
 that repeats it for a reader that cannot (the client's user agent, the Home Assistant add-on's
-config.yaml, the newest heading of CHANGELOG.md) says the same."""
+config.yaml, the newest released heading of CHANGELOG.md) says the same."""
 
 from __future__ import annotations
 
@@ -31,5 +31,7 @@ def test_every_copy_of_the_version_is_the_package_s() -> None:
     assert speechd_client.__version__ == version
     addon = (ROOT / "containers" / "homeassistant" / "config.yaml").read_text()
     assert re.search(r'^version: "([^"]+)"$', addon, re.MULTILINE).group(1) == version  # type: ignore[union-attr]
-    heading = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
-    assert heading is not None and heading.group(1) == version
+    # The newest released heading: what is merged and not yet released sits above it.
+    headings = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
+    released = [h for h in headings if h != "Unreleased"]
+    assert released and released[0] == version
