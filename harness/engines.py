@@ -1,13 +1,13 @@
 """The engine test double, shared by the tests and the load tests: a cost-model engine and a
 trivial encoder. Never in speechd/; the worker around it is always the real one.
 
-The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text
-of a given number of chunks), sleeps as long as the real model would compute
-(`overhead_s + rtf * audio`), and returns seeded noise, so the same (chunk, seed) always gives
-the same samples, with its words timed in proportion to their letters (`fake_words`). With
-`log`, every synthesis call appends its chunk's text to that file (to count calls across
-worker processes). Texts can ask for trouble: a chunk containing POISON always raises (the
-worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
+The engine plans words progressively (2, 4, 8, ... words per chunk, `chunked_text` makes a text of a
+given number of chunks), sleeps as long as the real model would compute (`overhead_s + rtf *
+audio`), and returns seeded noise, so the same (chunk, seed) always gives the same samples, with its
+words timed in proportion to their letters (`fake_words`). With `log`, every synthesis call appends
+its chunk's text to that file (to count calls across worker processes). Given a `Stop`, it ends
+early with Preempted once that is set. Texts can ask for trouble: a chunk containing POISON always
+raises (the worker retries it, then ends the cast in `error`), FLAKY raises the first time only (per
 engine), CRASH kills the process.
 
 With a `batch_curve` (the cost per item by batch size, relative to batch 1: `GPU_CURVE` is
@@ -32,6 +32,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from speechd.engine import Preempted, Stop
 from speechd.engine._timing import WordTiming
 from speechd.text import FLUSH_S
 from speechd.worker import Parts
@@ -164,6 +165,7 @@ class CostEngine:
         self._flaky_seen: set[str] = set()
         self.batch_curve = batch_curve
         self.batches: list[list[str]] = []  # each batch's texts (`synthesize_batch`)
+        self.preempted: list[str] = []  # the texts of the chunks stopped mid-call
         self.prepared = 0
 
     @property
@@ -264,7 +266,13 @@ class CostEngine:
         return len(text) * self.audio_per_char / speed
 
     def synthesize(
-        self, chunk: FakeChunk, voice: str, speed: float, *, seed: int | None = None
+        self,
+        chunk: FakeChunk,
+        voice: str,
+        speed: float,
+        *,
+        seed: int | None = None,
+        stop: Stop | None = None,
     ) -> FakeSynthesis:
         self.calls.append((chunk.text, seed))
         if self.log:
@@ -278,10 +286,24 @@ class CostEngine:
             self._flaky_seen.add(chunk.text)
             raise RuntimeError("a transient failure")
         audio_s = self.audio_s(chunk.text, speed)
-        time.sleep(self.overhead_s + self.rtf * audio_s)
+        self.compute(self.overhead_s + self.rtf * audio_s, chunk, stop)
         samples = round(audio_s * SAMPLE_RATE)
         sources = getattr(chunk, "sources", ())
         return FakeSynthesis(noise(seed, samples), fake_words(chunk.text, samples, sources))
+
+    def compute(self, seconds: float, chunk: FakeChunk, stop: Stop | None) -> None:
+        """Take `seconds`, as the model would; with `stop`, looked at every few
+        milliseconds, as the real runtimes look at theirs between steps (Preempted, and the
+        chunk's text in `preempted`, once it is set)."""
+        if stop is None:
+            time.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if stop.is_set():
+                self.preempted.append(chunk.text)
+                raise Preempted
+            time.sleep(min(left, 0.005))
 
 
 def noise(seed: int | None, samples: int) -> np.ndarray:

@@ -2,7 +2,7 @@
 
     python -m loadtest.bench_book --model-dir ~/.cache/speechd/kokoro-82m [--device cpu]
         [--threads N] [--chars 100000] [--chapters 10] [--requests 8] [--gap 20]
-        [--url http://127.0.0.1:8000]
+        [--requests-only] [--url http://127.0.0.1:8000]
 
 One `speechd serve` (started here with `--comfortable-lead` a day, see `RACE_LEAD_S`, or
 `--url`), four phases, each on its own text (a nonce
@@ -16,6 +16,8 @@ per run, so nothing is shared with an earlier one):
             --gap seconds, alone: each one's first audio and a real-time listener's stalls
   beside    the same requests (texts of the same length) while another book is being made;
             the book is cancelled once they are done
+
+`--requests-only` runs the last two phases alone (first audio beside a book, in minutes).
 
 Printed: the book's speed against the cast's (target >= 0.95x), the requests' median and
 worst first audio beside a book against alone (target <= 1.1x), and their stalls (target:
@@ -149,22 +151,24 @@ async def run(url: str, args: argparse.Namespace) -> None:
         (await client.post(url + "/v1/audio/speech", json=warm)).raise_for_status()
         markdown, plain = book_text(args.chars, args.chapters, f"{nonce}a")
         print(f"   book: {len(plain):,} characters in {args.chapters} chapters")
-        cast_audio, cast_wall = await plain_cast(client, url, plain)
-        print(f"   cast alone: {cast_audio:.1f} s of audio in {cast_wall:.1f} s")
-        markdown, _ = book_text(args.chars, args.chapters, f"{nonce}b")
-        book_audio, book_wall = await book_alone(client, url, markdown)
-        print(f"   book alone: {book_audio:.1f} s of audio in {book_wall:.1f} s")
+        if not args.requests_only:
+            cast_audio, cast_wall = await plain_cast(client, url, plain)
+            print(f"   cast alone: {cast_audio:.1f} s of audio in {cast_wall:.1f} s")
+            markdown, _ = book_text(args.chars, args.chapters, f"{nonce}b")
+            book_audio, book_wall = await book_alone(client, url, markdown)
+            print(f"   book alone: {book_audio:.1f} s of audio in {book_wall:.1f} s")
         alone = await requests(client, url, args.requests, args.gap, f"{nonce} alone")
         markdown, _ = book_text(args.chars, args.chapters, f"{nonce}c")
         book = await post_book(client, url, markdown)
         await asyncio.sleep(args.gap)  # the book under way
         beside = await requests(client, url, args.requests, args.gap, f"{nonce} beside")
         (await client.post(f"{url}/v1/books/{book}/cancel")).raise_for_status()
-    cast_speed, book_speed = cast_audio / cast_wall, book_audio / book_wall
-    print(
-        f"   audio s per wall s: cast {cast_speed:.3f}, book {book_speed:.3f}:"
-        f" {book_speed / cast_speed:.3f}x (target >= 0.95x)"
-    )
+    if not args.requests_only:
+        cast_speed, book_speed = cast_audio / cast_wall, book_audio / book_wall
+        print(
+            f"   audio s per wall s: cast {cast_speed:.3f}, book {book_speed:.3f}:"
+            f" {book_speed / cast_speed:.3f}x (target >= 0.95x)"
+        )
     a, b = _firsts(alone), _firsts(beside)
     if a and b:
         print(
@@ -190,6 +194,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chapters", type=int, default=10)
     parser.add_argument("--requests", type=int, default=8, help="ordinary requests per phase")
     parser.add_argument("--gap", type=float, default=20.0, help="seconds between requests")
+    parser.add_argument(
+        "--requests-only",
+        action="store_true",
+        help="the two request phases alone (no cast and book made alone: about 8 of 65 minutes)",
+    )
     args = parser.parse_args(argv)
     print(f"speechd book benchmark, {os.cpu_count()} CPUs")
     print(f"   load average at the start {os.getloadavg()[0]:.1f}")

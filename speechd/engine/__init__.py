@@ -21,6 +21,9 @@ the ONNX one, which exports the weights once in a child process).
     results = engine.synthesize_batch([BatchItem(chunk, spec, 1.0, seed), ...])
     # one Synthesis or SpeechdError per item, each as that item alone would give it
 
+A chunk may be stopped while it is made (`Stop`, set from another thread: the worker gives the
+device to a listener who arrives during a book's chunk); `synthesize` then raises Preempted.
+
 A pause (SSML `break`) is a silent chunk of its own: `silence(chunk)` makes it without the
 model (`synthesize` hands it there too), and the worker writes it so, never asking the engine.
 """
@@ -36,6 +39,7 @@ from ._engine import Engine, Synthesis, silence
 from ._loading import load_engine
 from ._memory import parse_size
 from ._runtime import SAMPLES_PER_FRAME
+from ._stop import Preempted, Stop
 from ._voices import VoiceBook
 
 __all__ = [
@@ -46,6 +50,8 @@ __all__ = [
     "BatchItem",
     "Engine",
     "EngineConfig",
+    "Preempted",
+    "Stop",
     "Synthesis",
     "VoiceBook",
     "choose_max_batch",

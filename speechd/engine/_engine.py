@@ -71,6 +71,7 @@ from ._packs import VoicePacks
 from ._resident import ResidentRuntime
 from ._runtime import Inference, Request, Runtime
 from ._sanity import SanityReport
+from ._stop import Stop
 from ._timing import WordTiming, word_timings
 from ._torch import quiet_third_party
 from ._trim import chunk_ending, silence_samples, trim_silence
@@ -302,18 +303,29 @@ class Engine:
     # ------------------------------------------------------------------ synthesis
 
     def synthesize(
-        self, chunk: Chunk, voice: str, speed: float = 1.0, *, seed: int | None = None
+        self,
+        chunk: Chunk,
+        voice: str,
+        speed: float = 1.0,
+        *,
+        seed: int | None = None,
+        stop: Stop | None = None,
     ) -> Synthesis:
         """Audio for one planned chunk. Same chunk, voice, speed and seed: same PCM on the
         same runtime and device (a foreign ONNX export draws its own noise). The chunk's own
         `rate` scales `speed` (kept within the speed bounds). `voice` is the cast's: a chunk
         planned with another (SSML `<voice>`: `chunk.voice`) is read with that one
         (`chunk_voice`), here and in `synthesize_batch` alike. A silent chunk (a pause) is
-        `silence(chunk)`: the model is not asked."""
+        `silence(chunk)`: the model is not asked. `stop`, once set from another thread,
+        ends the synthesis early with Preempted (`_stop`)."""
         if _is_pause(chunk):
             return silence(chunk)
         request, kept = self._request(chunk, voice, speed, seed)
-        output = self._runtime.infer(*request)
+        if stop is None:
+            output = self._runtime.infer(*request)
+        else:
+            with self._runtime.stoppable(stop):
+                output = self._runtime.infer(*request)
         result = self._finish(chunk, voice, kept, output)
         del output
         self._trim_c_heap()

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,6 +48,7 @@ from ._runtime import (
     infer_batch_in_two_stages,
     infer_in_two_stages,
 )
+from ._stop import Preempted, Stop
 from ._variants import Variant
 
 __all__ = ["OnnxRuntime", "check_device", "load_onnx_runtime", "onnx_available"]
@@ -150,6 +152,29 @@ class OnnxRuntime:
             return self._graphs.infer(tokens, style, speed)
         except self._errors as exc:
             raise CastFailed(f"Synthesis failed on {self.device}: {exc}") from exc
+
+    @contextmanager
+    def stoppable(self, stop: Stop) -> Iterator[None]:
+        """`stop` sets the sessions' `RunOptions.terminate`: the run in flight ends between
+        kernels with an error, raised as Preempted; the flag is cleared before the next."""
+        run = self._graphs.run_options
+        if run is None:  # no RunOptions to end a run with: it runs to its end
+            stop.check()
+            yield
+            return
+
+        def terminate() -> None:
+            run.terminate = True
+
+        try:
+            with stop.watching(terminate):
+                yield
+        except CastFailed:
+            if stop.is_set():
+                raise Preempted from None
+            raise
+        finally:
+            run.terminate = False
 
 
 def _session_options(ort: Any, threads: int | None) -> Any:
@@ -265,7 +290,7 @@ def load_onnx_runtime(
             )
         chain = _gpu_chain(available, index, None, gpu_mem_limit) if gpu else [CPU]
         session = ort.InferenceSession(str(export), options, providers=chain)
-        run = None if gpu else _cpu_run_options(ort)
+        run = ort.RunOptions() if gpu else _cpu_run_options(ort)
         return WholeGraph(session, export, run), list(session.get_providers())
 
     try:
@@ -345,7 +370,7 @@ def _open_split(
     pair = _batched(ort, export, manifest, options, cuda)
     log.info("ONNX export %s on %s", export, ", ".join(providers))
     long = None if long_back is None else (long_back, TRT_MAX_FRAMES)
-    return SplitGraphs(front, back, long, batched=pair), providers
+    return SplitGraphs(front, back, long, ort.RunOptions(), batched=pair), providers
 
 
 def _batched(

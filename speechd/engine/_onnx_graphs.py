@@ -37,9 +37,14 @@ class SplitGraphs:
         self._open_back = open_back  # None: the decoder cannot be swapped (on a GPU)
         # A CUDA-only session for chunks of more frames than TensorRT's profile holds.
         self._long_back = long_back
-        self._run = run  # RunOptions
+        self._run = run  # RunOptions, shared by every session's runs
         self._open_batched = batched  # None: the export has no batched graphs
         self._batched: tuple[Any, Any] | None = None
+
+    @property
+    def run_options(self) -> Any:
+        """The RunOptions every run passes (`OnnxRuntime.stoppable` sets its `terminate`)."""
+        return self._run
 
     @property
     def swappable(self) -> bool:
@@ -129,6 +134,7 @@ class WholeGraph:
 
     def __init__(self, session: Any, path: Path, run: Any = None) -> None:
         self._run = run
+        self.run_options = run
         inputs = {i.name: i.type for i in session.get_inputs()}
         self._ids = next((n for n in ("input_ids", "tokens") if n in inputs), None)
         self._style = next((n for n in ("style", "ref_s") if n in inputs), None)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from typing import Final
 
 import numpy as np
@@ -37,6 +38,7 @@ from speechd.errors import CastFailed, ModelUnavailable
 from ._heap import HeapTrimmer
 from ._memory import out_of_memory, release_device_memory
 from ._runtime import SAMPLES_PER_FRAME, Inference, Request, Runtime
+from ._stop import Stop
 
 __all__ = ["MIN_PIECE_TOKENS", "ResidentRuntime", "RuntimeOpener"]
 
@@ -152,6 +154,10 @@ class ResidentRuntime:
         return self.current.infer_batch(requests)
 
     # ------------------------------------------------------------------ synthesis
+
+    def stoppable(self, stop: Stop) -> AbstractContextManager[None]:
+        """The real runtime's (loaded first, if it was given back)."""
+        return self.current.stoppable(stop)
 
     def infer(
         self, tokens: Sequence[int], style: npt.NDArray[np.float32], speed: float, seed: int | None

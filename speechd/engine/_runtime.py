@@ -25,10 +25,13 @@ fell from 0.96 to 0.93, to 0.85 at 10 frames and 0.76 at 4.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Final, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from ._stop import Stop
 
 __all__ = [
     "HARMONICS",
@@ -90,6 +93,10 @@ class Runtime(Protocol):
     ) -> Inference:
         """Audio for phoneme `tokens` (vocabulary ids, without the markers) read with `style`
         (1, 256) at `speed`. Library failures are raised as CastFailed."""
+        ...
+
+    def stoppable(self, stop: Stop) -> AbstractContextManager[None]:
+        """While inside, `stop` ends the call in flight early with `Preempted` (`_stop`)."""
         ...
 
     @property

@@ -117,7 +117,10 @@ class EngineLike(Protocol):
 
     def synthesize(
         self, chunk: ChunkLike, voice: str, speed: float, *, seed: int | None = None
-    ) -> SynthesisLike: ...
+    ) -> SynthesisLike:
+        """One chunk's audio. For a chunk that may be cut short (a book's), the worker adds
+        `stop=` (`speechd.engine.Stop`): once it is set, the call raises Preempted."""
+        ...
 
 
 class EncoderLike(Protocol):

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from speechd.durable import Limits, RecordTooLarge
-from speechd.engine import silence  # torch-free
+from speechd.engine import Preempted, Stop, silence  # torch-free
 from speechd.errors import ModelUnavailable
 
 from ._cast import Admitted
@@ -158,20 +158,27 @@ def record_samples(
     return samples
 
 
-def render(engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool) -> Rendered:
+def render(
+    engine: EngineLike, cast: Admitted, chunk: ChunkLike, last: bool, stop: Stop | None = None
+) -> Rendered:
     """On the engine thread: synthesize one chunk and encode it, in records that fit the
     store (`cast.limits`, `record_samples`). A pause (`pause_s`) is not synthesized: its
     silence is made here, one chunk's worth (`speechd.text`'s `SILENCE_CHUNK_MS`) at most,
-    and encoded like any audio, so the file stays one stream."""
+    and encoded like any audio, so the file stays one stream. With `stop`, setting it ends
+    the synthesis with Preempted, before the encoder is fed (the chunk is made again later)."""
     begun = time.perf_counter()
     if pause_s(chunk) is not None:
         return _encode(engine, cast, chunk, last, silence(chunk), begun)  # type: ignore[arg-type]
+    seed = chunk_seed(cast.id, chunk.index)
     try:
-        synthesis = engine.synthesize(
-            chunk, cast.recipe.voice, cast.recipe.speed, seed=chunk_seed(cast.id, chunk.index)
-        )
-    except ModelUnavailable:  # the device, not the chunk: the worker stops (`_process`)
-        raise
+        if stop is None:
+            synthesis = engine.synthesize(chunk, cast.recipe.voice, cast.recipe.speed, seed=seed)
+        else:
+            synthesis = engine.synthesize(  # type: ignore[call-arg]
+                chunk, cast.recipe.voice, cast.recipe.speed, seed=seed, stop=stop
+            )
+    except (ModelUnavailable, Preempted):  # the device, not the chunk: the worker stops
+        raise  # (`_process`); or stopped for a listener: nothing was made
     except Exception as exc:
         raise ChunkFailed(exc, encoder_intact=True) from exc
     return _encode(engine, cast, chunk, last, synthesis, begun)

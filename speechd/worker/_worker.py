@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, TypeVar
 from speechd.casts import last_notice
 from speechd.casts.schema import WORKERS_PREFIX, WorkerNotice, encode, worker_stream
 from speechd.durable import AppendRecord, Store
+from speechd.engine import Preempted, Stop  # torch-free
 
 from ._admission import Admission
 from ._attempts import Attempts, Fate
@@ -350,21 +351,42 @@ class Worker:
         due = self._planning.next_wake(active)
         await self._sleep(seconds if due is None else min(seconds, due))
 
-    async def _await_chunk(self, future: concurrent.futures.Future[T]) -> T | None:
+    async def _await_chunk(
+        self, future: concurrent.futures.Future[T], preempt: Stop | None = None
+    ) -> T | None:
         """The rendered chunk (or batch); None if the worker is stopping and it did not
-        finish in grace."""
+        finish in grace. With `preempt` (a background chunk's), a listener's job joining
+        the line meanwhile sets it (`_preempt`)."""
         wrapped = asyncio.wrap_future(future)
         stopping = asyncio.ensure_future(self._stop.wait())
+        watching = None if preempt is None else asyncio.ensure_future(self._preempt(preempt))
         try:
             await asyncio.wait({wrapped, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopping.cancel()
+            if watching is not None:
+                watching.cancel()
         if not wrapped.done():
             done, _ = await asyncio.wait({wrapped}, timeout=self.config.stop_grace_s)
             if not done:
                 wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
                 return None
         return wrapped.result()
+
+    async def _preempt(self, stop: Stop) -> None:
+        """Set `stop` once a listener's job joins the line (not a background one, nor one
+        for a cast already made here): the book's chunk in flight gives way at once rather
+        than keep the newcomer from its first audio for up to a quantum. That chunk is made
+        again later; a book gets only the time nobody listening needs."""
+        seen = {job.offset for job in self._intake.pending}
+        while True:
+            await self._wake.wait()
+            self._wake.clear()  # the loop looks at everything again after the step anyway
+            arrived = [job for job in self._intake.pending if job.offset not in seen]
+            if any(job.id not in self._casts for job in arrived):
+                stop.set()
+                return
+            seen.update(job.offset for job in arrived)
 
     def _batch(self, first: str, views: list[ActiveCast]) -> list[str]:
         """The casts whose next chunks are made with `first`'s (`fill_batch`); only `first`
@@ -415,15 +437,20 @@ class Worker:
         outcomes: list[Rendered | ChunkFailed] | None
         try:
             if len(casts) == 1:
-                cast = casts[0]
+                cast, chunk = casts[0], planned[0].chunk
+                # A book's chunk gives way to a listener who arrives while it is made.
+                stop = Stop() if cast.background and pause_s(chunk) is None else None
                 future = self._thread.submit(
-                    render, self._engine, cast, planned[0].chunk, cast.plan.last
+                    render, self._engine, cast, chunk, cast.plan.last, stop
                 )
                 try:
-                    rendered = await self._await_chunk(future)
+                    rendered = await self._await_chunk(future, stop)
                     outcomes = None if rendered is None else [rendered]
                 except ChunkFailed as failed:
                     outcomes = [failed]
+                except Preempted:
+                    log.info("cast %s: chunk %d stopped for a listener", cast.id, chunk.index)
+                    return
             else:
                 entries = [(c, p.chunk, c.plan.last) for c, p in zip(casts, planned, strict=True)]
                 batch = self._thread.submit(render_batch, self._engine, entries)

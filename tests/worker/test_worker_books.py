@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -144,6 +145,61 @@ async def test_a_listener_opening_a_chapter_promotes_it(store: Store) -> None:
         await ended_stream(store, long, within=120)
     assert complete_audio(promoted) == expected_audio(book, CHAPTER)
     assert await cursor(store) == 3
+
+
+class SlowFirstPage(CostEngine):
+    """The book's first chunk (text with "page" in it) takes `slow_s`, unless it is stopped;
+    once one was stopped, every chunk takes what the cost model says."""
+
+    def __init__(self, slow_s: float) -> None:
+        super().__init__()
+        self.slow_s = slow_s
+        self.started = threading.Event()
+
+    def synthesize(self, chunk, voice, speed, *, seed=None, stop=None):  # type: ignore[no-untyped-def]
+        if "page" in chunk.text and not self.preempted and not self.started.is_set():
+            self.started.set()
+            self.compute(self.slow_s, chunk, stop)
+        return super().synthesize(chunk, voice, speed, seed=seed, stop=stop)
+
+
+PAGES = " ".join(f"page{n}" for n in range(60))
+LISTENER = "a listener arrives while the book is made"
+
+
+async def test_a_listener_arriving_stops_the_books_chunk_in_flight(store: Store) -> None:
+    """A book's chunk a minute long is in flight when a listener's request comes: the chunk
+    gives way at once, the listener's cast is made whole before any of the book's audio,
+    and the book is made after, whole, the stopped chunk made again and nothing twice."""
+    book = await chapter(store, PAGES)
+    engine = SlowFirstPage(slow_s=60.0)
+    async with running(make_worker(store, engine)):
+        assert await asyncio.to_thread(engine.started.wait, 30)
+        listener = await submit_text(store, LISTENER)
+        heard = await ended_stream(store, listener, within=20)  # not the minute the chunk takes
+        made = await ended_stream(store, book)
+    assert complete_audio(heard) == expected_audio(listener, LISTENER)
+    assert complete_audio(made) == expected_audio(book, PAGES)
+    assert engine.preempted == ["page0 page1"]  # the book's first chunk, stopped once
+    pages = [text for text, _ in engine.calls if "page" in text]
+    assert len(pages) == len(set(pages)) == len(await _audio_texts(store, book))  # each once
+    first_book_audio = next(r for r in made if event_of(r) == Event.AUDIO)
+    assert heard[-1].timestamp <= first_book_audio.timestamp
+
+
+async def test_a_books_chunk_is_not_stopped_for_more_of_the_book(store: Store) -> None:
+    """Only a listener stops a book's chunk: another chapter of a book joining the line, or
+    a job for the very chapter being made (its listener opened it), does not."""
+    book = await chapter(store, PAGES)
+    engine = SlowFirstPage(slow_s=1.0)
+    async with running(make_worker(store, engine)):
+        assert await asyncio.to_thread(engine.started.wait, 30)
+        other = await chapter(store, CHAPTER)
+        await store.append(JOBS, [AppendRecord(encode(Job(book)))])  # opened by a listener
+        made = [await ended_stream(store, cid) for cid in (book, other)]
+    assert engine.preempted == []
+    assert complete_audio(made[0]) == expected_audio(book, PAGES)
+    assert complete_audio(made[1]) == expected_audio(other, CHAPTER)
 
 
 async def _has_audio(store: Store, cid: str) -> bool:
