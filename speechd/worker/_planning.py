@@ -3,11 +3,13 @@
 `Planning.run` is called by the loop before it picks the next chunk to render: it steps the
 plans that are not ready (`CastPlan.wants_step`), one step per cast per round, in turn (the
 rotation goes on where the last call stopped), until each is ready or waits for input, or
-`slice_s` of planning has run. A step is itself bounded (the planner's contract: a slice of at
-most a few thousand characters, one G2P segment, or one cut), so one call holds the engine
-thread for about `slice_s` plus one step, whatever the texts: a cast of 200,000 hostile
-characters costs the others that much per chunk they render, never its whole plan. When no
-chunk is ready to render, the loop calls it again at once instead of sleeping.
+`slice_s` of planning has run; the listeners' plans before any background cast's (a book's),
+which waits for a call in which no listener's plan needed a step. A step is itself bounded (the
+planner's contract: a slice of at most a few thousand characters, one G2P segment, or one cut),
+so one call holds the engine thread for about `slice_s` plus one step, whatever the texts: a
+cast of 200,000 hostile characters costs the others that much per chunk they render, never its
+whole plan. When no chunk is ready to render, the loop calls it again at once instead of
+sleeping.
 
 **A live cast's next chunk waits for its text** while its listener is well ahead: planned at
 once, it would end wherever the text stopped arriving (a clause or two), and on a slow device
@@ -105,10 +107,17 @@ class Planning:
         failed: list[tuple[Admitted, Exception]] = []
         began = self._clock()
         ordered = sorted(casts, key=lambda c: c.job.offset)
+        listened = False  # a listener's plan was stepped in this call
         while True:
             now = self._clock()
             todo = [c for c in ordered if self._wants(c, now)]
             todo = [c for c in todo if all(c is not f for f, _ in failed)]
+            # The listeners' plans first: a book's planning never delays a listener's chunk.
+            listeners = [c for c in todo if not c.background]
+            if listeners:
+                todo, listened = listeners, True
+            elif listened:
+                return failed
             if not todo:
                 return failed
             start = self._turn % len(todo)

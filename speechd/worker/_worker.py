@@ -258,6 +258,8 @@ class Worker:
                 views = self._admission.views(self._casts)
                 decision = self.policy.choose(self._clock(), views, starved=admitted.starved)
                 match decision:
+                    case Run(cast_id) if self._planning_for_listeners(cast_id):
+                        continue  # a listener's next chunk is being planned: the book waits
                     case Run(cast_id):
                         await self._step([self._casts[c] for c in self._batch(cast_id, views)])
                     case Sleep(seconds):
@@ -372,6 +374,14 @@ class Worker:
                 wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
                 return None
         return wrapped.result()
+
+    def _planning_for_listeners(self, cast_id: str) -> bool:
+        """Whether `cast_id` is background work while a listener's plan has a step to make
+        (a newcomer's first chunk not planned yet): a book's chunk started now would keep
+        that listener waiting, as nothing stops it for a job already taken (`_preempt`)."""
+        if not self._casts[cast_id].background:
+            return False
+        return self._planning.pending([c for c in self._casts.making() if not c.background])
 
     async def _preempt(self, stop: Stop) -> None:
         """Set `stop` once a listener's job joins the line (not a background one, nor one

@@ -43,6 +43,7 @@ from ._helpers import (
     submit_text,
     wait_cursor,
 )
+from .test_worker_planning import RealPlanEngine, hostile
 
 BOOK = "B" * 22
 CHAPTER = " ".join(f"word{n}" for n in range(120))  # 15 chunks of the cost model's plan
@@ -200,6 +201,55 @@ async def test_a_books_chunk_is_not_stopped_for_more_of_the_book(store: Store) -
     assert engine.preempted == []
     assert complete_audio(made[0]) == expected_audio(book, PAGES)
     assert complete_audio(made[1]) == expected_audio(other, CHAPTER)
+
+
+async def test_a_books_planning_waits_while_a_listeners_first_chunk_is_planned(
+    store: Store,
+) -> None:
+    """A chapter whose text takes many planning steps, and a listener arriving meanwhile
+    whose first chunk takes more than one call's slice of planning to find: from the
+    listener's first planning step to its first chunk, neither a step of the book's plan nor
+    a chunk of the book runs (nothing would stop that chunk: the listener's job was taken)."""
+    events: list[tuple[str, str]] = []
+
+    class Logged(RealPlanEngine):
+        def planner(self, voice, policy, *, text="", **kwargs):  # type: ignore[no-untyped-def]
+            planner = super().planner(voice, policy, text=text, **kwargs)
+            step, whose = planner.step, "listener" if "Hello" in text else "book"
+
+            def logged(idle_s: float | None = None):  # type: ignore[no-untyped-def]
+                events.append(("plan", whose))
+                if whose == "listener":
+                    time.sleep(0.03)  # a slow G2P: its steps outlast one call's slice
+                return step(idle_s)
+
+            planner.step = logged  # type: ignore[method-assign]
+            return planner
+
+        def synthesize(self, chunk, voice, speed, *, seed=None, stop=None):  # type: ignore[no-untyped-def]
+            events.append(("make", "listener" if "Hello" in chunk.text else "book"))
+            return super().synthesize(chunk, voice, speed, seed=seed, stop=stop)
+
+    engine = Logged(audio_per_char=0.002, rtf=0.05)
+    await chapter(store, hostile(100_000))
+    async with running(make_worker(store, engine)):
+        await until(lambda: _made_some(events))
+        # A first chunk that takes more than one call's slice of planning to find.
+        await submit_text(store, "Hello " + hostile(30_000))
+        await until(lambda: _made_by(events, "listener"), within=60)
+    first_step = events.index(("plan", "listener"))
+    first_chunk = events.index(("make", "listener"))
+    between = events[first_step:first_chunk]
+    assert ("plan", "listener") in between[1:]  # planned over more than one step
+    assert ("plan", "book") not in between and ("make", "book") not in between, between
+
+
+async def _made_some(events: list[tuple[str, str]]) -> bool:
+    return ("make", "book") in events
+
+
+async def _made_by(events: list[tuple[str, str]], whose: str) -> bool:
+    return ("make", whose) in events
 
 
 async def _has_audio(store: Store, cid: str) -> bool:
