@@ -64,11 +64,6 @@ device's habit."""
 
 _BIN_SPAN = 1.5  # chunks whose audio lies within this factor are priced as one length
 _BIN_LATEST = 4  # ... by the latest this many of them
-KEEP_LENGTHS = 4
-"""A length is priced by its latest chunks until this many windows of chunks went by without
-one of its length (`ChunkTimes`): a run of short chunks (a document of pauses, many short
-requests) does not make the device forget what its long chunks cost, so the line that casts are
-planned for does not swing with the mix of lengths the last window happened to hold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +152,7 @@ class ChunkTimes:
     chunk 15% long, and a listener's start hold with it).
 
     Its generation time is read off the recent chunks of about its length (`gen_s`): the
-    mean cost of the latest few at each length (lengths in steps of `_BIN_SPAN`, each kept
-    until `KEEP_LENGTHS` windows of chunks went by without one of it), joined from one length
-    to the next; below
+    mean cost of the latest few at each length, joined from one length to the next; below
     the shortest carried down the first step's slope, past the longest up the steeper of the
     last step's slope and the line's. One line
     `overhead + slope * audio` over every length (`line`, what a cast's chunks are planned
@@ -167,9 +160,7 @@ class ChunkTimes:
     audio, 0.46 at 3-7 s and more again past 20 s, so a line through the short chunks priced
     a 12 s chunk 16% low, and one through them all had a negative price per call (refused,
     then the mean rate, which priced a 1 s chunk 22% low; the line now falls back on the
-    curve's shorter lengths). The line is fitted through the curve's lengths, each once,
-    rather than through the window's chunks: fitted through the chunks, it followed whichever
-    lengths the last 48 happened to be. Until two lengths are known the
+    curve's shorter lengths). Until two lengths are known the
     line answers; until it is known (three chunks of different lengths), the mean rate; and
     before anything is measured, the priors.
 
@@ -188,10 +179,6 @@ class ChunkTimes:
         prior_audio_per_char: float = 0.065,
     ) -> None:
         self._samples: deque[Observation] = deque(maxlen=window)
-        # The latest chunks of each length (`_length_of`), with when each was learned.
-        self._lengths: dict[int, deque[tuple[int, Observation]]] = {}
-        self._learned = 0
-        self._keep = KEEP_LENGTHS * window
         self._prior_rtf = prior_rtf
         self._prior_per_unit = prior_audio_per_unit
         self._prior_per_char = prior_audio_per_char
@@ -236,14 +223,6 @@ class ChunkTimes:
                 self._starts.append(max(self._start_slip / max(slip, 1.0), 1.0))
             self._start_slip = None
         self._samples.append(seen)
-        self._learned += 1
-        if seen.audio_s > 0:
-            key = _length_of(seen.audio_s)
-            kept = self._lengths.setdefault(key, deque(maxlen=_BIN_LATEST))
-            kept.append((self._learned, seen))
-            oldest = self._learned - self._keep
-            for stale in [k for k, v in self._lengths.items() if v[-1][0] <= oldest]:
-                del self._lengths[stale]
         self._fit = self._audio_fit = self._curve = None
 
     def after(self, seen: Iterable[Observation]) -> ChunkTimes:
@@ -252,7 +231,6 @@ class ChunkTimes:
         to the device's costs."""
         twin = copy.copy(self)
         twin._samples = deque(self._samples, maxlen=self._samples.maxlen)
-        twin._lengths = {k: deque(v, maxlen=v.maxlen) for k, v in self._lengths.items()}
         twin._slips = deque(self._slips, maxlen=self._slips.maxlen)
         twin._starts = deque(self._starts, maxlen=self._starts.maxlen)
         for observation in seen:
@@ -385,13 +363,20 @@ class ChunkTimes:
         return self._fit
 
     def _curve_points(self) -> list[tuple[float, float]]:
-        """(audio, compute) of the chunks by length: for each length kept (`_length_of`),
-        the means of its latest `_BIN_LATEST` chunks (a length measured again is priced as
-        the device runs now), from the shortest up, the compute never falling from one
-        length to the next."""
+        """(audio, compute) of the recent chunks by length: among the chunks whose audio
+        lies within `_BIN_SPAN` of each other, the means of the latest `_BIN_LATEST` (a length
+        measured again is priced as the device runs now), from the shortest up, the compute
+        never falling from one length to the next."""
+        latest = [(n, s) for n, s in enumerate(self._samples) if s.audio_s > 0]
+        bins: list[list[tuple[int, Observation]]] = []
+        for n, sample in sorted(latest, key=lambda item: item[1].audio_s):
+            if bins and sample.audio_s <= bins[-1][0][1].audio_s * _BIN_SPAN:
+                bins[-1].append((n, sample))
+            else:
+                bins.append([(n, sample)])
         points: list[tuple[float, float]] = []
-        for key in sorted(self._lengths):
-            group = [s for _, s in self._lengths[key]]
+        for members in bins:
+            group = [s for _, s in sorted(members, key=lambda item: item[0])[-_BIN_LATEST:]]
             x = sum(s.audio_s for s in group) / len(group)
             y = sum(s.gen_s for s in group) / len(group)
             points.append((x, max(y, points[-1][1]) if points else y))
@@ -408,27 +393,21 @@ class ChunkTimes:
         return fit if fit is not None else (0.0, mean)
 
     def _line(self) -> tuple[float, float]:
-        """The least-squares line through the curve's lengths, each once (see the class
-        docstring); where that is no price (a device whose rate climbs again at long chunks
-        gives a negative price per call), the same with the longest dropped until it is one;
-        with fewer than three lengths, the line through the recent chunks; else the mean."""
+        """The least-squares line through the recent chunks; where that is no price (a device
+        whose rate climbs again at long chunks gives a negative price per call), the line
+        through the curve's lengths, the longest dropped until it is one; else the mean."""
+        fit = _fit([(s.audio_s, s.gen_s) for s in self._samples])
+        if fit is not None:
+            return fit
         if self._curve is None:
             self._curve = self._curve_points()
         points = list(self._curve)
-        if len(points) < 3:
-            fit = _fit([(s.audio_s, s.gen_s) for s in self._samples])
-            return fit if fit is not None else (0.0, self._mean_rate())
         while len(points) >= 3:
             fit = _fit(points)
             if fit is not None:
                 return fit
             points.pop()
         return 0.0, self._mean_rate()
-
-
-def _length_of(audio_s: float) -> int:
-    """The length a chunk of `audio_s` seconds is priced as: steps of `_BIN_SPAN`."""
-    return math.floor(math.log(audio_s) / math.log(_BIN_SPAN))
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from speechd.worker import ChunkTimes, plan_timing
-from speechd.worker._costs import KEEP_LENGTHS
 from speechd.worker._policy import (
     ActiveCast,
     Candidate,
@@ -253,46 +252,6 @@ def test_chunk_times_forget_old_measurements() -> None:
     for _ in range(4):
         times.observe(units=10, chars=10, speed=1.0, gen_s=0.1, audio_s=1.0)
     assert times.rtf == pytest.approx(0.1)
-
-
-def _learn(times: ChunkTimes, audio: float, gen: float, count: int = 1) -> None:
-    for _ in range(count):
-        times.observe(units=round(audio * 12), chars=round(audio * 15), speed=1.0,
-                      gen_s=gen, audio_s=audio)  # fmt: skip
-
-
-def test_a_run_of_one_length_does_not_swing_the_line_casts_are_planned_for() -> None:
-    """A device measured at every length, then a window's worth of short chunks only (a
-    document of short sentences between pauses), then of long ones only: the line stays the
-    device's, since each length counts once however many of its chunks the window holds."""
-    times = ChunkTimes()
-    for audio in (0.5, 1.0, 2.0, 4.0, 8.0, 16.0):  # 0.3 s per call + 0.5 s per audio second
-        _learn(times, audio, 0.3 + 0.5 * audio, count=2)
-    assert times.line == pytest.approx((0.3, 0.5))
-    _learn(times, 1.0, 0.8, count=60)  # the whole window, one length
-    assert times.line == pytest.approx((0.3, 0.5))
-    _learn(times, 16.0, 8.3, count=60)
-    assert times.line == pytest.approx((0.3, 0.5))
-    assert times.gen_s(4.0) == pytest.approx(2.3)
-
-
-def test_a_length_long_unseen_is_forgotten() -> None:
-    """The device slows, and every length but 8 s is made again: 8 s stays priced by its
-    old chunks (never below a shorter length's) until four windows of chunks went by without
-    one of it; then it is carried up from the lengths measured now."""
-    fast, slow = (lambda a: 0.3 + 0.5 * a), (lambda a: 2 * (0.3 + 0.5 * a))
-    times = ChunkTimes(window=8)
-    for audio in (1.0, 2.0, 4.0, 8.0):
-        _learn(times, audio, fast(audio), count=4)
-    for _ in range(5):  # 31 chunks learned: 8 s last seen 15 chunks ago
-        for audio in (1.0, 2.0, 4.0):
-            _learn(times, audio, slow(audio))
-    assert times.gen_s(8.0) == pytest.approx(slow(4.0))
-    for _ in range(6):  # 49: 33 chunks ago, past KEEP_LENGTHS windows of 8
-        for audio in (1.0, 2.0, 4.0):
-            _learn(times, audio, slow(audio))
-    assert KEEP_LENGTHS * 8 < 33
-    assert times.gen_s(8.0) == pytest.approx(slow(8.0))
 
 
 # -- whole runs on a simulated clock ------------------------------------------------------
